@@ -1,0 +1,370 @@
+"""CTensor: the low-level tensor that Operators receive (SINGA's ``singa_wrap.Tensor``).
+
+A CTensor is a view (shape, strides in elements, element offset, dtype) of a :class:`Block` on a
+device. Several CTensors may share one Block (reshape, transpose, broadcast views). It carries no
+autograd state; :class:`singa.tensor.Tensor` wraps it for that.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import _dtype
+from .errors import DeviceMismatchError, GraphError, ShapeError
+
+__all__ = ["CTensor", "contiguous_strides"]
+
+_STRIDES: dict[tuple, tuple] = {}
+
+
+def contiguous_strides(shape: tuple) -> tuple:
+    """Row-major strides (in elements) of ``shape``."""
+    st = _STRIDES.get(shape)
+    if st is None:
+        acc = 1
+        rev = []
+        for d in reversed(shape):
+            rev.append(acc)
+            acc *= d
+        st = tuple(reversed(rev))
+        if len(_STRIDES) < 4096:
+            _STRIDES[shape] = st
+    return st
+
+
+_math_mod = None
+
+
+def _m():
+    """The functional math module (imported late: it imports this one)."""
+    global _math_mod
+    if _math_mod is None:
+        from . import _math
+
+        _math_mod = _math
+    return _math_mod
+
+
+def _default_device():
+    from ._device_api import get_default_device
+
+    return get_default_device()
+
+
+def _check_shape(shape) -> tuple:
+    try:
+        shape = tuple(int(d) for d in shape)
+    except TypeError:
+        raise ShapeError(f"shape must be a sequence of ints, got {shape!r}") from None
+    if any(d < 0 for d in shape):
+        raise ShapeError(f"shape {shape} has a negative dimension")
+    return shape
+
+
+class CTensor:
+    """A strided view of device memory. Constructed as ``CTensor(shape[, device][, dtype])``."""
+
+    __slots__ = ("shp", "strd", "dt", "dev", "off", "block", "contig", "_view", "_vbuf",
+                 "__weakref__")
+
+    def __init__(self, shape=(), device=None, dtype=_dtype.kFloat32):
+        from ._device import Device
+
+        if isinstance(device, int) and not isinstance(device, bool) and dtype == _dtype.kFloat32:
+            device, dtype = None, device  # CTensor(shape, dtype)
+        if device is not None and not isinstance(device, Device):
+            from ._device_api import get_device
+
+            device = get_device(device)
+        shape = _check_shape(shape if not isinstance(shape, int) else (shape,))
+        dt = _dtype.code_of(dtype)
+        dev = device if device is not None else _default_device()
+        self.shp = shape
+        self.strd = contiguous_strides(shape)
+        self.dt = dt
+        self.dev = dev
+        self.off = 0
+        self.contig = True
+        self._vbuf = None
+        blk = dev.new_block(math.prod(shape) * _dtype.ITEMSIZE[dt])
+        blk.ref_count += 1
+        self.block = blk
+
+    @classmethod
+    def _new(cls, shape: tuple, dev, dt: int) -> CTensor:
+        """Fast constructor for a fresh contiguous tensor (no argument checking)."""
+        t = object.__new__(cls)
+        t.shp = shape
+        t.strd = contiguous_strides(shape)
+        t.dt = dt
+        t.dev = dev
+        t.off = 0
+        t.contig = True
+        t._vbuf = None
+        n = 1
+        for d in shape:
+            n *= d
+        blk = dev.new_block(n * _dtype.ITEMSIZE[dt])
+        blk.ref_count += 1
+        t.block = blk
+        return t
+
+    def _view_as(self, shape: tuple, strides: tuple, off: int | None = None) -> CTensor:
+        """A new CTensor sharing this block with other shape/strides/offset."""
+        t = object.__new__(CTensor)
+        t.shp = shape
+        t.strd = strides
+        t.dt = self.dt
+        t.dev = self.dev
+        t.off = self.off if off is None else off
+        t.contig = strides == contiguous_strides(shape)
+        t._vbuf = None
+        blk = self.block
+        blk.ref_count += 1
+        t.block = blk
+        return t
+
+    def __del__(self):
+        try:
+            self.block.ref_count -= 1
+        except AttributeError:  # construction failed before the block was set
+            pass
+
+    # ------------------------------------------------------------------ SWIG-style introspection
+    def shape(self, i: int | None = None):
+        """The shape tuple, or dimension ``i``."""
+        return self.shp if i is None else self.shp[i]
+
+    def nDim(self) -> int:
+        return len(self.shp)
+
+    def Size(self) -> int:
+        return math.prod(self.shp)
+
+    def MemSize(self) -> int:
+        return self.Size() * _dtype.ITEMSIZE[self.dt]
+
+    def data_type(self) -> int:
+        return self.dt
+
+    def device(self):
+        return self.dev
+
+    def initialized(self) -> bool:
+        return self.block.data is not None
+
+    def transpose(self) -> bool:
+        """True when the strides are not row-major (a transposed or broadcast view).
+
+        ``contig`` means row-major strides; the element offset may be non-zero (a slice of a
+        block), and backends apply it in :meth:`Device.native`.
+        """
+        return not self.contig
+
+    def stride(self) -> tuple:
+        return self.strd
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shp)
+
+    @property
+    def np_dtype(self):
+        return _dtype.NP_DTYPE[self.dt]
+
+    def __repr__(self) -> str:
+        return (f"<CTensor shape={self.shp} dtype={_dtype.name_of(self.dt)} "
+                f"device={self.dev.name}>")
+
+    # ------------------------------------------------------------------ host transfer
+    def to_numpy(self) -> np.ndarray:
+        """Copy the values to a new numpy array of this shape and dtype."""
+        dev = self.dev
+        if dev._graph_enabled:
+            raise GraphError(
+                f"cannot read tensor values on {dev.name} while its graph is being recorded; "
+                "read them after the graph runs (after model(...) returns)"
+            )
+        out = []
+        dev.exec(lambda: out.append(dev.native_to_numpy(dev.native(self))),
+                 [self.block], [], "CopyToHost")
+        return out[0]
+
+    def copy_from_numpy(self, arr, offset: int = 0) -> None:
+        """Copy ``arr`` (cast to this dtype) into this tensor.
+
+        Without ``offset`` the element counts must match. With one (in elements), the values
+        are written from that position of a contiguous tensor and the rest is kept.
+        """
+        arr = np.asarray(arr)
+        n = self.Size()
+        if not offset:
+            if arr.size != n:
+                raise ShapeError(
+                    f"copy_from_numpy: array has {arr.size} elements {arr.shape}, tensor has "
+                    f"{n} {self.shp}; reshape the array or create a tensor of shape {arr.shape}"
+                )
+            self._write_host(arr.reshape(self.shp))
+            return
+        self._write_range(arr.reshape(-1), offset)
+
+    def _write_range(self, flat: np.ndarray, offset: int) -> None:
+        n = self.Size()
+        if not self.contig:
+            raise ShapeError("a partial host copy needs a contiguous tensor; call contiguous()")
+        if offset < 0 or flat.size + offset > n:
+            raise ShapeError(
+                f"copy_from_numpy: {flat.size} values at offset {offset} do not fit the "
+                f"tensor's {n} elements"
+            )
+        self._view_as((flat.size,), (1,), self.off + offset)._write_host(flat, extra_reads=True)
+
+    def _write_host(self, arr: np.ndarray, extra_reads: bool = False) -> None:
+        src = np.ascontiguousarray(arr, dtype=_dtype.NP_DTYPE[self.dt])
+        if src is arr:
+            src = src.copy()  # the op may run later (graph); never alias the caller's array
+        dev = self.dev
+        reads = [self.block] if extra_reads else []
+        dev.exec(lambda: dev.numpy_into_native(src, dev.native(self)), reads, [self.block],
+                 "CopyFromHost")
+
+    # SWIG names
+    def CopyFloatDataFromHostPtr(self, arr, num=None):
+        self._copy_prefix(np.asarray(arr, dtype=np.float32), num)
+
+    def CopyIntDataFromHostPtr(self, arr, num=None):
+        self._copy_prefix(np.asarray(arr, dtype=np.int32), num)
+
+    def CopyHalfFloatDataFromHostPtr(self, arr, num=None):
+        self._copy_prefix(np.asarray(arr, dtype=np.float16), num)
+
+    def _copy_prefix(self, arr, num):
+        arr = arr.reshape(-1)
+        if num is not None:
+            arr = arr[:num]
+        if arr.size == self.Size():
+            self.copy_from_numpy(arr)
+        else:
+            self._write_range(arr, 0)
+
+    def GetFloatValue(self, n: int | None = None) -> np.ndarray:
+        return self._get_values(np.float32, n)
+
+    def GetIntValue(self, n: int | None = None) -> np.ndarray:
+        return self._get_values(np.int32, n)
+
+    def GetHalfFloatValue(self, n: int | None = None) -> np.ndarray:
+        return self._get_values(np.float16, n)
+
+    def _get_values(self, np_dt, n):
+        flat = self.to_numpy().reshape(-1).astype(np_dt, copy=False)
+        return flat if n is None else flat[:n]
+
+    # ------------------------------------------------------------------ math methods
+    def SetFloatValue(self, x) -> None:
+        _m().set_value(self, x)
+
+    def CopyData(self, other: CTensor) -> None:
+        if other.Size() != self.Size():
+            raise ShapeError(f"CopyData: sizes differ ({other.shp} vs {self.shp})")
+        _m().copy_into(self, other)
+
+    def AsType(self, dtype) -> CTensor:
+        return _m().as_type(self, _dtype.code_of(dtype))
+
+    def ToType(self, dtype) -> None:
+        new = _m().as_type(self, _dtype.code_of(dtype))
+        self._adopt(new)
+
+    def ToDevice(self, dev) -> None:
+        from ._device_api import get_device
+
+        dev = get_device(dev)
+        if dev is self.dev:
+            return
+        self._adopt(_m().to_device(self, dev))
+
+    def ToHost(self) -> None:
+        self.ToDevice(self.dev.host())
+
+    def _adopt(self, other: CTensor) -> None:
+        """Swap in ``other``'s memory and layout (in-place conversions)."""
+        self.block.ref_count -= 1
+        other.block.ref_count += 1
+        self.block = other.block
+        self.shp, self.strd, self.off, self.contig = other.shp, other.strd, other.off, other.contig
+        self.dt = other.dt
+        self.dev = other.dev
+        self._vbuf = None
+
+    def Clone(self) -> CTensor:
+        return _m().copy(self)
+
+    def Repeat(self, repeats, axis) -> CTensor:
+        return _m().repeat(self, repeats, axis)
+
+    def ResetLike(self, t: CTensor) -> None:
+        self._adopt(CTensor._new(t.shp, t.dev, t.dt))
+
+    def L1(self) -> float:
+        return float(_m().l1(self))
+
+    def L2(self) -> float:
+        return float(_m().l2(self))
+
+    def __iadd__(self, x):
+        _m().iadd(self, x)
+        return self
+
+    def __isub__(self, x):
+        _m().isub(self, x)
+        return self
+
+    def __imul__(self, x):
+        _m().imul(self, x)
+        return self
+
+    def __itruediv__(self, x):
+        _m().idiv(self, x)
+        return self
+
+    def __add__(self, x):
+        return _m().add(self, x)
+
+    def __sub__(self, x):
+        return _m().sub(self, x)
+
+    def __mul__(self, x):
+        return _m().mul(self, x)
+
+    def __truediv__(self, x):
+        return _m().div(self, x)
+
+    __div__ = __truediv__
+
+    def __lt__(self, x):
+        return _m().lt(self, x)
+
+    def __le__(self, x):
+        return _m().le(self, x)
+
+    def __gt__(self, x):
+        return _m().gt(self, x)
+
+    def __ge__(self, x):
+        return _m().ge(self, x)
+
+    __hash__ = object.__hash__
+
+
+def check_same_device(op_name: str, tensors) -> None:
+    """Raise DeviceMismatchError naming both devices and the fix."""
+    dev = tensors[0].dev
+    for i, t in enumerate(tensors[1:], 1):
+        if t.dev is not dev:
+            raise DeviceMismatchError(
+                f"{op_name}: expected all tensors on one device, but input 0 is on {dev.name} "
+                f"and input {i} is on {t.dev.name}; move one, e.g. x.to_device(y.device)"
+            )

@@ -1,0 +1,261 @@
+"""The Device base class: one choke point (``exec``) for every operation on device memory."""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from typing import Any
+
+from .errors import GraphError, MissingKernelError
+from .memory import Allocator, Block, MemPool
+
+__all__ = ["Device"]
+
+
+class Device:
+    """A compute device: memory pool, kernel table, execution and graph control.
+
+    Backends subclass it and implement :meth:`native`, :meth:`native_to_numpy`,
+    :meth:`numpy_into_native`, :meth:`synchronize` and (optionally) :meth:`_seed` and
+    :meth:`_timed_call`. Everything else (lazy allocation, graph buffering, profiling, block
+    freeing, host fallback) is backend-independent and lives here.
+
+    Every operation that touches device memory goes through :meth:`exec`.
+    """
+
+    #: Language tag, as SINGA's ``lang_``: ``"cpp"``, ``"cuda"``, ``"opencl"``.
+    lang = "cpp"
+    #: SINGA's static lazy-allocation switch (``Device.EnableLazyAlloc``).
+    lazy_alloc = True
+
+    def __init__(self, backend: str, index: int, allocator: Allocator):
+        self.backend = backend
+        self.index = index
+        self.pool = MemPool(allocator, self.name)
+        self.kernels: dict[str, tuple[Any, bool]] = {}
+        self.spec = None
+        self.host_fallback = False
+        self.fallback_ops: dict[str, int] = {}
+        self._graph = None
+        self._graph_enabled = False
+        self._verbosity = 0
+        self._skip_iteration = 5
+        self._seed_value: int | None = None
+        self._lock = threading.RLock()
+
+    # ------------------------------------------------------------------ identity
+    @property
+    def name(self) -> str:
+        """Canonical device string, e.g. ``"cpu"`` or ``"opencl:0"``."""
+        return self.backend if self.index < 0 else f"{self.backend}:{self.index}"
+
+    def id(self) -> int:
+        """SINGA's device id: -1 for the CPU, the ordinal for accelerators."""
+        return self.index
+
+    def host(self) -> Device:
+        """The host (CPU) device."""
+        from ._device_api import get_default_device
+
+        return get_default_device()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name}>"
+
+    def _attach(self, spec, kernel_table) -> None:
+        """Called by the registry after construction with the backend record and kernels."""
+        self.spec = spec
+        self.host_fallback = bool(spec.host_fallback)
+        table = {}
+        for op_name, fn in dict(kernel_table).items():
+            table[op_name] = (fn, bool(getattr(fn, "contiguous_inputs", False)))
+        self.kernels = table
+
+    # ------------------------------------------------------------------ backend interface
+    def native(self, ct) -> Any:
+        """The backend's array view of CTensor ``ct`` (shape, strides, offset applied)."""
+        raise NotImplementedError
+
+    def native_to_numpy(self, arr) -> Any:
+        """Copy a native array view to a new numpy array of the same shape."""
+        raise NotImplementedError
+
+    def numpy_into_native(self, src, arr) -> None:
+        """Copy numpy array ``src`` (same shape and dtype) into native view ``arr``."""
+        raise NotImplementedError
+
+    def synchronize(self) -> None:
+        """Block until all queued work on this device has finished."""
+
+    def _seed(self, seed: int) -> None:
+        """Reseed the device's random generator."""
+
+    def _timed_call(self, fn) -> float:
+        """Run ``fn`` and return its duration in seconds, measured by the device's clock."""
+        import time
+
+        self.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        self.synchronize()
+        return time.perf_counter() - t0
+
+    # ------------------------------------------------------------------ execution
+    def new_block(self, nbytes: int) -> Block:
+        blk = Block(nbytes, self.pool)
+        if not Device.lazy_alloc:
+            blk.allocate()
+        return blk
+
+    def exec(self, fn, reads, writes, name: str = "") -> None:
+        """Run ``fn()`` now, or record it as a graph node when the graph is enabled.
+
+        ``reads`` and ``writes`` are the Blocks ``fn`` reads and writes. Written blocks get
+        memory here (lazy allocation); a read block that was never written reads zeros.
+        """
+        if self._graph_enabled:
+            self._graph.add_operation(fn, reads, writes, name)
+            return
+        for b in writes:
+            if b.data is None:
+                b.data, b.cls = b.pool.malloc(b.nbytes)
+        for b in reads:
+            if b.data is None:
+                b.allocate(zero=True)
+        fn()
+
+    def kernel(self, op):
+        """``(kernel, needs_contiguous_inputs)`` for op record ``op`` on this device."""
+        try:
+            return self.kernels[op.name]
+        except KeyError:
+            pass
+        if not self.host_fallback:
+            raise MissingKernelError(
+                f"operator {op.name!r} has no kernel on device {self.name} (backend "
+                f"{self.backend!r}) and the backend does not enable host fallback. "
+                f"Move the tensors to a device that supports it, e.g. x.to_device("
+                f"singa.device.get_default_device()), or add a {op.name!r} kernel to the backend."
+            )
+        warnings.warn(
+            f"operator {op.name!r} has no kernel on {self.name}; running it on the host "
+            "through its numpy reference (slow: copies to host and back)",
+            stacklevel=4,
+        )
+        entry = (self._make_fallback(op), True)
+        self.kernels[op.name] = entry
+        return entry
+
+    def _make_fallback(self, op):
+        dev = self
+
+        def host_fallback(ins, outs, attrs):
+            dev.fallback_ops[op.name] = dev.fallback_ops.get(op.name, 0) + 1
+            host_ins = [dev.native_to_numpy(a) for a in ins]
+            res = op.reference(*host_ins, **attrs)
+            if not isinstance(res, tuple):
+                res = (res,)
+            for o, r in zip(outs, res):
+                dev.numpy_into_native(r.astype(o.dtype, copy=False), o)
+
+        return host_fallback
+
+    # ------------------------------------------------------------------ SINGA device API
+    def SetRandSeed(self, seed: int) -> None:
+        """Seed the device's random number generator."""
+        self._seed_value = int(seed)
+        self._seed(int(seed))
+
+    def Sync(self) -> None:
+        """Wait for queued work; in graph mode this records a "Waiting" sync node."""
+        self.exec(self.synchronize, [], [], "Waiting")
+
+    sync = Sync
+
+    def _ensure_graph(self):
+        if self._graph is None:
+            from .scheduler import Graph
+
+            self._graph = Graph(self)
+        return self._graph
+
+    def EnableGraph(self, enable: bool = True) -> None:
+        """Start (True) or stop (False) recording exec'd operations into the graph."""
+        if enable:
+            self._ensure_graph()
+        self._graph_enabled = bool(enable)
+
+    def graph_enabled(self) -> bool:
+        return self._graph_enabled
+
+    def RunGraph(self, serial: bool = False) -> None:
+        """Run the recorded graph once: BFS order, or insertion order when ``serial``."""
+        if self._graph is None:
+            raise GraphError(f"RunGraph on {self.name}: no graph was recorded (EnableGraph first)")
+        prev = self._graph_enabled
+        self._graph_enabled = False
+        try:
+            self._graph.run(serial)
+        finally:
+            self._graph_enabled = prev
+
+    def ResetGraph(self) -> None:
+        """Discard the recorded graph (its nodes and profiling data)."""
+        if self._graph is not None:
+            self._graph.reset()
+
+    def Reset(self) -> None:
+        """Disable the graph, sync, clear it and reset verbosity and skip count."""
+        self._graph_enabled = False
+        self.synchronize()
+        self.ResetGraph()
+        self._verbosity = 0
+        self._skip_iteration = 5
+
+    def SetVerbosity(self, verbosity: int) -> None:
+        """Time-profiling level: 0 off, 1 forward/backward totals, 2 per op, 3 Dist ops."""
+        self._verbosity = int(verbosity)
+
+    def verbosity(self) -> int:
+        return self._verbosity
+
+    def SetSkipIteration(self, n: int) -> None:
+        """Number of warm-up graph iterations excluded from time profiling (default 5)."""
+        self._skip_iteration = int(n)
+
+    def skip_iteration(self) -> int:
+        return self._skip_iteration
+
+    def PrintTimeProfiling(self) -> None:
+        """Print SINGA's time-profiling report for the graph runs so far."""
+        print(self.time_profiling_report())
+
+    def time_profiling_report(self) -> str:
+        if self._graph is None:
+            return "Time Profiling:\n(no graph has run on this device)"
+        return self._graph.profiling_report()
+
+    def export_chrome_trace(self, path: str) -> None:
+        """Write the profiled graph runs as a Chrome/Perfetto trace (JSON)."""
+        if self._graph is None:
+            raise GraphError(f"export_chrome_trace on {self.name}: no graph was recorded")
+        self._graph.export_chrome_trace(path)
+
+    @staticmethod
+    def EnableLazyAlloc(enable: bool) -> None:
+        Device.lazy_alloc = bool(enable)
+
+    # ------------------------------------------------------------------ memory
+    def memory_stats(self) -> dict[str, int]:
+        """Pool statistics: current/peak/cached bytes, allocation count, cache hits, fallbacks."""
+        stats = self.pool.stats()
+        stats["host_fallback_calls"] = sum(self.fallback_ops.values())
+        return stats
+
+    def reset_peak_memory_stats(self) -> None:
+        self.pool.reset_peak()
+
+    def empty_cache(self) -> None:
+        """Release cached (unused) pool memory back to the backend."""
+        self.synchronize()
+        self.pool.empty_cache()

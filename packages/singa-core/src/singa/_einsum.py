@@ -1,0 +1,101 @@
+"""Two-operand einsum and tensordot, lowered to transpose + reshape + (batched) Matmul."""
+
+from __future__ import annotations
+
+import math
+
+from . import _math as M
+from ._ctensor import CTensor
+from .errors import ShapeError
+
+
+def _parse(spec: str) -> tuple[str, str, str]:
+    spec = spec.replace(" ", "")
+    if "..." in spec:
+        raise ShapeError(f"einsum: ellipsis ('...') is not supported: {spec!r}")
+    if "->" in spec:
+        ins, out = spec.split("->")
+    else:
+        ins, out = spec, None
+    parts = ins.split(",")
+    if len(parts) != 2:
+        raise ShapeError(f"einsum takes exactly two operands, got {len(parts)} in {spec!r}")
+    la, lb = parts
+    if out is None:
+        counts = {c: (la + lb).count(c) for c in la + lb}
+        out = "".join(sorted(c for c, n in counts.items() if n == 1))
+    for name, letters in (("first operand", la), ("second operand", lb), ("output", out)):
+        if len(set(letters)) != len(letters):
+            raise ShapeError(f"einsum: repeated index in the {name} ({letters!r}) is not "
+                             "supported (no diagonals/traces)")
+        if not letters.isalpha() and letters:
+            raise ShapeError(f"einsum: indices must be letters, got {letters!r}")
+    for c in out:
+        if c not in la and c not in lb:
+            raise ShapeError(f"einsum: output index {c!r} appears in no operand")
+    return la, lb, out
+
+
+def _sum_out(x: CTensor, letters: str, keep: set) -> tuple[CTensor, str]:
+    drop = tuple(i for i, c in enumerate(letters) if c not in keep)
+    if not drop:
+        return x, letters
+    return M.sum(x, drop), "".join(c for c in letters if c in keep)
+
+
+def einsum2(spec: str, a: CTensor, b: CTensor) -> CTensor:
+    la, lb, lo = _parse(spec)
+    if len(la) != len(a.shp) or len(lb) != len(b.shp):
+        raise ShapeError(f"einsum {spec!r}: operands have shapes {a.shp} and {b.shp}")
+    size = {}
+    for letters, shape in ((la, a.shp), (lb, b.shp)):
+        for c, d in zip(letters, shape):
+            if size.setdefault(c, d) != d:
+                raise ShapeError(f"einsum {spec!r}: index {c!r} has sizes {size[c]} and {d}")
+    a, la = _sum_out(a, la, set(lb) | set(lo))
+    b, lb = _sum_out(b, lb, set(la) | set(lo))
+    batch = [c for c in la if c in lb and c in lo]
+    contr = [c for c in la if c in lb and c not in lo]
+    free_a = [c for c in la if c not in lb]
+    free_b = [c for c in lb if c not in la]
+
+    def arrange(x, letters, order):
+        return M.transpose(x, [letters.index(c) for c in order])
+
+    def n(cs):
+        return math.prod(size[c] for c in cs)
+
+    at = M.reshape(arrange(a, la, batch + free_a + contr), (n(batch), n(free_a), n(contr)))
+    bt = M.reshape(arrange(b, lb, batch + contr + free_b), (n(batch), n(contr), n(free_b)))
+    prod = M.matmul(at, bt)
+    res_letters = batch + free_a + free_b
+    res = M.reshape(prod, tuple(size[c] for c in res_letters))
+    perm = [res_letters.index(c) for c in lo]
+    if perm != list(range(len(perm))):
+        res = M.contiguous(M.transpose(res, perm))
+    return res
+
+
+def tensordot2(a: CTensor, b: CTensor, axes=2) -> CTensor:
+    if isinstance(axes, int):
+        if axes < 0 or axes > min(len(a.shp), len(b.shp)):
+            raise ShapeError(f"tensordot: axes={axes} is invalid for shapes {a.shp}, {b.shp}")
+        ax_a = list(range(len(a.shp) - axes, len(a.shp)))
+        ax_b = list(range(axes))
+    else:
+        ax_a, ax_b = axes
+        ax_a = [ax_a] if isinstance(ax_a, int) else list(ax_a)
+        ax_b = [ax_b] if isinstance(ax_b, int) else list(ax_b)
+        ax_a = [x % len(a.shp) for x in ax_a]
+        ax_b = [x % len(b.shp) for x in ax_b]
+    if len(ax_a) != len(ax_b) or any(a.shp[i] != b.shp[j] for i, j in zip(ax_a, ax_b)):
+        raise ShapeError(f"tensordot: contracted axes {ax_a} of {a.shp} and {ax_b} of {b.shp} "
+                         "must have equal sizes")
+    free_a = [i for i in range(len(a.shp)) if i not in ax_a]
+    free_b = [j for j in range(len(b.shp)) if j not in ax_b]
+    k = math.prod(a.shp[i] for i in ax_a)
+    fa = [a.shp[i] for i in free_a]
+    fb = [b.shp[j] for j in free_b]
+    at = M.reshape(M.transpose(a, free_a + ax_a), (math.prod(fa), k))
+    bt = M.reshape(M.transpose(b, ax_b + free_b), (k, math.prod(fb)))
+    return M.reshape(M.matmul(at, bt), tuple(fa + fb))

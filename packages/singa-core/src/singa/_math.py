@@ -1,0 +1,406 @@
+"""Functional math on CTensors: the layer every higher API (Tensor, singa_wrap, autograd) uses.
+
+Each function validates its arguments, builds views when no data has to move (reshape of a
+contiguous tensor, transpose, broadcast, slicing) and otherwise dispatches one op of the table.
+"""
+
+from __future__ import annotations
+
+import math
+from numbers import Number
+
+import numpy as np
+
+from . import _dtype
+from ._ctensor import CTensor, contiguous_strides
+from .errors import ShapeError
+from .ops import EMPTY, OPS, run
+from .ops._rules import broadcast_shapes, check_axis, normalize_axes
+
+_O = OPS
+
+
+def _one(name, ins, attrs=EMPTY):
+    return run(_O[name], ins, attrs)[0]
+
+
+# ---------------------------------------------------------------- elementwise
+def _make_unary(op_name):
+    op = _O[op_name]
+
+    def f(x: CTensor, out: CTensor | None = None) -> CTensor:
+        return run(op, [x], EMPTY, None if out is None else [out])[0]
+
+    f.__name__ = op_name.lower()
+    f.__doc__ = f"Elementwise {op.doc or op_name}."
+    return f
+
+
+abs = _make_unary("Abs")  # noqa: A001
+neg = _make_unary("Neg")
+sign = _make_unary("Sign")
+square = _make_unary("Square")
+ceil = _make_unary("Ceil")
+floor = _make_unary("Floor")
+round = _make_unary("Round")  # noqa: A001
+rounde = _make_unary("RoundE")
+exp = _make_unary("Exp")
+log = _make_unary("Log")
+sqrt = _make_unary("Sqrt")
+reciprocal = _make_unary("Reciprocal")
+erf = _make_unary("Erf")
+relu = _make_unary("ReLU")
+sigmoid = _make_unary("Sigmoid")
+tanh = _make_unary("Tanh")
+softplus = _make_unary("SoftPlus")
+softsign = _make_unary("SoftSign")
+sin = _make_unary("Sin")
+cos = _make_unary("Cos")
+tan = _make_unary("Tan")
+asin = _make_unary("Asin")
+acos = _make_unary("Acos")
+atan = _make_unary("Atan")
+sinh = _make_unary("Sinh")
+cosh = _make_unary("Cosh")
+asinh = _make_unary("Asinh")
+acosh = _make_unary("Acosh")
+atanh = _make_unary("Atanh")
+logical_not = _make_unary("Not")
+
+
+def _scalar_value(x: CTensor, value):
+    if x.dt == _dtype.kInt:
+        return value
+    return float(value)
+
+
+def _binary(op_name: str, scalar_name: str | None):
+    op = _O[op_name]
+    sop = _O[scalar_name] if scalar_name else None
+
+    def f(a: CTensor, b, out: CTensor | None = None) -> CTensor:
+        outs = None if out is None else [out]
+        if isinstance(b, CTensor):
+            return run(op, [a, b], EMPTY, outs)[0]
+        if isinstance(b, (Number, np.number)):
+            if sop is None:  # no scalar kernel: broadcast a one-element tensor
+                return run(op, [a, set_value(CTensor._new((), a.dev, a.dt), b)], EMPTY,
+                           outs)[0]
+            return run(sop, [a], {"value": _scalar_value(a, b)}, outs)[0]
+        raise TypeError(f"{op_name}: the second operand must be a tensor or a number, "
+                        f"got {type(b).__name__}")
+
+    f.__name__ = op_name.lower()
+    f.__doc__ = f"Elementwise {op_name} of a tensor and a tensor (broadcast) or a number."
+    return f
+
+
+add = _binary("Add", "AddScalar")
+sub = _binary("Sub", "SubScalar")
+mul = _binary("Mul", "MulScalar")
+div = _binary("Div", "DivScalar")
+pow = _binary("Pow", "PowScalar")  # noqa: A001
+lt = _binary("LT", "LTScalar")
+le = _binary("LE", "LEScalar")
+gt = _binary("GT", "GTScalar")
+ge = _binary("GE", "GEScalar")
+eq = _binary("EQ", "EQScalar")
+ne = _binary("NE", "NEScalar")
+maximum = _binary("Maximum", "MaxScalar")
+minimum = _binary("Minimum", "MinScalar")
+logical_and = _binary("And", None)
+logical_or = _binary("Or", None)
+logical_xor = _binary("Xor", None)
+
+
+def rsub(a: CTensor, value) -> CTensor:
+    """value - a."""
+    return _one("RSubScalar", [a], {"value": _scalar_value(a, value)})
+
+
+def rdiv(a: CTensor, value) -> CTensor:
+    """value / a."""
+    return _one("RDivScalar", [a], {"value": float(value)})
+
+
+def rpow(a: CTensor, value) -> CTensor:
+    """value ** a."""
+    return _one("RPowScalar", [a], {"value": float(value)})
+
+
+def _inplace(f):
+    def g(x: CTensor, y) -> CTensor:
+        if isinstance(y, CTensor) and broadcast_shapes(f.__name__, x.shp, y.shp) != x.shp:
+            raise ShapeError(f"in-place {f.__name__}: {y.shp} does not broadcast to {x.shp}")
+        return f(x, y, out=x)
+
+    return g
+
+
+iadd = _inplace(add)
+isub = _inplace(sub)
+imul = _inplace(mul)
+idiv = _inplace(div)
+
+
+def relu_backward(dy: CTensor, x: CTensor) -> CTensor:
+    """dy * (x > 0)."""
+    return _one("ReLUBackward", [dy, x])
+
+
+def clip(x: CTensor, min=None, max=None) -> CTensor:  # noqa: A002
+    return _one("Clip", [x], {"min": None if min is None else float(min),
+                              "max": None if max is None else float(max)})
+
+
+# ---------------------------------------------------------------- fills and random
+def set_value(x: CTensor, value) -> CTensor:
+    run(_O["SetValue"], [], {"shape": x.shp, "dtype": x.dt, "value": _scalar_value(x, value)},
+        [x])
+    return x
+
+
+def gaussian(x: CTensor, mean: float, std: float) -> CTensor:
+    run(_O["Gaussian"], [], {"shape": x.shp, "dtype": x.dt, "mean": float(mean),
+                             "std": float(std)}, [x])
+    return x
+
+
+def uniform(x: CTensor, low: float, high: float) -> CTensor:
+    run(_O["Uniform"], [], {"shape": x.shp, "dtype": x.dt, "low": float(low),
+                            "high": float(high)}, [x])
+    return x
+
+
+def bernoulli(x: CTensor, p: float) -> CTensor:
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"bernoulli: probability must be in [0, 1], got {p}")
+    run(_O["Bernoulli"], [], {"shape": x.shp, "dtype": x.dt, "p": float(p)}, [x])
+    return x
+
+
+# ---------------------------------------------------------------- copies and casts
+def copy(x: CTensor) -> CTensor:
+    """A new contiguous tensor with x's values."""
+    return _one("Copy", [x])
+
+
+def copy_into(dst: CTensor, src: CTensor) -> CTensor:
+    """Write src's values into dst (same element count; src is reshaped to dst's shape)."""
+    if src.dev is not dst.dev:
+        src = to_device(src, dst.dev)
+    if src.dt != dst.dt:
+        src = as_type(src, dst.dt)
+    if src.shp != dst.shp:
+        src = reshape(src, dst.shp)
+    run(_O["Copy"], [src], EMPTY, [dst])
+    return dst
+
+
+def contiguous(x: CTensor) -> CTensor:
+    return x if x.contig else copy(x)
+
+
+def as_type(x: CTensor, dtype: int) -> CTensor:
+    dtype = _dtype.code_of(dtype)
+    return _one("AsType", [x], {"dtype": dtype})
+
+
+def to_device(x: CTensor, dev) -> CTensor:
+    """A copy of x on ``dev`` (staged through host memory)."""
+    if x.dev is dev:
+        return copy(x)
+    out = CTensor._new(x.shp, dev, x.dt)
+    out.copy_from_numpy(x.to_numpy())
+    return out
+
+
+# ---------------------------------------------------------------- views
+def reshape(x: CTensor, shape) -> CTensor:
+    """A tensor of ``shape`` with x's elements (a view when x is contiguous).
+
+    One dimension may be -1 (inferred); 0 is a literal zero-size dimension.
+    """
+    shape = tuple(int(d) for d in shape)
+    n = x.size
+    if -1 in shape:
+        if shape.count(-1) > 1:
+            raise ShapeError(f"reshape: at most one -1 allowed, got {shape}")
+        known = math.prod(d for d in shape if d != -1)
+        if known == 0 or n % known:
+            raise ShapeError(f"reshape: cannot infer -1 in {shape} for {n} elements")
+        shape = tuple(n // known if d == -1 else d for d in shape)
+    if math.prod(shape) != n:
+        raise ShapeError(
+            f"reshape: cannot reshape {x.shp} ({n} elements) to {shape} "
+            f"({math.prod(shape)} elements)"
+        )
+    if not x.contig:
+        x = copy(x)
+    return x._view_as(shape, contiguous_strides(shape))
+
+
+def transpose(x: CTensor, axes=None) -> CTensor:
+    """A strided view with permuted axes (reversed when ``axes`` is None)."""
+    nd = len(x.shp)
+    if axes is None:
+        axes = tuple(range(nd - 1, -1, -1))
+    axes = tuple(int(a) % nd if nd else 0 for a in axes)
+    if sorted(axes) != list(range(nd)):
+        raise ShapeError(f"transpose: {axes} is not a permutation of the {nd} axes of {x.shp}")
+    return x._view_as(tuple(x.shp[a] for a in axes), tuple(x.strd[a] for a in axes))
+
+
+def broadcast_to(x: CTensor, shape) -> CTensor:
+    """A zero-stride view of x broadcast to ``shape``."""
+    shape = tuple(shape)
+    if broadcast_shapes("broadcast_to", x.shp, shape) != shape:
+        raise ShapeError(f"broadcast_to: {x.shp} cannot be broadcast to {shape}")
+    pad = len(shape) - len(x.shp)
+    strides = []
+    for i, d in enumerate(shape):
+        j = i - pad
+        if j < 0 or x.shp[j] == 1 and d != 1:
+            strides.append(0)
+        else:
+            strides.append(x.strd[j])
+    return x._view_as(shape, tuple(strides))
+
+
+def slice_view(x: CTensor, starts, stops, steps=None, axes=None) -> CTensor:
+    """A strided view of x[start:stop:step] on the given axes (numpy slice semantics)."""
+    nd = len(x.shp)
+    axes = list(range(len(starts))) if axes is None else [check_axis("slice", a, nd)
+                                                          for a in axes]
+    steps = [1] * len(axes) if steps is None else list(steps)
+    shape, strides, off = list(x.shp), list(x.strd), x.off
+    for ax, st, sp, step in zip(axes, starts, stops, steps):
+        if step == 0:
+            raise ShapeError("slice: step cannot be zero")
+        start, stop, step = slice(st, sp, step).indices(x.shp[ax])
+        n = len(range(start, stop, step))
+        off += start * x.strd[ax] if n else 0
+        shape[ax] = n
+        strides[ax] = x.strd[ax] * step
+    return x._view_as(tuple(shape), tuple(strides), off)
+
+
+def slice_on(x: CTensor, start: int, end: int, axis: int) -> CTensor:
+    """SINGA's SliceOn: a copy of x[start:end] along ``axis``."""
+    return copy(slice_view(x, [start], [end], None, [axis]))
+
+
+def squeeze_view(x: CTensor, axes) -> CTensor:
+    axes = normalize_axes("squeeze", axes, len(x.shp))
+    for a in axes:
+        if x.shp[a] != 1:
+            raise ShapeError(f"squeeze: axis {a} of {x.shp} has size {x.shp[a]}, not 1")
+    keep = [i for i in range(len(x.shp)) if i not in axes]
+    return x._view_as(tuple(x.shp[i] for i in keep), tuple(x.strd[i] for i in keep))
+
+
+# ---------------------------------------------------------------- data movement ops
+def concat(xs, axis: int) -> CTensor:
+    xs = list(xs)
+    if not xs:
+        raise ShapeError("concat: needs at least one tensor")
+    return _one("Concat", xs, {"axis": check_axis("Concat", axis, len(xs[0].shp))})
+
+
+def repeat(x: CTensor, repeats, axis=None) -> CTensor:
+    """numpy.repeat; ``axis=None`` repeats the flattened tensor."""
+    if isinstance(repeats, (int, np.integer)):
+        repeats = (int(repeats),)
+    repeats = tuple(int(r) for r in repeats)
+    if any(r < 0 for r in repeats):
+        raise ShapeError(f"repeat: repeat counts must be >= 0, got {repeats}")
+    if axis is None:
+        x = reshape(x, (x.size,))
+        axis = 0
+    return _one("Repeat", [x], {"repeats": repeats, "axis": check_axis("Repeat", axis,
+                                                                       len(x.shp))})
+
+
+def take(x: CTensor, idx: CTensor, axis: int = 0) -> CTensor:
+    return _one("Take", [x, idx], {"axis": check_axis("Take", axis, len(x.shp))})
+
+
+# ---------------------------------------------------------------- reductions
+def _reduce(name):
+    op = _O[name]
+
+    def f(x: CTensor, axes=None, keepdims: bool = False) -> CTensor:
+        if axes is not None:
+            axes = normalize_axes(name, axes, len(x.shp))
+        return run(op, [x], {"axes": axes, "keepdims": bool(keepdims)})[0]
+
+    f.__name__ = name.lower()
+    return f
+
+
+sum = _reduce("Sum")  # noqa: A001
+reduce_mean = _reduce("ReduceMean")
+reduce_max = _reduce("ReduceMax")
+reduce_min = _reduce("ReduceMin")
+
+
+def argmax(x: CTensor, axis: int = -1, keepdims: bool = False) -> CTensor:
+    return _one("ArgMax", [x], {"axis": check_axis("ArgMax", axis, len(x.shp)),
+                                "keepdims": bool(keepdims)})
+
+
+def _scalar(x: CTensor) -> float:
+    return float(x.to_numpy().reshape(-1)[0])
+
+
+def l1(x: CTensor) -> float:
+    """SINGA's l1(): the mean absolute value (sum |x| / size)."""
+    return _scalar(_one("Asum", [x])) / max(x.size, 1)
+
+
+def l2(x: CTensor) -> float:
+    """SINGA's l2(): the Euclidean norm divided by the size."""
+    return _scalar(_one("Nrm2", [x])) / max(x.size, 1)
+
+
+def asum(x: CTensor) -> CTensor:
+    return _one("Asum", [x])
+
+
+def nrm2(x: CTensor) -> CTensor:
+    return _one("Nrm2", [x])
+
+
+def softmax(x: CTensor, axis: int = -1) -> CTensor:
+    return _one("Softmax", [x], {"axis": axis})
+
+
+def log_softmax(x: CTensor, axis: int = -1) -> CTensor:
+    return _one("LogSoftmax", [x], {"axis": axis})
+
+
+def softmax_backward(y: CTensor, dy: CTensor, axis: int = -1) -> CTensor:
+    return _one("SoftmaxBackward", [y, dy], {"axis": axis})
+
+
+# ---------------------------------------------------------------- products
+def matmul(a: CTensor, b: CTensor, out: CTensor | None = None) -> CTensor:
+    """numpy matmul: GEMV for 1-D, GEMM for 2-D, batched GEMM (broadcast) above."""
+    return run(_O["Matmul"], [a, b], EMPTY, None if out is None else [out])[0]
+
+
+def gemm(a: CTensor, b: CTensor, c: CTensor, alpha=1.0, beta=0.0, trans_a=False,
+         trans_b=False, out: CTensor | None = None) -> CTensor:
+    """alpha * op(a) @ op(b) + beta * c (``out=c`` updates c in place)."""
+    attrs = {"alpha": float(alpha), "beta": float(beta), "transA": bool(trans_a),
+             "transB": bool(trans_b)}
+    return run(_O["GEMM"], [a, b, c], attrs, None if out is None else [out])[0]
+
+
+def axpy(alpha, x: CTensor, y: CTensor) -> CTensor:
+    """y += alpha * x in place; alpha is a number or a one-element tensor on y's device."""
+    if not isinstance(alpha, CTensor):
+        a = CTensor._new((1,), y.dev, y.dt)
+        set_value(a, float(alpha))
+        alpha = a
+    return run(_O["Axpy"], [alpha, x, y], EMPTY, [y])[0]

@@ -1,0 +1,108 @@
+"""The one registry of SINGA's environment variables.
+
+Every variable SINGA reads is declared here once, with its type, default and meaning, and read
+through :func:`get` so that parsing and error messages are uniform. ``python -m singa info``
+prints the table.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Callable
+
+__all__ = ["EnvVar", "ENV_VARS", "get", "describe"]
+
+
+def _parse_bool(raw: str) -> bool:
+    low = raw.strip().lower()
+    if low in ("1", "true", "yes", "on"):
+        return True
+    if low in ("", "0", "false", "no", "off"):
+        return False
+    raise ValueError(f"expected 0/1/true/false, got {raw!r}")
+
+
+def _parse_list(raw: str) -> frozenset[str]:
+    return frozenset(p.strip() for p in raw.split(",") if p.strip())
+
+
+def _parse_str(raw: str) -> str:
+    return raw.strip()
+
+
+def _parse_int(raw: str) -> int:
+    return int(raw.strip())
+
+
+@dataclass(frozen=True)
+class EnvVar:
+    """One environment variable: its name, parser, default and documentation."""
+
+    name: str
+    parse: Callable[[str], Any]
+    default: Any
+    doc: str
+    type_name: str
+
+
+ENV_VARS: dict[str, EnvVar] = {}
+
+
+def _declare(name: str, parse: Callable[[str], Any], default: Any, doc: str, type_name: str):
+    ENV_VARS[name] = EnvVar(name, parse, default, doc, type_name)
+
+
+_declare(
+    "SINGA_DEVICE", _parse_str, "",
+    "Device string used by get_default_device() and layers that are given no device, "
+    "e.g. 'cpu', 'opencl:0', 'cuda:1'. Empty means 'cpu'.", "str",
+)
+_declare(
+    "SINGA_PLUGINS", _parse_list, None,
+    "Comma-separated allowlist of plugin entry-point names to load (group 'singa'). "
+    "Unset loads every installed plugin.", "list",
+)
+_declare(
+    "SINGA_DISABLE_PLUGINS", _parse_list, frozenset(),
+    "Comma-separated blocklist of plugin entry-point names never to load.", "list",
+)
+_declare(
+    "SINGA_STRICT_PLUGINS", _parse_bool, False,
+    "1: a plugin that fails to import, returns bad records or conflicts raises at load time "
+    "instead of being recorded and reported later. For plugin developers and CI.", "bool",
+)
+_declare(
+    "SINGA_TRACE_PLUGINS", _parse_bool, False,
+    "1: print each plugin load step (entry point, distribution, records) to stderr.", "bool",
+)
+_declare(
+    "SINGA_OPENCL_DEVICE", _parse_str, "",
+    "OpenCL device chosen by create_opencl_device(): 'P:D' (platform P, device D) or a "
+    "substring of the platform or device name. Empty picks the first GPU, else the first device.",
+    "str",
+)
+_declare(
+    "SINGA_NUM_THREADS", _parse_int, 0,
+    "Threads for CPU kernels (numba, BLAS). 0 means one per core.", "int",
+)
+
+
+def get(name: str) -> Any:
+    """Return the parsed value of the registered variable ``name`` (its default when unset)."""
+    var = ENV_VARS[name]
+    raw = os.environ.get(name)
+    if raw is None:
+        return var.default
+    try:
+        return var.parse(raw)
+    except ValueError as exc:
+        raise ValueError(f"environment variable {name}={raw!r} is invalid: {exc}") from None
+
+
+def describe() -> list[tuple[str, str, str, str]]:
+    """Rows of (name, type, current value, doc) for the doctor."""
+    rows = []
+    for var in ENV_VARS.values():
+        rows.append((var.name, var.type_name, os.environ.get(var.name, "<unset>"), var.doc))
+    return rows

@@ -1,0 +1,97 @@
+"""The contract between SINGA and its plugins: every hook a plugin may implement.
+
+A plugin is a module named by an entry point in the group ``"singa"``::
+
+    # pyproject.toml of a plugin distribution
+    [project.entry-points.singa]
+    mybackend = "singa_mybackend.plugin"
+
+The module implements hooks from this file, marked with :data:`hookimpl`. SINGA imports the
+module and calls its hooks once, on the first device query (never at ``import singa``), and
+stores the returned records in plain dicts; no hook is ever called per operation. Each plugin
+is called in isolation: if one raises or returns invalid records, the failure is recorded and
+reported when its device is requested, and every other plugin keeps working.
+
+The built-in backends (``singa-cpu``, ``singa-opencl``, ``singa-cuda``) register through these
+same hooks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import pluggy
+
+from ._spec import BACKEND_API_VERSION, BackendSpec, CommunicatorSpec
+
+__all__ = [
+    "PROJECT_NAME",
+    "BACKEND_API_VERSION",
+    "hookspec",
+    "hookimpl",
+    "singa_backends",
+    "singa_communicators",
+]
+
+#: The pluggy project name and entry-point group.
+PROJECT_NAME = "singa"
+
+hookspec = pluggy.HookspecMarker(PROJECT_NAME)
+#: Decorator for hook implementations in plugin modules.
+hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
+
+
+@hookspec
+def singa_backends() -> Iterable[BackendSpec]:
+    """Return the hardware backends this plugin provides.
+
+    :returns: an iterable of :class:`singa.plugins.BackendSpec` records (an empty one when the
+        plugin has no backend). Each record names the backend (``"cpu"``, ``"opencl"``), the
+        :data:`BACKEND_API_VERSION` it was written against, an availability ``probe``, a
+        ``device_count`` function, a ``create_device(index)`` factory, and a ``kernels(device)``
+        function returning that device's kernel table ``{op_name: kernel}``.
+
+    Ordering: plugins are called in entry-point order; the order of records is irrelevant.
+    Returning a record equal to one already registered is a no-op; a record with the same
+    ``name`` from a different distribution is a conflict, reported naming both distributions.
+    A record whose ``api_version`` differs from :data:`BACKEND_API_VERSION` is skipped with a
+    warning that names the upgrade to install.
+
+    Only build the records here: import heavy libraries (numba, pyopencl, cupy) inside the
+    record's callables, so that listing plugins stays cheap.
+
+    Example::
+
+        from singa.plugins import BackendSpec, hookimpl, BACKEND_API_VERSION
+
+        @hookimpl
+        def singa_backends():
+            return [BackendSpec(
+                name="mydev", api_version=BACKEND_API_VERSION,
+                create_device=lambda index: MyDevice(index),
+                kernels=lambda device: {"Add": my_add, "Copy": my_copy},
+                device_count=lambda: 1,
+                install_hint="pip install singa-mydev",
+                host_fallback=True)]
+    """
+
+
+@hookspec
+def singa_communicators() -> Iterable[CommunicatorSpec]:
+    """Return the communicator backends (MPI, NCCL, sockets, ...) this plugin provides.
+
+    :returns: an iterable of :class:`singa.plugins.CommunicatorSpec` records, each naming a
+        communicator (``"mpi"``), an availability ``probe`` and a ``create(**options)`` factory
+        returning a :class:`singa.dist.Communicator`.
+
+    Ordering and conflicts follow :func:`singa_backends`: equal records are a no-op, the same
+    name from two distributions is a conflict naming both.
+
+    Example::
+
+        @hookimpl
+        def singa_communicators():
+            return [CommunicatorSpec(name="mpi", api_version=BACKEND_API_VERSION,
+                                     create=lambda **kw: MpiCommunicator(**kw),
+                                     install_hint="pip install singa[dist]")]
+    """

@@ -1,0 +1,163 @@
+"""Blocks of device memory and the caching pool they come from.
+
+A :class:`Block` is a handle to memory that does not exist yet: it gets a buffer from its
+device's :class:`MemPool` at the first write (lazy allocation) and gives it back when the last
+reference dies or when the scheduler frees it after its last reader. The pool keeps freed
+buffers per size class and hands them to the next request of that class, so memory freed in one
+step of an iteration is reused later in the same iteration.
+
+A backend supplies an :class:`Allocator` (raw ``alloc``/``free``/``zero`` of native buffers);
+everything else here is backend-independent.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+__all__ = ["Allocator", "Block", "MemPool", "size_class"]
+
+
+class Allocator(Protocol):
+    """What a backend provides for raw memory. Buffers are opaque to core."""
+
+    def alloc(self, nbytes: int) -> Any:
+        """Return a new native buffer of at least ``nbytes`` bytes."""
+
+    def free(self, buf: Any) -> None:
+        """Release a buffer obtained from :meth:`alloc` (may be a no-op for GC'd buffers)."""
+
+    def zero(self, buf: Any, nbytes: int) -> None:
+        """Fill the first ``nbytes`` bytes of ``buf`` with zeros."""
+
+
+_MIN_CLASS = 256
+
+
+def size_class(nbytes: int) -> int:
+    """Round a request up to its size class.
+
+    Classes are multiples of 256 bytes below 4 KiB, then four steps per power of two, so a
+    cached buffer is never more than 25% larger than the request it serves.
+    """
+    if nbytes <= 4096:
+        return max(_MIN_CLASS, (nbytes + 255) & ~255)
+    top = 1 << (nbytes - 1).bit_length()  # next power of two >= nbytes
+    step = top >> 3  # quarter of the lower power of two
+    return (nbytes + step - 1) // step * step
+
+
+class MemPool:
+    """Caching pool of native buffers with size classes and statistics.
+
+    ``current_bytes`` counts bytes of buffers handed out and not yet returned; ``peak_bytes`` is
+    its maximum since the last :meth:`reset_peak`; ``num_allocs`` counts requests and
+    ``num_hits`` those served from the cache; ``cached_bytes`` is memory held for reuse.
+    """
+
+    def __init__(self, allocator: Allocator, name: str = ""):
+        self.allocator = allocator
+        self.name = name
+        self._free: dict[int, list[Any]] = {}
+        self.current_bytes = 0
+        self.peak_bytes = 0
+        self.cached_bytes = 0
+        self.num_allocs = 0
+        self.num_hits = 0
+        self.num_device_allocs = 0
+
+    def malloc(self, nbytes: int) -> tuple[Any, int]:
+        """Return ``(buffer, class_bytes)`` for a request of ``nbytes``."""
+        cls = size_class(nbytes)
+        self.num_allocs += 1
+        bucket = self._free.get(cls)
+        if bucket:
+            buf = bucket.pop()
+            self.num_hits += 1
+            self.cached_bytes -= cls
+        else:
+            buf = self.allocator.alloc(cls)
+            self.num_device_allocs += 1
+        cur = self.current_bytes + cls
+        self.current_bytes = cur
+        if cur > self.peak_bytes:
+            self.peak_bytes = cur
+        return buf, cls
+
+    def free(self, buf: Any, cls: int) -> None:
+        """Return a buffer of class ``cls`` to the cache."""
+        self.current_bytes -= cls
+        self.cached_bytes += cls
+        bucket = self._free.get(cls)
+        if bucket is None:
+            self._free[cls] = [buf]
+        else:
+            bucket.append(buf)
+
+    def empty_cache(self) -> None:
+        """Release every cached buffer to the allocator."""
+        for bucket in self._free.values():
+            for buf in bucket:
+                self.allocator.free(buf)
+        self._free.clear()
+        self.cached_bytes = 0
+
+    def reset_peak(self) -> None:
+        """Start a new peak measurement from the current usage."""
+        self.peak_bytes = self.current_bytes
+
+    def stats(self) -> dict[str, int]:
+        """Current, peak and cached bytes; request, cache-hit and real allocation counts."""
+        return {
+            "current_bytes": self.current_bytes,
+            "peak_bytes": self.peak_bytes,
+            "cached_bytes": self.cached_bytes,
+            "num_allocs": self.num_allocs,
+            "num_hits": self.num_hits,
+            "num_device_allocs": self.num_device_allocs,
+        }
+
+
+class Block:
+    """Lazily allocated device memory shared by the CTensors that view it.
+
+    ``data`` is the native buffer, or ``None`` before the first write and after
+    :meth:`free_data`. ``ref_count`` counts live CTensors viewing this block; the scheduler
+    compares it with the references its own nodes hold to decide whether Python still uses the
+    block.
+    """
+
+    __slots__ = ("nbytes", "data", "pool", "cls", "ref_count", "__weakref__")
+
+    def __init__(self, nbytes: int, pool: MemPool):
+        self.nbytes = nbytes
+        self.pool = pool
+        self.data = None
+        self.cls = 0
+        self.ref_count = 0
+
+    def allocate(self, zero: bool = False) -> Any:
+        """Give the block memory now (normally done by Device.exec at the first write)."""
+        if self.data is None:
+            self.data, self.cls = self.pool.malloc(self.nbytes)
+            if zero:
+                self.pool.allocator.zero(self.data, self.nbytes)
+        return self.data
+
+    def free_data(self) -> None:
+        """Return the memory to the pool; the Block stays usable and re-allocates on next write."""
+        data = self.data
+        if data is not None:
+            self.data = None
+            self.pool.free(data, self.cls)
+
+    def __del__(self):
+        data = self.data
+        if data is not None:
+            try:
+                self.pool.free(data, self.cls)
+            except Exception:  # interpreter shutdown: the pool may already be gone
+                pass
+
+    def __repr__(self) -> str:
+        state = "allocated" if self.data is not None else "lazy"
+        return f"<Block {self.nbytes}B {state} refs={self.ref_count}>"

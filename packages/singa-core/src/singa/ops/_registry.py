@@ -1,0 +1,151 @@
+"""The operator table and the dispatcher.
+
+Each operator is declared once with :func:`defop`: its name, arity, a shape/dtype rule, a
+numpy reference and a sampler of test inputs. Backends register kernels under the op's name.
+
+Kernel calling convention (``BACKEND_API_VERSION`` 1)::
+
+    kernel(ins: list[native], outs: list[native], attrs: dict) -> None
+
+``ins``/``outs`` are the device's native array views (:meth:`Device.native`) of the input and
+output CTensors, in declaration order. Kernels write every element of each output and must not
+keep references to the lists or mutate ``attrs``. Inputs may be strided views (transposed,
+broadcast with zero strides, offset slices) unless the kernel function has the attribute
+``contiguous_inputs = True``, in which case the dispatcher materialises them first. Binary
+elementwise ops receive inputs whose shapes broadcast (numpy rules) to the output shape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import _dtype
+from .._ctensor import CTensor, check_same_device
+
+__all__ = ["OpDef", "OPS", "defop", "run", "KernelCall", "EMPTY"]
+
+#: Shared empty attribute dict (kernels must not mutate attrs).
+EMPTY: dict = {}
+
+F = (_dtype.kFloat32,)
+FH = (_dtype.kFloat32, _dtype.kFloat16)
+FD = (_dtype.kFloat32, _dtype.kDouble)
+FHD = (_dtype.kFloat32, _dtype.kFloat16, _dtype.kDouble)
+NUM = (_dtype.kFloat32, _dtype.kFloat16, _dtype.kDouble, _dtype.kInt)
+
+
+@dataclass(eq=False)
+class OpDef:
+    """One operator of the table.
+
+    Attributes
+    ----------
+    name: kernel-table key, e.g. ``"Add"``.
+    nin: number of inputs (-1: variadic).
+    nout: number of outputs.
+    infer: ``infer(ins, attrs) -> [(shape, dtype_code), ...]`` for the outputs; raises
+        :class:`singa.errors.ShapeError`/``DtypeMismatchError`` on bad input.
+    reference: numpy reference ``reference(*arrays, **attrs) -> array | tuple``.
+    sample: ``sample(g, dtype) -> (arrays, attrs)`` drawing a test case with helper ``g``
+        (see :mod:`singa.testing.cases`); used by the conformance kit.
+    dtypes: dtype codes the op is defined for (kernels may support a subset).
+    random: outputs are random draws (checked statistically, not elementwise).
+    tol: per-dtype ``(rtol, atol)`` overrides for the conformance kit.
+    """
+
+    name: str
+    nin: int
+    infer: Callable
+    reference: Callable
+    sample: Callable | None = None
+    nout: int = 1
+    dtypes: tuple = FHD
+    random: bool = False
+    tol: dict = field(default_factory=dict)
+    doc: str = ""
+
+    def __repr__(self) -> str:
+        return f"<op {self.name}>"
+
+
+OPS: dict[str, OpDef] = {}
+
+
+def defop(name: str, nin: int, infer, reference, sample=None, **kw) -> OpDef:
+    """Declare an operator (once; redefinition is a programming error)."""
+    if name in OPS:
+        raise ValueError(f"operator {name!r} declared twice")
+    op = OpDef(name, nin, infer, reference, sample, **kw)
+    OPS[name] = op
+    return op
+
+
+class KernelCall:
+    """A bound kernel invocation: what ``Device.exec`` runs or the graph records."""
+
+    __slots__ = ("dev", "fn", "ins", "outs", "attrs")
+
+    def __init__(self, dev, fn, ins, outs, attrs):
+        self.dev = dev
+        self.fn = fn
+        self.ins = ins
+        self.outs = outs
+        self.attrs = attrs
+
+    def __call__(self):
+        nat = self.dev.native
+        self.fn([nat(x) for x in self.ins], [nat(o) for o in self.outs], self.attrs)
+
+    @property
+    def ctensors(self):
+        """The CTensors this call holds (the scheduler counts them as graph references)."""
+        return (*self.ins, *self.outs)
+
+
+def _materialize(x: CTensor) -> CTensor:
+    return run(OPS["Copy"], [x])[0]
+
+
+def run(op: OpDef, ins: list, attrs: dict = EMPTY, outs: list | None = None) -> list:
+    """Dispatch ``op`` on the device of its tensors and return the output CTensors.
+
+    ``outs`` (optional) are existing tensors to write (in-place ops, fills); otherwise fresh
+    outputs are created from the op's shape/dtype rule.
+    """
+    if ins:
+        dev = ins[0].dev
+        for x in ins:
+            if x.dev is not dev:
+                check_same_device(op.name, ins + (outs or []))
+    else:
+        dev = outs[0].dev
+    if outs is None:
+        outs = [CTensor._new(s, dev, d) for s, d in op.infer(ins, attrs)]
+    elif ins and outs[0].dev is not dev:
+        check_same_device(op.name, ins + outs)
+    entry = dev.kernels.get(op.name)
+    fn, contig = entry if entry is not None else dev.kernel(op)
+    if contig:
+        ins = [x if x.contig else _materialize(x) for x in ins]
+        if not all(o.contig for o in outs):
+            tmp = [CTensor._new(o.shp, dev, o.dt) for o in outs]
+            run(op, ins, attrs, tmp)
+            for o, t in zip(outs, tmp):
+                run(OPS["Copy"], [t], EMPTY, [o])
+            return outs
+    dev.exec(KernelCall(dev, fn, ins, outs, attrs), [x.block for x in ins],
+             [o.block for o in outs], op.name)
+    return outs
+
+
+def kernel_attrs(**flags: Any):
+    """Decorator setting kernel flags, e.g. ``@kernel_attrs(contiguous_inputs=True)``."""
+
+    def deco(fn):
+        for k, v in flags.items():
+            setattr(fn, k, v)
+        return fn
+
+    return deco

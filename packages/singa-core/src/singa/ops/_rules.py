@@ -1,0 +1,94 @@
+"""Shared shape/dtype rules for op declarations."""
+
+from __future__ import annotations
+
+from .. import _dtype
+from ..errors import DtypeMismatchError, ShapeError
+
+
+def same(ins, attrs):
+    """Output has the first input's shape and dtype."""
+    x = ins[0]
+    return [(x.shp, x.dt)]
+
+
+def broadcast_shapes(op: str, a: tuple, b: tuple) -> tuple:
+    """numpy broadcasting of two shapes, or a ShapeError naming both."""
+    if a == b:
+        return a
+    n = max(len(a), len(b))
+    pa = (1,) * (n - len(a)) + a
+    pb = (1,) * (n - len(b)) + b
+    out = []
+    for da, db in zip(pa, pb):
+        if da == db or db == 1:
+            out.append(da)
+        elif da == 1:
+            out.append(db)
+        else:
+            raise ShapeError(
+                f"{op}: shapes {a} and {b} do not broadcast (dimension {da} vs {db}); "
+                "reshape one operand so that trailing dimensions match or are 1"
+            )
+    return tuple(out)
+
+
+def check_dtypes(op: str, ins) -> int:
+    dt = ins[0].dt
+    for i, x in enumerate(ins[1:], 1):
+        if x.dt != dt:
+            raise DtypeMismatchError(
+                f"{op}: input 0 is {_dtype.name_of(dt)} but input {i} is "
+                f"{_dtype.name_of(x.dt)}; convert one first, e.g. x.as_type(tensor.float32)"
+            )
+    return dt
+
+
+def binary(name: str):
+    def infer(ins, attrs):
+        dt = check_dtypes(name, ins)
+        return [(broadcast_shapes(name, ins[0].shp, ins[1].shp), dt)]
+
+    return infer
+
+
+def normalize_axes(op: str, axes, ndim: int) -> tuple:
+    """Axes as a sorted tuple of non-negative ints (None: all axes)."""
+    if axes is None:
+        return tuple(range(ndim))
+    if isinstance(axes, int):
+        axes = (axes,)
+    out = []
+    for a in axes:
+        a = int(a)
+        if not -ndim <= a < max(ndim, 1):
+            raise ShapeError(f"{op}: axis {a} is out of range for a {ndim}-D tensor")
+        out.append(a % ndim if ndim else 0)
+    return tuple(sorted(set(out)))
+
+
+def reduced_shape(shape: tuple, axes: tuple, keepdims: bool) -> tuple:
+    if keepdims:
+        return tuple(1 if i in axes else d for i, d in enumerate(shape))
+    return tuple(d for i, d in enumerate(shape) if i not in axes)
+
+
+def reduce_rule(name: str, out_dtype=None):
+    def infer(ins, attrs):
+        x = ins[0]
+        axes = normalize_axes(name, attrs.get("axes"), len(x.shp))
+        shape = reduced_shape(x.shp, axes, attrs.get("keepdims", False))
+        return [(shape, x.dt if out_dtype is None else out_dtype)]
+
+    return infer
+
+
+def check_axis(op: str, axis: int, ndim: int) -> int:
+    if not -ndim <= axis < ndim:
+        raise ShapeError(f"{op}: axis {axis} is out of range for a {ndim}-D tensor")
+    return axis % ndim
+
+
+def from_attrs(ins, attrs):
+    """Rule for ops without inputs (fills): shape and dtype come from attrs."""
+    return [(tuple(attrs["shape"]), attrs.get("dtype", _dtype.kFloat32))]

@@ -1,0 +1,538 @@
+"""Declarations of the tensor-math operators: elementwise, reductions, GEMM, copies, fills.
+
+Each entry is (name, numpy reference, input domain, dtypes); the shape/dtype rules are shared.
+References compute in the dtype they are given (the conformance kit passes float64 copies of
+floating inputs) and never touch devices.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import _dtype
+from ..errors import ShapeError
+from . import _rules as R
+from ._registry import FHD, NUM, defop
+
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def _round_half_away(x):
+    return np.sign(x) * np.floor(np.abs(x) + 0.5)
+
+
+def _sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+# ---------------------------------------------------------------- unary elementwise
+# name: (reference, (low, high) of sampled inputs, dtypes)
+UNARY = {
+    "Abs": (np.abs, (-3, 3), NUM),
+    "Neg": (np.negative, (-3, 3), NUM),
+    "Sign": (np.sign, (-3, 3), NUM),
+    "Square": (np.square, (-3, 3), NUM),
+    "Ceil": (np.ceil, (-3, 3), FHD),
+    "Floor": (np.floor, (-3, 3), FHD),
+    "Round": (_round_half_away, (-3, 3), FHD),
+    "RoundE": (np.rint, (-3, 3), FHD),
+    "Exp": (np.exp, (-3, 3), FHD),
+    "Log": (np.log, (0.1, 5), FHD),
+    "Sqrt": (np.sqrt, (0.01, 5), FHD),
+    "Reciprocal": (np.reciprocal, (0.5, 3), FHD),
+    "Erf": (_erf, (-2, 2), FHD),
+    "ReLU": (lambda x: np.maximum(x, 0).astype(x.dtype), (-3, 3), NUM),
+    "Sigmoid": (_sigmoid, (-4, 4), FHD),
+    "Tanh": (np.tanh, (-3, 3), FHD),
+    "SoftPlus": (lambda x: np.log1p(np.exp(x)), (-3, 3), FHD),
+    "SoftSign": (lambda x: x / (1 + np.abs(x)), (-3, 3), FHD),
+    "Sin": (np.sin, (-3, 3), FHD),
+    "Cos": (np.cos, (-3, 3), FHD),
+    "Tan": (np.tan, (-1.2, 1.2), FHD),
+    "Asin": (np.arcsin, (-0.95, 0.95), FHD),
+    "Acos": (np.arccos, (-0.95, 0.95), FHD),
+    "Atan": (np.arctan, (-3, 3), FHD),
+    "Sinh": (np.sinh, (-3, 3), FHD),
+    "Cosh": (np.cosh, (-3, 3), FHD),
+    "Asinh": (np.arcsinh, (-3, 3), FHD),
+    "Acosh": (np.arccosh, (1.05, 4), FHD),
+    "Atanh": (np.arctanh, (-0.9, 0.9), FHD),
+    "Not": (lambda x: (x == 0).astype(x.dtype), (-1, 1), NUM),
+}
+
+
+def _unary_sampler(low, high, name):
+    def sample(g, dtype):
+        x = g.array(g.shape(), dtype, low, high)
+        if name == "Reciprocal":
+            x = x * g.signs(x.shape)
+        if name in ("Round", "RoundE", "Ceil", "Floor"):
+            # keep away from the exact .5 / integer ties where float16 rounding differs
+            x = np.round(x * 4) / 4 + np.asarray(0.1, x.dtype)
+        return [x], {}
+
+    return sample
+
+
+for _name, (_ref, (_lo, _hi), _dts) in UNARY.items():
+    defop(_name, 1, R.same, _ref, _unary_sampler(_lo, _hi, _name), dtypes=_dts,
+          doc=f"y = {_name.lower()}(x), elementwise")
+
+
+# ---------------------------------------------------------------- x (op) scalar
+SCALAR = {
+    "AddScalar": (lambda x, value: x + value, NUM),
+    "SubScalar": (lambda x, value: x - value, NUM),
+    "RSubScalar": (lambda x, value: value - x, NUM),
+    "MulScalar": (lambda x, value: x * value, NUM),
+    "DivScalar": (lambda x, value: x / value, FHD),
+    "RDivScalar": (lambda x, value: value / x, FHD),
+    "PowScalar": (lambda x, value: np.power(x, value), FHD),
+    "RPowScalar": (lambda x, value: np.power(value, x), FHD),
+    "LTScalar": (lambda x, value: (x < value).astype(x.dtype), NUM),
+    "LEScalar": (lambda x, value: (x <= value).astype(x.dtype), NUM),
+    "GTScalar": (lambda x, value: (x > value).astype(x.dtype), NUM),
+    "GEScalar": (lambda x, value: (x >= value).astype(x.dtype), NUM),
+    "EQScalar": (lambda x, value: (x == value).astype(x.dtype), NUM),
+    "NEScalar": (lambda x, value: (x != value).astype(x.dtype), NUM),
+    "MaxScalar": (lambda x, value: np.maximum(x, value).astype(x.dtype), NUM),
+    "MinScalar": (lambda x, value: np.minimum(x, value).astype(x.dtype), NUM),
+}
+
+
+def _scalar_sampler(name):
+    def sample(g, dtype):
+        integer = dtype == _dtype.kInt
+        if name in ("PowScalar",):
+            x = g.array(g.shape(), dtype, 0.2, 3)
+            return [x], {"value": g.choice([0.5, 2.0, 3.0, -1.0, 1.5])}
+        if name == "RPowScalar":
+            return [g.array(g.shape(), dtype, -2, 2)], {"value": g.choice([0.5, 2.0, 3.0])}
+        if name == "RDivScalar":
+            x = g.array(g.shape(), dtype, 0.5, 3) * g.signs(())
+            return [x], {"value": g.floats(-3, 3)}
+        x = g.array(g.shape(), dtype, -3, 3)
+        if integer:
+            value = g.integers(-3, 3)
+        elif name.endswith(("EQScalar", "NEScalar")):
+            value = float(x.reshape(-1)[0]) if x.size else 0.0
+        else:
+            value = g.floats(-3, 3)
+        if name == "DivScalar" and value == 0:
+            value = 1.5
+        return [x], {"value": value}
+
+    return sample
+
+
+for _name, (_ref, _dts) in SCALAR.items():
+    defop(_name, 1, R.same, _ref, _scalar_sampler(_name), dtypes=_dts,
+          doc=f"y = {_name[:-6].lower()}(x, value), elementwise with a Python scalar")
+
+# ---------------------------------------------------------------- binary, broadcasting
+BINARY = {
+    "Add": (np.add, NUM),
+    "Sub": (np.subtract, NUM),
+    "Mul": (np.multiply, NUM),
+    "Div": (lambda a, b: (a / b).astype(a.dtype) if a.dtype.kind == "i" else a / b, NUM),
+    "Pow": (np.power, FHD),
+    "LT": (lambda a, b: (a < b).astype(a.dtype), NUM),
+    "LE": (lambda a, b: (a <= b).astype(a.dtype), NUM),
+    "GT": (lambda a, b: (a > b).astype(a.dtype), NUM),
+    "GE": (lambda a, b: (a >= b).astype(a.dtype), NUM),
+    "EQ": (lambda a, b: (a == b).astype(a.dtype), NUM),
+    "NE": (lambda a, b: (a != b).astype(a.dtype), NUM),
+    "Maximum": (np.maximum, NUM),
+    "Minimum": (np.minimum, NUM),
+    "And": (lambda a, b: np.logical_and(a, b).astype(a.dtype), NUM),
+    "Or": (lambda a, b: np.logical_or(a, b).astype(a.dtype), NUM),
+    "Xor": (lambda a, b: np.logical_xor(a, b).astype(a.dtype), NUM),
+}
+
+
+def _binary_sampler(name):
+    def sample(g, dtype):
+        sa, sb = g.broadcastable_shapes()
+        if name == "Pow":
+            return [g.array(sa, dtype, 0.2, 3), g.array(sb, dtype, -2, 2)], {}
+        a = g.array(sa, dtype, -3, 3)
+        b = g.array(sb, dtype, -3, 3)
+        if name == "Div":
+            b = np.where(np.abs(b) < 0.5, np.asarray(1, b.dtype), b).astype(b.dtype)
+        if name in ("EQ", "NE", "LE", "GE", "And", "Or", "Xor"):
+            b = np.where(g.mask(sb), np.round(b), b).astype(b.dtype)  # some ties
+            a = np.round(a).astype(a.dtype)
+        return [a, b], {}
+
+    return sample
+
+
+for _name, (_ref, _dts) in BINARY.items():
+    defop(_name, 2, R.binary(_name), _ref, _binary_sampler(_name), dtypes=_dts,
+          doc=f"y = {_name.lower()}(a, b), elementwise with numpy broadcasting")
+
+
+def _relu_backward_ref(dy, x):
+    return dy * (x > 0)
+
+
+defop("ReLUBackward", 2, R.binary("ReLUBackward"), _relu_backward_ref,
+      lambda g, dt: ([g.array(s := g.shape(), dt, -3, 3), g.array(s, dt, -3, 3)], {}),
+      dtypes=FHD, doc="dx = dy * (x > 0)")
+
+
+def _clip_ref(x, min=None, max=None):
+    return np.clip(x, -np.inf if min is None else min, np.inf if max is None else max)
+
+
+def _clip_sample(g, dtype):
+    x = g.array(g.shape(), dtype, -3, 3)
+    lo = g.choice([None, -1.0, -0.5])
+    hi = g.choice([None, 1.0, 2.0])
+    return [x], {"min": lo, "max": hi}
+
+
+defop("Clip", 1, R.same, _clip_ref, _clip_sample, dtypes=FHD,
+      doc="y = min(max(x, min), max); either bound may be None")
+
+# ---------------------------------------------------------------- copies, casts, fills
+
+
+def _copy_sample(g, dtype):
+    return [g.array(g.shape(min_dims=1), dtype, -3, 3)], {}
+
+
+defop("Copy", 1, R.same, lambda x: np.array(x), _copy_sample, dtypes=NUM + (_dtype.kUChar,),
+      doc="contiguous copy of a (possibly strided, offset or broadcast) view")
+
+
+def _astype_infer(ins, attrs):
+    return [(ins[0].shp, attrs["dtype"])]
+
+
+def _astype_ref(x, dtype):
+    return x.astype(_dtype.NP_DTYPE[dtype])
+
+
+def _astype_sample(g, dtype):
+    x = g.array(g.shape(), dtype, -3, 3)
+    return [x], {"dtype": g.choice([_dtype.kFloat32, _dtype.kInt, _dtype.kFloat16,
+                                    _dtype.kDouble])}
+
+
+defop("AsType", 1, _astype_infer, _astype_ref, _astype_sample, dtypes=NUM,
+      doc="cast to attrs['dtype'] (float to int truncates toward zero)")
+
+
+def _fill_sample(g, dtype):
+    return [], {"shape": g.shape(), "dtype": dtype, "value": g.floats(-3, 3)
+                if dtype != _dtype.kInt else g.integers(-3, 3)}
+
+
+defop("SetValue", 0, R.from_attrs,
+      lambda shape, dtype, value: np.full(shape, value, _dtype.NP_DTYPE[dtype]),
+      _fill_sample, dtypes=NUM, doc="fill with attrs['value']")
+
+
+def _rand_sample(kind):
+    def sample(g, dtype):
+        shape = (g.integers(200, 400), g.integers(5, 10))
+        if kind == "Gaussian":
+            attrs = {"mean": g.floats(-1, 1), "std": g.floats(0.5, 2)}
+        elif kind == "Uniform":
+            lo = g.floats(-2, 1)
+            attrs = {"low": lo, "high": lo + g.floats(0.5, 3)}
+        else:
+            attrs = {"p": g.floats(0.1, 0.9)}
+        return [], {"shape": shape, "dtype": dtype, **attrs}
+
+    return sample
+
+
+defop("Gaussian", 0, R.from_attrs, lambda shape, dtype, mean, std: np.full(shape, mean),
+      _rand_sample("Gaussian"), random=True, dtypes=FHD,
+      doc="normal draws N(mean, std^2) from the device RNG")
+defop("Uniform", 0, R.from_attrs, lambda shape, dtype, low, high: np.full(shape, (low + high) / 2),
+      _rand_sample("Uniform"), random=True, dtypes=FHD, doc="uniform draws on [low, high)")
+defop("Bernoulli", 0, R.from_attrs, lambda shape, dtype, p: np.full(shape, p),
+      _rand_sample("Bernoulli"), random=True, dtypes=FHD, doc="1 with probability p, else 0")
+
+# ---------------------------------------------------------------- reductions
+
+
+def _reduce_sample(g, dtype):
+    x = g.array(g.shape(min_dims=1), dtype, -3, 3)
+    nd = x.ndim
+    axes = g.choice([None, (g.integers(0, nd - 1),), tuple(range(nd))])
+    return [x], {"axes": axes, "keepdims": g.choice([False, True])}
+
+
+def _np_axes(x, axes):
+    return R.normalize_axes("reduce", axes, x.ndim)
+
+
+defop("Sum", 1, R.reduce_rule("Sum"),
+      lambda x, axes=None, keepdims=False: np.sum(x, _np_axes(x, axes), keepdims=keepdims)
+      .astype(x.dtype), _reduce_sample, dtypes=NUM, tol={_dtype.kFloat16: (2e-2, 2e-2)},
+      doc="sum over attrs['axes'] (None: all)")
+defop("ReduceMean", 1, R.reduce_rule("ReduceMean"),
+      lambda x, axes=None, keepdims=False: np.mean(x, _np_axes(x, axes), keepdims=keepdims),
+      _reduce_sample, dtypes=FHD, doc="mean over attrs['axes']")
+defop("ReduceMax", 1, R.reduce_rule("ReduceMax"),
+      lambda x, axes=None, keepdims=False: np.max(x, _np_axes(x, axes), keepdims=keepdims),
+      _reduce_sample, dtypes=NUM, doc="max over attrs['axes']")
+defop("ReduceMin", 1, R.reduce_rule("ReduceMin"),
+      lambda x, axes=None, keepdims=False: np.min(x, _np_axes(x, axes), keepdims=keepdims),
+      _reduce_sample, dtypes=NUM, doc="min over attrs['axes']")
+
+
+def _argmax_infer(ins, attrs):
+    x = ins[0]
+    ax = R.check_axis("ArgMax", attrs["axis"], len(x.shp))
+    return [(R.reduced_shape(x.shp, (ax,), attrs.get("keepdims", False)), _dtype.kInt)]
+
+
+def _argmax_sample(g, dtype):
+    x = g.array(g.shape(min_dims=1), dtype, -3, 3)
+    return [x], {"axis": g.integers(0, x.ndim - 1), "keepdims": g.choice([False, True])}
+
+
+defop("ArgMax", 1, _argmax_infer,
+      lambda x, axis, keepdims=False: np.argmax(x, axis, keepdims=keepdims).astype(np.int32),
+      _argmax_sample, dtypes=FHD, doc="index of the first maximum along attrs['axis']")
+
+
+def _norm_infer(ins, attrs):
+    return [((), ins[0].dt)]
+
+
+def _norm_sample(g, dtype):
+    return [g.array(g.shape(), dtype, -3, 3)], {}
+
+
+defop("Asum", 1, _norm_infer, lambda x: np.asarray(np.abs(x).sum(), x.dtype), _norm_sample,
+      dtypes=FHD, tol={_dtype.kFloat16: (2e-2, 2e-2)}, doc="sum of absolute values")
+defop("Nrm2", 1, _norm_infer, lambda x: np.asarray(np.sqrt(np.square(x).sum()), x.dtype),
+      _norm_sample, dtypes=FHD, tol={_dtype.kFloat16: (2e-2, 2e-2)}, doc="Euclidean norm")
+
+
+def _softmax_ref(x, axis=-1):
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def _log_softmax_ref(x, axis=-1):
+    z = x - x.max(axis=axis, keepdims=True)
+    return z - np.log(np.exp(z).sum(axis=axis, keepdims=True))
+
+
+def _softmax_infer(name):
+    def infer(ins, attrs):
+        R.check_axis(name, attrs.get("axis", -1), len(ins[0].shp))
+        return R.same(ins, attrs)
+
+    return infer
+
+
+def _softmax_sample(g, dtype):
+    x = g.array(g.shape(min_dims=1), dtype, -3, 3)
+    return [x], {"axis": g.integers(-x.ndim, x.ndim - 1)}
+
+
+def _softmax_bwd_ref(y, dy, axis=-1):
+    return y * (dy - (dy * y).sum(axis=axis, keepdims=True))
+
+
+def _softmax_bwd_sample(g, dtype):
+    s = g.shape(min_dims=1)
+    ax = g.integers(-len(s), len(s) - 1)
+    y = _softmax_ref(g.array(s, _dtype.kDouble, -2, 2), ax).astype(_dtype.NP_DTYPE[dtype])
+    return [y, g.array(s, dtype, -1, 1)], {"axis": ax}
+
+
+defop("Softmax", 1, _softmax_infer("Softmax"), _softmax_ref, _softmax_sample, dtypes=FHD,
+      doc="y = exp(x - max) / sum(exp(x - max)) along attrs['axis']")
+defop("LogSoftmax", 1, _softmax_infer("LogSoftmax"), _log_softmax_ref, _softmax_sample,
+      dtypes=FHD, doc="y = x - max - log(sum(exp(x - max))) along attrs['axis']")
+defop("SoftmaxBackward", 2, _softmax_infer("SoftmaxBackward"), _softmax_bwd_ref,
+      _softmax_bwd_sample, dtypes=FHD, doc="dx = y * (dy - sum(dy * y, axis))")
+
+# ---------------------------------------------------------------- matrix products
+
+
+def _matmul_infer(ins, attrs):
+    a, b = ins
+    dt = R.check_dtypes("Matmul", ins)
+    sa, sb = a.shp, b.shp
+    if not sa or not sb:
+        raise ShapeError("Matmul: operands must have at least one dimension")
+    ka = sa[-1]
+    kb = sb[-2] if len(sb) > 1 else sb[0]
+    if ka != kb:
+        raise ShapeError(
+            f"Matmul: inner dimensions differ: {sa} @ {sb} ({ka} != {kb}); "
+            "transpose or reshape an operand"
+        )
+    if len(sa) == 1 and len(sb) == 1:
+        return [((), dt)]
+    if len(sa) == 1:
+        return [(sb[:-2] + sb[-1:], dt)]
+    if len(sb) == 1:
+        return [(sa[:-1], dt)]
+    batch = R.broadcast_shapes("Matmul", sa[:-2], sb[:-2])
+    return [(batch + (sa[-2], sb[-1]), dt)]
+
+
+def _matmul_sample(g, dtype):
+    m, k, n = g.integers(1, 6), g.integers(1, 6), g.integers(1, 6)
+    kind = g.choice(["mm", "mv", "vm", "bmm", "bcast"])
+    if kind == "mm":
+        sa, sb = (m, k), (k, n)
+    elif kind == "mv":
+        sa, sb = (m, k), (k,)
+    elif kind == "vm":
+        sa, sb = (k,), (k, n)
+    elif kind == "bmm":
+        b = g.integers(1, 3)
+        sa, sb = (b, m, k), (b, k, n)
+    else:
+        sa, sb = (2, 1, m, k), (3, k, n)
+    return [g.array(sa, dtype, -2, 2), g.array(sb, dtype, -2, 2)], {}
+
+
+defop("Matmul", 2, _matmul_infer, np.matmul, _matmul_sample, dtypes=FHD,
+      tol={_dtype.kFloat16: (2e-2, 5e-2)}, doc="numpy matmul: GEMV, GEMM and batched GEMM")
+
+
+def _gemm_infer(ins, attrs):
+    a, b, c = ins
+    dt = R.check_dtypes("GEMM", ins)
+    sa = a.shp[::-1] if attrs.get("transA") else a.shp
+    sb = b.shp[::-1] if attrs.get("transB") else b.shp
+    if len(sa) != 2 or len(sb) != 2 or sa[1] != sb[0]:
+        raise ShapeError(f"GEMM: cannot multiply op(A) {sa} by op(B) {sb}")
+    out = (sa[0], sb[1])
+    R.broadcast_shapes("GEMM", c.shp, out)
+    return [(out, dt)]
+
+
+def _gemm_ref(a, b, c, alpha=1.0, beta=0.0, transA=False, transB=False):
+    a = a.T if transA else a
+    b = b.T if transB else b
+    return alpha * (a @ b) + beta * c
+
+
+def _gemm_sample(g, dtype):
+    m, k, n = g.integers(1, 6), g.integers(1, 6), g.integers(1, 6)
+    ta, tb = g.choice([False, True]), g.choice([False, True])
+    a = g.array((k, m) if ta else (m, k), dtype, -2, 2)
+    b = g.array((n, k) if tb else (k, n), dtype, -2, 2)
+    c = g.array(g.choice([(m, n), (n,), (1, n)]), dtype, -2, 2)
+    return [a, b, c], {"alpha": g.floats(-2, 2), "beta": g.choice([0.0, 1.0, 0.5]),
+                       "transA": ta, "transB": tb}
+
+
+defop("GEMM", 3, _gemm_infer, _gemm_ref, _gemm_sample, dtypes=FHD,
+      tol={_dtype.kFloat16: (2e-2, 5e-2)},
+      doc="out = alpha * op(A) @ op(B) + beta * C (C broadcast to the output; ONNX Gemm)")
+
+
+def _axpy_infer(ins, attrs):
+    a, x, y = ins
+    R.check_dtypes("Axpy", ins)
+    if x.shp != y.shp or a.size != 1:
+        raise ShapeError(f"Axpy: x {x.shp} and y {y.shp} must match and alpha be one element")
+    return [(y.shp, y.dt)]
+
+
+def _axpy_sample(g, dtype):
+    s = g.shape()
+    return [g.array((1,), dtype, -2, 2), g.array(s, dtype, -2, 2), g.array(s, dtype, -2, 2)], {}
+
+
+defop("Axpy", 3, _axpy_infer, lambda a, x, y: a.reshape(()) * x + y, _axpy_sample, dtypes=FHD,
+      doc="out = alpha * x + y with alpha a one-element tensor (kept on the device)")
+
+# ---------------------------------------------------------------- shape ops with data movement
+
+
+def _concat_infer(ins, attrs):
+    dt = R.check_dtypes("Concat", ins)
+    first = ins[0].shp
+    ax = R.check_axis("Concat", attrs["axis"], len(first))
+    total = 0
+    for i, x in enumerate(ins):
+        s = x.shp
+        if len(s) != len(first) or s[:ax] + s[ax + 1:] != first[:ax] + first[ax + 1:]:
+            raise ShapeError(
+                f"Concat: input {i} has shape {s}, which differs from input 0 {first} "
+                f"outside axis {ax}"
+            )
+        total += s[ax]
+    return [(first[:ax] + (total,) + first[ax + 1:], dt)]
+
+
+def _concat_sample(g, dtype):
+    s = g.shape(min_dims=1)
+    ax = g.integers(0, len(s) - 1)
+    xs = []
+    for _ in range(g.integers(1, 4)):
+        si = list(s)
+        si[ax] = g.integers(1, 4)
+        xs.append(g.array(tuple(si), dtype, -3, 3))
+    return xs, {"axis": ax}
+
+
+defop("Concat", -1, _concat_infer, lambda *xs, axis: np.concatenate(xs, axis), _concat_sample,
+      dtypes=NUM, doc="concatenate inputs along attrs['axis']")
+
+
+def _repeat_infer(ins, attrs):
+    x = ins[0]
+    ax = R.check_axis("Repeat", attrs["axis"], len(x.shp))
+    reps = attrs["repeats"]
+    if len(reps) == 1:
+        n = x.shp[ax] * reps[0]
+    elif len(reps) == x.shp[ax]:
+        n = sum(reps)
+    else:
+        raise ShapeError(
+            f"Repeat: {len(reps)} repeat counts for axis {ax} of length {x.shp[ax]}; give one "
+            "count or one per element"
+        )
+    return [(x.shp[:ax] + (n,) + x.shp[ax + 1:], x.dt)]
+
+
+def _repeat_sample(g, dtype):
+    x = g.array(g.shape(min_dims=1), dtype, -3, 3)
+    ax = g.integers(0, x.ndim - 1)
+    reps = g.choice([(g.integers(1, 3),), tuple(g.integers(0, 3) for _ in range(x.shape[ax]))])
+    return [x], {"axis": ax, "repeats": reps}
+
+
+defop("Repeat", 1, _repeat_infer,
+      lambda x, repeats, axis: np.repeat(x, repeats if len(repeats) > 1 else repeats[0], axis),
+      _repeat_sample, dtypes=NUM, doc="numpy.repeat along attrs['axis']")
+
+
+def _take_infer(ins, attrs):
+    x, idx = ins
+    if idx.dt != _dtype.kInt:
+        raise ShapeError("Take: indices must be an int32 tensor")
+    ax = R.check_axis("Take", attrs["axis"], len(x.shp))
+    return [(x.shp[:ax] + idx.shp + x.shp[ax + 1:], x.dt)]
+
+
+def _take_sample(g, dtype):
+    x = g.array(g.shape(min_dims=1), dtype, -3, 3)
+    ax = g.integers(0, x.ndim - 1)
+    idx = g.index_array(g.shape(max_dims=2), x.shape[ax])
+    return [x, idx], {"axis": ax}
+
+
+defop("Take", 2, _take_infer, lambda x, idx, axis: np.take(x, idx, axis), _take_sample,
+      dtypes=NUM, doc="gather slices of x at int32 indices along attrs['axis'] (numpy.take)")
+
+__all__ = ["UNARY", "SCALAR", "BINARY"]

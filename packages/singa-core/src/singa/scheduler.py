@@ -1,0 +1,291 @@
+"""The computational graph behind ``Device.exec``: record, analyse, replay, profile.
+
+When a device's graph is enabled, every ``exec(fn, reads, writes, name)`` becomes a
+:class:`Node`. Edges come from the blocks each node reads and writes: read-after-write,
+write-after-write and write-after-read; a node with no blocks (a sync such as ``"Waiting"``)
+orders everything before it before everything after it.
+
+Analysis (lazy, once per recorded graph) fixes an execution order (BFS from the nodes with no
+pending inputs, or insertion order when serial) and, for each intermediate block that Python no
+longer references, the node after which it can be freed. A replay is then a flat loop over
+precomputed ``(fn, blocks to allocate, blocks to free)`` steps. Nothing here is backend-specific.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import deque
+
+from ._ctensor import CTensor
+
+__all__ = ["Graph", "Node", "BlockType"]
+
+
+class BlockType:
+    """How a block is used by the graph (SINGA's BlkInfo types)."""
+
+    INPUT = "input"  # read before any write: data from outside the graph
+    PARAM = "param"  # an input that the graph also writes (parameters, running stats)
+    INTER = "inter"  # written then read inside the graph
+    END = "end"  # written and never read inside the graph (outputs)
+
+
+class Node:
+    """One recorded operation."""
+
+    __slots__ = ("id", "fn", "name", "reads", "writes", "preds", "succs", "time_total",
+                 "time_count")
+
+    def __init__(self, nid, fn, name, reads, writes):
+        self.id = nid
+        self.fn = fn
+        self.name = name
+        self.reads = reads
+        self.writes = writes
+        self.preds: set[int] = set()
+        self.succs: list[int] = []
+        self.time_total = 0.0
+        self.time_count = 0
+
+    def __repr__(self):
+        return f"<Node {self.id} {self.name}>"
+
+
+def _held_ctensors(fn) -> list:
+    """CTensors a node's callable holds (the graph's own references to blocks)."""
+    held = getattr(fn, "ctensors", None)
+    if held is not None:
+        return list(held)
+    found = []
+    for cell in getattr(fn, "__closure__", None) or ():
+        try:
+            v = cell.cell_contents
+        except ValueError:
+            continue
+        if isinstance(v, CTensor):
+            found.append(v)
+        elif isinstance(v, (list, tuple)):
+            found.extend(x for x in v if isinstance(x, CTensor))
+    return found
+
+
+class Graph:
+    """Nodes recorded on one device, their dependencies, and the replay plan."""
+
+    def __init__(self, device):
+        self.device = device
+        self.reset()
+
+    def reset(self) -> None:
+        self.nodes: list[Node] = []
+        self.blocks: dict[int, object] = {}  # id -> Block (keeps them alive)
+        self.block_type: dict[int, str] = {}
+        self._last_writer: dict[int, int] = {}
+        self._readers: dict[int, list[int]] = {}
+        self._last_sync: int | None = None
+        self._plans: dict[bool, list] = {}
+        self.order: list[int] = []
+        self.iteration = 0
+        self.trace_events: list[dict] = []
+        self.wall_time = 0.0
+        self.wall_count = 0
+
+    # ------------------------------------------------------------------ building
+    def add_operation(self, fn, reads, writes, name: str = "") -> Node:
+        nid = len(self.nodes)
+        node = Node(nid, fn, name, tuple(reads), tuple(writes))
+        self.nodes.append(node)
+        self._plans.clear()
+        preds = node.preds
+        if not reads and not writes:  # sync op: after everything since the previous sync
+            start = self._last_sync + 1 if self._last_sync is not None else 0
+            preds.update(range(start, nid))
+            if self._last_sync is not None:
+                preds.add(self._last_sync)
+            self._last_sync = nid
+        else:
+            if self._last_sync is not None:
+                preds.add(self._last_sync)
+            for b in node.reads:
+                k = id(b)
+                if k not in self.blocks:
+                    self.blocks[k] = b
+                    self.block_type[k] = BlockType.INPUT
+                elif self.block_type[k] == BlockType.END:
+                    self.block_type[k] = BlockType.INTER
+                w = self._last_writer.get(k)
+                if w is not None:
+                    preds.add(w)
+                self._readers.setdefault(k, []).append(nid)
+            for b in node.writes:
+                k = id(b)
+                if k not in self.blocks:
+                    self.blocks[k] = b
+                    self.block_type[k] = BlockType.END
+                elif self.block_type[k] == BlockType.INPUT:
+                    self.block_type[k] = BlockType.PARAM
+                w = self._last_writer.get(k)
+                if w is not None:
+                    preds.add(w)
+                for r in self._readers.get(k, ()):
+                    preds.add(r)
+                self._last_writer[k] = nid
+                self._readers[k] = []
+        preds.discard(nid)
+        for p in preds:
+            self.nodes[p].succs.append(nid)
+        return node
+
+    # ------------------------------------------------------------------ analysis
+    def _bfs_order(self) -> list[int]:
+        indeg = [len(n.preds) for n in self.nodes]
+        queue = deque(i for i, d in enumerate(indeg) if d == 0)
+        order = []
+        while queue:
+            i = queue.popleft()
+            order.append(i)
+            for s in self.nodes[i].succs:
+                indeg[s] -= 1
+                if indeg[s] == 0:
+                    queue.append(s)
+        if len(order) != len(self.nodes):  # cannot happen for recorded graphs (a DAG)
+            raise RuntimeError("scheduler: dependency cycle in the recorded graph")
+        return order
+
+    def _python_held(self) -> set[int]:
+        """Ids of blocks that a CTensor outside the graph still references."""
+        graph_refs: dict[int, set[int]] = {}
+        for n in self.nodes:
+            for ct in _held_ctensors(n.fn):
+                graph_refs.setdefault(id(ct.block), set()).add(id(ct))
+        held = set()
+        for k, blk in self.blocks.items():
+            if blk.ref_count > len(graph_refs.get(k, ())):
+                held.add(k)
+        return held
+
+    def analyze(self, serial: bool) -> list:
+        """The replay plan: ``[(node, blocks to allocate, blocks to free after), ...]``."""
+        order = list(range(len(self.nodes))) if serial else self._bfs_order()
+        held = self._python_held()
+        last_use: dict[int, int] = {}
+        for pos, i in enumerate(order):
+            n = self.nodes[i]
+            for b in n.reads + n.writes:
+                last_use[id(b)] = pos
+        frees: dict[int, list] = {}
+        freeable = set()
+        for k, pos in last_use.items():
+            if self.block_type[k] in (BlockType.INTER, BlockType.END) and k not in held:
+                frees.setdefault(pos, []).append(self.blocks[k])
+                freeable.add(k)
+        plan = []
+        for pos, i in enumerate(order):
+            n = self.nodes[i]
+            plan.append((n, n.writes, n.reads, tuple(frees.get(pos, ()))))
+        self.order = order
+        self.freeable = freeable
+        return plan
+
+    # ------------------------------------------------------------------ execution
+    def run(self, serial: bool = False) -> None:
+        plan = self._plans.get(serial)
+        if plan is None:
+            plan = self._plans[serial] = self.analyze(serial)
+        dev = self.device
+        if dev._verbosity > 0 and self.iteration >= dev._skip_iteration:
+            self._run_profiled(plan)
+        else:
+            for node, writes, reads, frees in plan:
+                for b in writes:
+                    if b.data is None:
+                        b.data, b.cls = b.pool.malloc(b.nbytes)
+                for b in reads:
+                    if b.data is None:
+                        b.allocate(zero=True)
+                node.fn()
+                for b in frees:
+                    b.free_data()
+        self.iteration += 1
+
+    def _run_profiled(self, plan) -> None:
+        dev = self.device
+        t_iter = time.perf_counter()
+        base_us = (t_iter - _T0) * 1e6
+        cursor = base_us
+        for node, writes, reads, frees in plan:
+            for b in writes:
+                if b.data is None:
+                    b.data, b.cls = b.pool.malloc(b.nbytes)
+            for b in reads:
+                if b.data is None:
+                    b.allocate(zero=True)
+            if node.name == "Waiting":
+                node.fn()
+                dt = 0.0
+            else:
+                dt = dev._timed_call(node.fn)
+                node.time_total += dt
+                node.time_count += 1
+            if len(self.trace_events) < 200000:
+                self.trace_events.append({"name": node.name or "op", "ph": "X", "pid": 0,
+                                          "tid": dev.name, "ts": cursor, "dur": dt * 1e6,
+                                          "args": {"node": node.id,
+                                                   "iteration": self.iteration}})
+            cursor += dt * 1e6
+            for b in frees:
+                b.free_data()
+        dev.synchronize()
+        self.wall_time += time.perf_counter() - t_iter
+        self.wall_count += 1
+
+    # ------------------------------------------------------------------ reports
+    def profiling_report(self) -> str:
+        dev = self.device
+        v = dev._verbosity
+        lines = ["Time Profiling:"]
+        if v <= 0 or self.wall_count == 0:
+            lines.append("(no profiled iterations: SetVerbosity(1..3) and run the graph more "
+                         f"than SetSkipIteration ({dev._skip_iteration}) times)")
+            return "\n".join(lines)
+        order = self.order or range(len(self.nodes))
+        if v == 1:
+            fwd = 0.0
+            for i in order:
+                n = self.nodes[i]
+                if "Backward" in n.name:
+                    break
+                if n.time_count:
+                    fwd += n.time_total / n.time_count
+            total = self.wall_time / self.wall_count
+            lines.append(f"Forward Propagation Time : {fwd:.6f} sec")
+            lines.append(f"Backward Propagation Time : {max(total - fwd, 0.0):.6f} sec")
+        else:
+            for i in order:
+                n = self.nodes[i]
+                if v == 3 and "Dist" not in n.name:
+                    continue
+                avg = n.time_total / n.time_count if n.time_count else 0.0
+                lines.append(f"OP_ID{n.id}. {n.name} : {avg:.6f} sec")
+        return "\n".join(lines)
+
+    def export_chrome_trace(self, path: str) -> None:
+        """Write the profiled node timings in Chrome trace-event JSON (Perfetto opens it)."""
+        doc = {"traceEvents": self.trace_events, "displayTimeUnit": "ms",
+               "otherData": {"device": self.device.name, "iterations": self.wall_count}}
+        with open(path, "w", encoding="utf-8") as fh:
+            json.dump(doc, fh)
+
+    def debug(self) -> str:
+        """Per-node and per-block tables (SINGA's Graph::Debug)."""
+        rows = ["node  name  preds  succs"]
+        for n in self.nodes:
+            rows.append(f"{n.id}  {n.name}  {sorted(n.preds)}  {n.succs}")
+        rows.append("block  type  nbytes")
+        for k, b in self.blocks.items():
+            rows.append(f"{k:#x}  {self.block_type[k]}  {b.nbytes}")
+        return "\n".join(rows)
+
+
+_T0 = time.perf_counter()

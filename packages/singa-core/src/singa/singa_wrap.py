@@ -1,0 +1,323 @@
+"""Compatibility module for code written against SINGA's native (SWIG) layer.
+
+``from singa import singa_wrap as singa`` gives the CTensor class (``singa.Tensor``), the build
+flags (``USE_CUDA`` ... true exactly when that backend is installed and usable here) and the
+CTensor functions user code calls (``singa.Gaussian``, ``singa.Mult``, ``singa.ReLU`` ...), all
+backed by the op table, so they run on every backend.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import _dtype
+from . import _math as M
+from ._ctensor import CTensor
+from .errors import ShapeError
+
+Tensor = CTensor
+kFloat32, kFloat16, kInt, kChar, kDouble, kUChar = (
+    _dtype.kFloat32, _dtype.kFloat16, _dtype.kInt, _dtype.kChar, _dtype.kDouble, _dtype.kUChar)
+SINGA_MAJOR_VERSION, SINGA_MINOR_VERSION, SINGA_PATCH_VERSION = 5, 1, 0
+SINGA_VERSION = 5100
+CUDNN_VERSION = 0
+USE_PYTHON = 1
+USE_JAVA = 0
+
+_FLAG_BACKENDS = {"USE_CUDA": "cuda", "USE_CUDNN": "cuda", "USE_OPENCL": "opencl"}
+
+
+def _backend_usable(name: str) -> int:
+    from ._plugins import registry
+
+    try:
+        registry().backend(name)
+        return 1
+    except Exception:
+        return 0
+
+
+def _communicator_usable() -> int:
+    from ._plugins import registry
+
+    reg = registry()
+    for name in reg.communicators:
+        try:
+            reg.communicator(name)
+            return 1
+        except Exception:
+            pass
+    return 0
+
+
+def __getattr__(name: str):
+    if name in _FLAG_BACKENDS:
+        return _backend_usable(_FLAG_BACKENDS[name])
+    if name == "USE_DIST":
+        return _communicator_usable()
+    if name == "USE_DNNL":
+        return 0  # the CPU backend uses numpy/numba, not oneDNN
+    raise AttributeError(f"module 'singa.singa_wrap' has no attribute {name!r}")
+
+
+def InitLogging(arg: str = "") -> None:
+    """No-op (SINGA initialises glog here)."""
+
+
+def VecTensor(tensors=()):
+    """SWIG's std::vector<Tensor>: a list."""
+    return list(tensors)
+
+
+def SizeOf(dtype) -> int:
+    return _dtype.ITEMSIZE[_dtype.code_of(dtype)]
+
+
+def Product(shape) -> int:
+    p = 1
+    for d in shape:
+        p *= d
+    return p
+
+
+# ---------------------------------------------------------------- elementwise
+Abs, Ceil, Floor, Round, RoundE = M.abs, M.ceil, M.floor, M.round, M.rounde
+Exp, Erf, Log, ReLU, Sigmoid, Sign = M.exp, M.erf, M.log, M.relu, M.sigmoid, M.sign
+Sqrt, Square, Tanh = M.sqrt, M.square, M.tanh
+Cos, Cosh, Acos, Acosh = M.cos, M.cosh, M.acos, M.acosh
+Sin, Sinh, Asin, Asinh = M.sin, M.sinh, M.asin, M.asinh
+Tan, Atan, Atanh = M.tan, M.atan, M.atanh
+SoftPlus, SoftSign, Reciprocal = M.softplus, M.softsign, M.reciprocal
+
+
+def ReLUBackward(dy: CTensor, x: CTensor) -> CTensor:
+    return M.relu_backward(dy, x)
+
+
+# ---------------------------------------------------------------- reductions and softmax
+def Sum(t: CTensor, axis: int) -> CTensor:
+    return M.sum(t, axis)
+
+
+def SumAll(t: CTensor) -> CTensor:
+    return M.reshape(M.sum(t), (1,))
+
+
+def SumAsFloat(t: CTensor) -> float:
+    return float(M.sum(t).to_numpy())
+
+
+def Average(t: CTensor, axis: int = 0) -> CTensor:
+    return M.reduce_mean(t, axis)
+
+
+def SoftMax(t: CTensor, axis: int = -1) -> CTensor:
+    return M.softmax(t, axis)
+
+
+def SoftMaxBackward(dy: CTensor, axis: int, y: CTensor) -> CTensor:
+    return M.softmax_backward(y, dy, axis)
+
+
+# ---------------------------------------------------------------- power and comparisons
+def Pow(base: CTensor, exp: CTensor) -> CTensor:
+    return M.pow(base, exp)
+
+
+def PowFloat(t: CTensor, x: float) -> CTensor:
+    return M.pow(t, float(x))
+
+
+def PowWithRet(base: CTensor, exp, ret: CTensor) -> None:
+    M.pow(base, exp, out=ret)
+
+
+__lt__, __le__, __gt__, __ge__, __eq__ = M.lt, M.le, M.gt, M.ge, M.eq
+LTFloat, LEFloat, GTFloat, GEFloat, EQFloat = M.lt, M.le, M.gt, M.ge, M.eq
+
+# ---------------------------------------------------------------- arithmetic
+__add__, __sub__, __mul__, __div__ = M.add, M.sub, M.mul, M.div
+AddFloat, SubFloat, MultFloat, DivFloat = M.add, M.sub, M.mul, M.div
+
+
+def Add(a: CTensor, b, ret: CTensor | None = None):
+    return M.add(a, b) if ret is None else M.add(a, b, out=ret)
+
+
+def Sub(a: CTensor, b, ret: CTensor | None = None):
+    return M.sub(a, b) if ret is None else M.sub(a, b, out=ret)
+
+
+def EltwiseMult(a: CTensor, b, ret: CTensor | None = None):
+    return M.mul(a, b) if ret is None else M.mul(a, b, out=ret)
+
+
+def Div(a, b, ret: CTensor | None = None):
+    if not isinstance(a, CTensor):  # Div(float, tensor): value / b
+        r = M.rdiv(b, a)
+        return r if ret is None else M.copy_into(ret, r)
+    return M.div(a, b) if ret is None else M.div(a, b, out=ret)
+
+
+def AddFloatWithRet(t, x, ret):
+    M.add(t, x, out=ret)
+
+
+def SubFloatWithRet(t, x, ret):
+    M.sub(t, x, out=ret)
+
+
+def MultFloatWithRet(t, x, ret):
+    M.mul(t, x, out=ret)
+
+
+def DivFloatWithRet(t, x, ret):
+    M.div(t, x, out=ret)
+
+
+# ---------------------------------------------------------------- shape
+def ConcatOn(tensors, axis: int) -> CTensor:
+    return M.concat(list(tensors), axis)
+
+
+def SliceOn(t: CTensor, start: int, end: int, axis: int) -> CTensor:
+    return M.slice_on(t, start, end, axis)
+
+
+def Reshape(t: CTensor, shape) -> CTensor:
+    return M.reshape(t, shape)
+
+
+def Contiguous(t: CTensor) -> CTensor:
+    return M.contiguous(t)
+
+
+def Transpose(t: CTensor, axes=None) -> CTensor:
+    return M.transpose(t, axes)
+
+
+def DefaultTranspose(t: CTensor) -> CTensor:
+    return M.transpose(t)
+
+
+# ---------------------------------------------------------------- random
+def Bernoulli(p: float, t: CTensor) -> None:
+    M.bernoulli(t, p)
+
+
+def Gaussian(mean: float, std: float, t: CTensor) -> None:
+    M.gaussian(t, mean, std)
+
+
+def Uniform(low: float, high: float, t: CTensor) -> None:
+    M.uniform(t, low, high)
+
+
+# ---------------------------------------------------------------- BLAS-like
+def Axpy(alpha, x: CTensor, y: CTensor) -> None:
+    """y += alpha * x (alpha a float or a one-element CTensor)."""
+    M.axpy(alpha, x, y)
+
+
+def Mult(a: CTensor, b: CTensor) -> CTensor:
+    return M.matmul(a, b)
+
+
+def MultWithRet(a: CTensor, b: CTensor, ret: CTensor) -> None:
+    M.matmul(a, b, out=ret)
+
+
+def MultWithScale(alpha: float, a: CTensor, b: CTensor, beta: float, c: CTensor) -> None:
+    """c = alpha * a @ b + beta * c."""
+    if len(a.shp) == 2 and len(b.shp) == 2:
+        M.gemm(a, b, c, alpha, beta, out=c)
+        return
+    prod = M.matmul(a, b)
+    M.imul(c, float(beta))
+    M.axpy(float(alpha), prod, c)
+
+
+# ---------------------------------------------------------------- rows and columns
+def _col(v: CTensor, m: CTensor) -> CTensor:
+    if v.size != m.shp[0]:
+        raise ShapeError(f"column vector of {v.size} elements for a matrix {m.shp}")
+    return M.reshape(v, (m.shp[0], 1))
+
+
+def _row(v: CTensor, m: CTensor) -> CTensor:
+    if v.size != m.shp[-1]:
+        raise ShapeError(f"row vector of {v.size} elements for a matrix {m.shp}")
+    return M.reshape(v, (1, m.shp[-1]))
+
+
+def AddColumn(v, m):
+    M.iadd(m, _col(v, m))
+
+
+def SubColumn(v, m):
+    M.isub(m, _col(v, m))
+
+
+def MultColumn(v, m):
+    M.imul(m, _col(v, m))
+
+
+def DivColumn(v, m):
+    M.idiv(m, _col(v, m))
+
+
+def AddRow(v, m):
+    M.iadd(m, _row(v, m))
+
+
+def SubRow(v, m):
+    M.isub(m, _row(v, m))
+
+
+def MultRow(v, m):
+    M.imul(m, _row(v, m))
+
+
+def DivRow(v, m):
+    M.idiv(m, _row(v, m))
+
+
+def AddColumnWithScale(alpha: float, beta: float, v: CTensor, m: CTensor) -> None:
+    """m = alpha * v (column) + beta * m."""
+    M.imul(m, float(beta))
+    M.iadd(m, M.mul(_col(v, m), float(alpha)))
+
+
+def AddRowWithScale(alpha: float, beta: float, v: CTensor, m: CTensor) -> None:
+    """m = alpha * v (row) + beta * m."""
+    M.imul(m, float(beta))
+    M.iadd(m, M.mul(_row(v, m), float(alpha)))
+
+
+def SumColumns(m: CTensor) -> CTensor:
+    """Sum of the columns of a matrix: a vector of length rows."""
+    return M.sum(m, 1)
+
+
+def SumRows(m: CTensor) -> CTensor:
+    """Sum of the rows of a matrix: a vector of length cols."""
+    return M.sum(m, 0)
+
+
+# ---------------------------------------------------------------- copies
+def CopyDataToFrom(dst: CTensor, src: CTensor, num: int, dst_offset: int = 0,
+                   src_offset: int = 0) -> None:
+    from .tensor import Tensor, copy_data_to_from
+
+    copy_data_to_from(Tensor._wrap(dst), Tensor._wrap(src), num, dst_offset, src_offset)
+
+
+def RepeatDataToFrom(broadcast_flag: bool, repeats, axis: int, dst: CTensor, src: CTensor,
+                     num: int) -> None:
+    """dst = repeat(src, repeats, axis) (``axis`` None/-1 with broadcast_flag: flattened)."""
+    r = M.repeat(src, list(repeats), None if broadcast_flag else axis)
+    M.copy_into(dst, r)
+
+
+def CopyFloatDataFromHostPtr(t: CTensor, arr) -> None:
+    t.copy_from_numpy(np.asarray(arr, np.float32))

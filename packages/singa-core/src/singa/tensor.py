@@ -1,0 +1,751 @@
+"""``singa.tensor``: SINGA's Tensor and the module-level tensor functions.
+
+A :class:`Tensor` wraps a :class:`CTensor` (``t.data``) with autograd attributes
+(``requires_grad``, ``stores_grad``, ``creator``, ``name``). Arithmetic on Tensors is not
+recorded by autograd (use ``singa.autograd`` functions for that), exactly as in SINGA.
+"""
+
+from __future__ import annotations
+
+import copy as _copy_mod
+import itertools
+import re
+from numbers import Number
+
+import numpy as np
+
+from . import _dtype
+from . import _math as M
+from ._ctensor import CTensor
+from ._device_api import get_default_device, get_device
+from .errors import DtypeMismatchError, ShapeError
+
+__all__ = [
+    "CTensor", "PlaceHolder", "Tensor", "float16", "float32", "float64", "int32", "kFloat16",
+    "kFloat32", "kInt", "abs", "add", "add_column", "add_row", "average", "axpy", "bernoulli",
+    "ceil", "concatenate", "contiguous", "copy_data_to_from", "copy_from_numpy", "div",
+    "einsum", "eltwise_mult", "eq", "exp", "from_numpy", "from_raw_tensor",
+    "from_raw_tensors", "gaussian", "ge", "gt", "le", "log", "lt", "mult", "ones", "ones_like",
+    "pow", "product", "random", "repeat", "reshape", "sigmoid", "sign", "sizeof", "softmax",
+    "sqrt", "square", "sub", "sum", "sum_columns", "sum_rows", "tanh", "tensordot", "to_host",
+    "to_numpy", "transpose", "uniform", "zeros", "zeros_like",
+]
+
+float32 = kFloat32 = _dtype.kFloat32
+float16 = kFloat16 = _dtype.kFloat16
+int32 = kInt = _dtype.kInt
+float64 = _dtype.kDouble
+
+_DUMMY_RE = re.compile(r"^Dummy#\d+$")
+_counter = itertools.count()
+
+
+def _resolve_device(device):
+    if device is None:
+        return get_default_device()
+    return get_device(device)
+
+
+class Tensor:
+    """A multi-dimensional array on a device, with autograd bookkeeping.
+
+    ``Tensor(shape=(), device=None, dtype=float32, data=None, requires_grad=True,
+    stores_grad=False, creator=None, name=None)``; ``data`` may be a numpy array (copied in,
+    cast to ``dtype``) or a CTensor (wrapped). Without data the tensor is uninitialised and reads
+    as zeros.
+    """
+
+    tensor_count = 0
+    __hash__ = None  # SINGA Tensors are unhashable (== is elementwise); key by id()
+
+    def __init__(self, shape=(), device=None, dtype=float32, data=None, requires_grad=True,
+                 stores_grad=False, creator=None, name=None):
+        if isinstance(data, CTensor):
+            if device is not None and _resolve_device(device) is not data.dev:
+                raise ShapeError(
+                    f"Tensor(data=CTensor on {data.dev.name}, device={_resolve_device(device)})"
+                    ": the CTensor's device must match; move it with ct.ToDevice(...)"
+                )
+            ct = data
+        elif data is not None:
+            dev = _resolve_device(device)
+            arr = np.asarray(data.to_numpy() if isinstance(data, Tensor) else data)
+            if arr.dtype == np.float64 and dtype == float32:
+                arr = arr.astype(np.float32)
+            ct = CTensor._new(tuple(arr.shape), dev, _dtype.code_of(dtype))
+            ct.copy_from_numpy(arr)
+        else:
+            if isinstance(shape, int):
+                shape = (shape,)
+            ct = CTensor(shape, _resolve_device(device), dtype)
+        self.data = ct
+        self.requires_grad = requires_grad
+        self.stores_grad = stores_grad
+        self._creator = creator
+        self._name = name
+        Tensor.tensor_count += 1
+
+    @classmethod
+    def _wrap(cls, ct: CTensor, requires_grad=True, stores_grad=False, creator=None,
+              name=None) -> Tensor:
+        """Wrap a CTensor without checks (hot path of every op)."""
+        t = object.__new__(cls)
+        t.data = ct
+        t.requires_grad = requires_grad
+        t.stores_grad = stores_grad
+        t._creator = creator
+        t._name = name
+        return t
+
+    # ------------------------------------------------------------------ attributes
+    @property
+    def shape(self) -> tuple:
+        return self.data.shp
+
+    @property
+    def device(self):
+        return self.data.dev
+
+    @property
+    def dtype(self) -> int:
+        return self.data.dt
+
+    @property
+    def name(self) -> str:
+        if self._name is None:
+            self._name = f"Dummy#{next(_counter)}"
+        return self._name
+
+    @name.setter
+    def name(self, value):
+        self._name = value
+
+    @property
+    def creator(self):
+        c = self._creator
+        if c is None:
+            from .autograd import Dummy
+
+            c = self._creator = Dummy(self)
+        return c
+
+    @creator.setter
+    def creator(self, op):
+        self._creator = op
+
+    # ------------------------------------------------------------------ introspection
+    def is_dummy(self) -> bool:
+        return bool(_DUMMY_RE.match(self.name))
+
+    def ndim(self) -> int:
+        return len(self.data.shp)
+
+    def is_empty(self) -> bool:
+        return self.ndim() == 0
+
+    def is_transpose(self) -> bool:
+        return not self.data.contig
+
+    def size(self) -> int:
+        return self.data.size
+
+    def memsize(self) -> int:
+        return self.data.MemSize()
+
+    def __len__(self) -> int:
+        if not self.data.shp:
+            raise TypeError("len() of a 0-d tensor")
+        return self.data.shp[0]
+
+    def __repr__(self) -> str:
+        return f"{np.array2string(to_numpy(self))}, {_dtype.name_of(self.dtype)}"
+
+    def __array__(self, dtype=None, copy=None):
+        arr = to_numpy(self)
+        return arr if dtype is None else arr.astype(dtype)
+
+    # ------------------------------------------------------------------ views and copies
+    def _like(self, ct: CTensor) -> Tensor:
+        return Tensor._wrap(ct, self.requires_grad, self.stores_grad)
+
+    def transpose(self, axes=None) -> Tensor:
+        """A strided view with permuted axes (no copy)."""
+        return self._like(M.transpose(self.data, axes))
+
+    def T(self) -> Tensor:
+        return self.transpose()
+
+    def reshape(self, shape) -> Tensor:
+        """A tensor of the new shape sharing data when contiguous (materialised otherwise)."""
+        return self._like(M.reshape(self.data, shape))
+
+    def contiguous(self) -> Tensor:
+        return self._like(M.contiguous(self.data))
+
+    def reset_like(self, t: Tensor) -> None:
+        self.data = CTensor._new(t.shape, t.device, t.dtype)
+
+    def clone(self) -> Tensor:
+        return self._like(M.copy(self.data))
+
+    def deepcopy(self) -> Tensor:
+        return self.clone()
+
+    def __deepcopy__(self, memo):
+        t = self.clone()
+        t._name = self._name
+        return t
+
+    def copy(self) -> Tensor:
+        """A shallow copy sharing the data block."""
+        return _copy_mod.copy(self)
+
+    def repeat(self, repeats, axis) -> Tensor:
+        return self._like(M.repeat(self.data, repeats, axis))
+
+    def __getitem__(self, keys) -> Tensor:
+        """Slices per axis (ints keep the axis with size 1, as in SINGA); returns a copy."""
+        if not isinstance(keys, tuple):
+            keys = (keys,)
+        if len(keys) > len(self.shape):
+            raise IndexError(f"too many indices ({len(keys)}) for a {len(self.shape)}-D tensor")
+        starts, stops, steps = [], [], []
+        for ax, key in enumerate(keys):
+            n = self.shape[ax]
+            if isinstance(key, (int, np.integer)):
+                k = int(key) + (n if key < 0 else 0)
+                if not 0 <= k < n:
+                    raise IndexError(f"index {key} is out of range for axis {ax} of size {n}")
+                starts.append(k)
+                stops.append(k + 1)
+                steps.append(1)
+            elif isinstance(key, slice):
+                start, stop, step = key.indices(n)
+                starts.append(start)
+                stops.append(stop)
+                steps.append(step)
+            else:
+                raise TypeError(f"unsupported index {key!r}; use ints and slices")
+        return self._like(M.copy(M.slice_view(self.data, starts, stops, steps)))
+
+    # ------------------------------------------------------------------ dtype and placement
+    def as_type(self, dtype) -> Tensor:
+        """A copy converted to ``dtype`` (tensor.float32/float16/int32, 'int', 'float')."""
+        if isinstance(dtype, str) and dtype not in ("int", "float"):
+            raise TypeError(f"as_type: unsupported dtype string {dtype!r}; use 'int' or 'float'")
+        try:
+            code = _dtype.code_of(dtype)
+        except DtypeMismatchError as exc:
+            raise TypeError(str(exc)) from None
+        return self._like(M.as_type(self.data, code))
+
+    def to_type(self, dtype) -> Tensor:
+        """Convert in place."""
+        self.data.ToType(dtype)
+        return self
+
+    def to_device(self, device) -> Tensor:
+        """Move to ``device`` in place."""
+        self.data.ToDevice(get_device(device))
+        return self
+
+    def to_host(self) -> Tensor:
+        self.data.ToHost()
+        return self
+
+    def to_numpy(self) -> np.ndarray:
+        return to_numpy(self)
+
+    def l1(self) -> float:
+        """Mean absolute value (SINGA's l1)."""
+        return M.l1(self.data)
+
+    def l2(self) -> float:
+        """Euclidean norm divided by the size (SINGA's l2)."""
+        return M.l2(self.data)
+
+    # ------------------------------------------------------------------ fills
+    def set_value(self, x, inplace=True) -> Tensor:
+        if not inplace:
+            raise NotImplementedError("set_value(inplace=False) is not supported (as in SINGA)")
+        M.set_value(self.data, x)
+        return self
+
+    def gaussian(self, mean, std, inplace=True) -> Tensor:
+        if not inplace:
+            raise NotImplementedError("gaussian(inplace=False) is not supported (as in SINGA)")
+        M.gaussian(self.data, mean, std)
+        return self
+
+    def uniform(self, low, high, inplace=True) -> Tensor:
+        if not inplace:
+            raise NotImplementedError("uniform(inplace=False) is not supported (as in SINGA)")
+        M.uniform(self.data, low, high)
+        return self
+
+    def bernoulli(self, p, inplace=True) -> Tensor:
+        if not inplace:
+            raise NotImplementedError("bernoulli(inplace=False) is not supported (as in SINGA)")
+        M.bernoulli(self.data, p)
+        return self
+
+    def copy_from_numpy(self, np_array, offset=0) -> None:
+        """Copy values from a numpy array of the same size (cast to this dtype)."""
+        self.data.copy_from_numpy(np_array, offset)
+
+    def copy_data(self, t: Tensor) -> None:
+        if t.size() != self.size():
+            raise ShapeError(f"copy_data: sizes differ ({t.shape} vs {self.shape})")
+        M.copy_into(self.data, t.data)
+
+    def copy_from(self, t) -> None:
+        if isinstance(t, Tensor):
+            self.copy_data(t)
+        elif isinstance(t, np.ndarray):
+            self.copy_from_numpy(t)
+        else:
+            raise TypeError(f"copy_from expects a Tensor or numpy array, got {type(t).__name__}")
+
+    # deprecated row/column helpers (kept for SINGA code)
+    def add_column(self, v):
+        add_column(1.0, v, 1.0, self)
+        return self
+
+    def add_row(self, v):
+        add_row(1.0, v, 1.0, self)
+        return self
+
+    def div_column(self, v):
+        self.data = M.div(self.data, _as_col(v, self))
+        return self
+
+    def div_row(self, v):
+        self.data = M.div(self.data, _as_row(v, self))
+        return self
+
+    def mult_column(self, v):
+        self.data = M.mul(self.data, _as_col(v, self))
+        return self
+
+    def mult_row(self, v):
+        self.data = M.mul(self.data, _as_row(v, self))
+        return self
+
+    # ------------------------------------------------------------------ operators
+    def _operand(self, x):
+        """(lhs CTensor, rhs CTensor-or-scalar) with SINGA's int/float scalar promotion."""
+        if isinstance(x, Tensor):
+            return self.data, x.data
+        if isinstance(x, (Number, np.number)):
+            if self.data.dt == _dtype.kInt and isinstance(x, (float, np.floating)):
+                return M.as_type(self.data, _dtype.kFloat32), float(x)
+            return self.data, x
+        raise TypeError(f"unsupported operand type {type(x).__name__} for Tensor arithmetic")
+
+    def _binop(self, fn, x) -> Tensor:
+        a, b = self._operand(x)
+        return Tensor._wrap(fn(a, b))
+
+    def __add__(self, x):
+        return self._binop(M.add, x)
+
+    def __sub__(self, x):
+        return self._binop(M.sub, x)
+
+    def __mul__(self, x):
+        return self._binop(M.mul, x)
+
+    def __truediv__(self, x):
+        return self._binop(M.div, x)
+
+    __div__ = __truediv__
+
+    def __floordiv__(self, x):
+        return Tensor._wrap(M.floor(self._binop(M.div, x).data))
+
+    def __pow__(self, x):
+        return self._binop(M.pow, x)
+
+    def __matmul__(self, x):
+        return mult(self, x)
+
+    def __neg__(self):
+        return Tensor._wrap(M.neg(self.data))
+
+    def _reflected(self, fn_scalar, x):
+        if not isinstance(x, (Number, np.number)):
+            return NotImplemented
+        a, b = self._operand(x)
+        return Tensor._wrap(fn_scalar(a, b))
+
+    def __radd__(self, x):
+        return self._reflected(M.add, x)
+
+    def __rsub__(self, x):
+        return self._reflected(M.rsub, x)
+
+    def __rmul__(self, x):
+        return self._reflected(M.mul, x)
+
+    def __rtruediv__(self, x):
+        return self._reflected(M.rdiv, x)
+
+    __rdiv__ = __rtruediv__
+
+    def __rpow__(self, x):
+        return self._reflected(M.rpow, x)
+
+    def _inplace(self, fn, x) -> Tensor:
+        if isinstance(x, Tensor):
+            fn(self.data, x.data)
+        elif isinstance(x, (Number, np.number)):
+            fn(self.data, x if self.data.dt == _dtype.kInt else float(x))
+        else:
+            raise TypeError(f"unsupported operand type {type(x).__name__} for Tensor arithmetic")
+        return self
+
+    def __iadd__(self, x):
+        return self._inplace(M.iadd, x)
+
+    def __isub__(self, x):
+        return self._inplace(M.isub, x)
+
+    def __imul__(self, x):
+        return self._inplace(M.imul, x)
+
+    def __itruediv__(self, x):
+        return self._inplace(M.idiv, x)
+
+    __idiv__ = __itruediv__
+
+    def _compare(self, fn, x):
+        r = self._binop(fn, x).data
+        if r.dt == _dtype.kInt:
+            r = M.as_type(r, _dtype.kFloat32)
+        return Tensor._wrap(r)
+
+    def __lt__(self, x):
+        return self._compare(M.lt, x)
+
+    def __le__(self, x):
+        return self._compare(M.le, x)
+
+    def __gt__(self, x):
+        return self._compare(M.gt, x)
+
+    def __ge__(self, x):
+        return self._compare(M.ge, x)
+
+    def __eq__(self, x):
+        if x is None:
+            return False
+        return self._compare(M.eq, x)
+
+    def __ne__(self, x):
+        if x is None:
+            return True
+        return self._compare(M.ne, x)
+
+
+PlaceHolder = Tensor
+
+
+# ---------------------------------------------------------------------- conversion
+def from_numpy(np_array, dev=None) -> Tensor:
+    """A Tensor with the array's values; float64 becomes float32 and int64 int32."""
+    arr = np.asarray(np_array)
+    if arr.dtype == np.float64:
+        arr = arr.astype(np.float32)
+    elif arr.dtype in (np.int64, np.int16, np.int8, np.uint8, np.bool_):
+        arr = arr.astype(np.int32)
+    if arr.dtype not in (np.float32, np.float16, np.int32):
+        raise TypeError(
+            f"from_numpy: unsupported dtype {arr.dtype}; SINGA tensors hold float32, float16 "
+            "or int32 (convert with arr.astype(np.float32))"
+        )
+    return Tensor(data=arr, device=dev, dtype=_dtype.code_of(arr.dtype))
+
+
+def to_numpy(t: Tensor) -> np.ndarray:
+    """Copy the tensor's values to a numpy array of its shape and dtype."""
+    return t.data.to_numpy()
+
+
+def to_host(t: Tensor) -> Tensor:
+    """A host (CPU) copy of ``t``."""
+    return Tensor._wrap(M.to_device(t.data, t.device.host()), t.requires_grad, t.stores_grad)
+
+
+def from_raw_tensor(t: CTensor) -> Tensor:
+    return Tensor._wrap(t)
+
+
+def from_raw_tensors(tt) -> list:
+    return [from_raw_tensor(t) for t in tt]
+
+
+def _call_singa_func(_singa_func, *args) -> Tensor:
+    return Tensor._wrap(_singa_func(*args))
+
+
+def copy_from_numpy(data: CTensor, np_array) -> None:
+    data.copy_from_numpy(np_array)
+
+
+# ---------------------------------------------------------------------- creation
+def zeros_like(t: Tensor) -> Tensor:
+    return Tensor(t.shape, t.device, t.dtype).set_value(0)
+
+
+def ones_like(t: Tensor) -> Tensor:
+    return Tensor(t.shape, t.device, t.dtype).set_value(1)
+
+
+def zeros(shape, device=None) -> Tensor:
+    return Tensor(shape, device).set_value(0.0)
+
+
+def ones(shape, device=None) -> Tensor:
+    return Tensor(shape, device).set_value(1.0)
+
+
+def random(shape, device=None) -> Tensor:
+    """Uniform values on [0, 1)."""
+    return Tensor(shape, device).uniform(0.0, 1.0)
+
+
+# ---------------------------------------------------------------------- shape and layout
+def product(shape) -> int:
+    p = 1
+    for d in shape:
+        p *= d
+    return p
+
+
+def sizeof(dtype) -> int:
+    return _dtype.ITEMSIZE[_dtype.code_of(dtype)]
+
+
+def contiguous(t: Tensor) -> Tensor:
+    return t.contiguous()
+
+
+def reshape(t: Tensor, shape) -> Tensor:
+    return t.reshape(shape)
+
+
+def transpose(t: Tensor, axes=None) -> Tensor:
+    return t.transpose(axes)
+
+
+def concatenate(tensors, axis) -> Tensor:
+    return Tensor._wrap(M.concat([t.data for t in tensors], axis))
+
+
+def repeat(t: Tensor, repeats, axis=None) -> Tensor:
+    return Tensor._wrap(M.repeat(t.data, repeats, axis))
+
+
+def copy_data_to_from(dst: Tensor, src: Tensor, size: int, dst_offset=0, src_offset=0) -> None:
+    """Copy ``size`` elements from ``src`` (at src_offset) to ``dst`` (at dst_offset).
+
+    Offsets count elements of the flattened tensors; the devices may differ.
+    """
+    d, s = dst.data, src.data
+    if src_offset + size > s.size or dst_offset + size > d.size:
+        raise ShapeError(
+            f"copy_data_to_from: {size} elements at offsets src={src_offset}, dst={dst_offset} "
+            f"exceed the tensors ({s.size} and {d.size} elements)"
+        )
+    sv = M.slice_view(M.reshape(s, (s.size,)), [src_offset], [src_offset + size])
+    if s.dev is not d.dev:
+        sv = M.to_device(sv, d.dev)
+    if not d.contig:
+        raise ShapeError("copy_data_to_from: the destination must be contiguous")
+    dv = M.slice_view(d._view_as((d.size,), (1,)), [dst_offset], [dst_offset + size])
+    if sv.dt != dv.dt:
+        sv = M.as_type(sv, dv.dt)
+    M.copy_into(dv, sv)
+
+
+# ---------------------------------------------------------------------- math
+def _unary(fn):
+    def f(t: Tensor) -> Tensor:
+        return Tensor._wrap(fn(t.data))
+
+    f.__name__ = fn.__name__
+    f.__doc__ = fn.__doc__
+    return f
+
+
+abs = _unary(M.abs)  # noqa: A001
+exp = _unary(M.exp)
+ceil = _unary(M.ceil)
+log = _unary(M.log)
+sigmoid = _unary(M.sigmoid)
+sign = _unary(M.sign)
+sqrt = _unary(M.sqrt)
+square = _unary(M.square)
+tanh = _unary(M.tanh)
+relu = _unary(M.relu)
+
+
+def _ret(ret, ct):
+    if ret is None:
+        return Tensor._wrap(ct)
+    ret.data = ct
+    return ret
+
+
+def pow(t: Tensor, x, out=None) -> Tensor:  # noqa: A001
+    """t ** x elementwise; x is a number or a tensor."""
+    b = x.data if isinstance(x, Tensor) else x
+    if out is not None:
+        M.pow(t.data, b, out=out.data)
+        return out
+    return Tensor._wrap(M.pow(t.data, b))
+
+
+def _cmp(fn):
+    def f(t: Tensor, x) -> Tensor:
+        return t._compare(fn, x)
+
+    return f
+
+
+lt = _cmp(M.lt)
+le = _cmp(M.le)
+gt = _cmp(M.gt)
+ge = _cmp(M.ge)
+eq = _cmp(M.eq)
+
+
+def _arith(fn):
+    def f(lhs: Tensor, rhs, ret: Tensor | None = None) -> Tensor:
+        a, b = lhs._operand(rhs)
+        if ret is None:
+            return Tensor._wrap(fn(a, b))
+        fn(a, b, out=ret.data)
+        return ret
+
+    return f
+
+
+add = _arith(M.add)
+sub = _arith(M.sub)
+eltwise_mult = _arith(M.mul)
+div = _arith(M.div)
+
+
+def axpy(alpha, x: Tensor, y: Tensor) -> Tensor:
+    """y += alpha * x; returns y."""
+    M.axpy(alpha.data if isinstance(alpha, Tensor) else alpha, x.data, y.data)
+    return y
+
+
+def mult(A: Tensor, B: Tensor, C: Tensor | None = None, alpha=1.0, beta=0.0) -> Tensor:
+    """Matrix product: GEMV, GEMM, or batched GEMM (3-D/4-D, broadcasting).
+
+    With ``C`` it computes C = alpha * A @ B + beta * C in place and returns C.
+    """
+    if C is None:
+        out = M.matmul(A.data, B.data)
+        if alpha != 1.0:
+            out = M.mul(out, float(alpha))
+        return Tensor._wrap(out)
+    if A.ndim() == 2 and B.ndim() == 2:
+        M.gemm(A.data, B.data, C.data, alpha, beta, out=C.data)
+        return C
+    prod = M.matmul(A.data, B.data)
+    if prod.shp != C.shape:
+        raise ShapeError(f"mult: A @ B has shape {prod.shp} but C has shape {C.shape}")
+    M.imul(C.data, float(beta))
+    M.axpy(float(alpha), prod, C.data)
+    return C
+
+
+# ---------------------------------------------------------------------- reductions
+def sum(t: Tensor, axis=None, out=None):  # noqa: A001
+    """Sum over ``axis`` (int or tuple); with ``axis=None`` a Python float, as in SINGA."""
+    if axis is None:
+        return float(M.sum(t.data).to_numpy())
+    return _ret(out, M.sum(t.data, axis))
+
+
+def average(t: Tensor, axis=None):
+    """Mean: a float for 1-D input; otherwise a Tensor averaged over ``axis`` (default 0)."""
+    if t.ndim() <= 1:
+        return float(M.reduce_mean(t.data).to_numpy())
+    return Tensor._wrap(M.reduce_mean(t.data, 0 if axis is None else axis))
+
+
+def softmax(t: Tensor, out=None) -> Tensor:
+    """Row-wise softmax of a 1-D or 2-D tensor."""
+    if t.ndim() > 2:
+        raise ShapeError(f"softmax: expects a 1-D or 2-D tensor, got shape {t.shape}")
+    return _ret(out, M.softmax(t.data, -1))
+
+
+def einsum(ops: str, A: Tensor, B: Tensor) -> Tensor:
+    """Einstein summation of exactly two tensors (``'ij,jk->ik'``, batched, outer, ...)."""
+    from ._einsum import einsum2
+
+    return Tensor._wrap(einsum2(ops, A.data, B.data))
+
+
+def tensordot(A: Tensor, B: Tensor, axes=2) -> Tensor:
+    """numpy.tensordot: contract the last ``axes`` axes of A with the first of B, or the
+    explicit axis lists ``axes=(a_axes, b_axes)``."""
+    from ._einsum import tensordot2
+
+    return Tensor._wrap(tensordot2(A.data, B.data, axes))
+
+
+# ---------------------------------------------------------------------- random fills
+def bernoulli(p, t: Tensor) -> Tensor:
+    return t.bernoulli(p)
+
+
+def gaussian(mean, std, t: Tensor) -> Tensor:
+    return t.gaussian(mean, std)
+
+
+def uniform(low, high, t: Tensor) -> Tensor:
+    return t.uniform(low, high)
+
+
+# ---------------------------------------------------------------------- row / column helpers
+def _as_col(v: Tensor, m: Tensor) -> CTensor:
+    if v.size() != m.shape[0]:
+        raise ShapeError(f"column vector of {v.size()} elements for a matrix {m.shape}")
+    return M.reshape(v.data, (m.shape[0], 1))
+
+
+def _as_row(v: Tensor, m: Tensor) -> CTensor:
+    if v.size() != m.shape[-1]:
+        raise ShapeError(f"row vector of {v.size()} elements for a matrix {m.shape}")
+    return M.reshape(v.data, (1, m.shape[-1]))
+
+
+def add_column(alpha, v: Tensor, beta, M_: Tensor) -> Tensor:
+    """M = alpha * v (as a column, broadcast) + beta * M, in place."""
+    M.imul(M_.data, float(beta))
+    M.iadd(M_.data, M.mul(_as_col(v, M_), float(alpha)))
+    return M_
+
+
+def add_row(alpha, v: Tensor, beta, M_: Tensor) -> Tensor:
+    """M = alpha * v (as a row, broadcast) + beta * M, in place."""
+    M.imul(M_.data, float(beta))
+    M.iadd(M_.data, M.mul(_as_row(v, M_), float(alpha)))
+    return M_
+
+
+def sum_columns(M_: Tensor) -> Tensor:
+    """Sum of the columns: shape (rows, 1)."""
+    return Tensor._wrap(M.sum(M_.data, 1, keepdims=True))
+
+
+def sum_rows(M_: Tensor) -> Tensor:
+    """Sum of the rows: shape (1, cols)."""
+    return Tensor._wrap(M.sum(M_.data, 0, keepdims=True))

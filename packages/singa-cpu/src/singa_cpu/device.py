@@ -1,0 +1,57 @@
+"""CppCPU: numpy arrays as native buffers."""
+
+from __future__ import annotations
+
+import numpy as np
+from singa._dtype import ITEMSIZE, NP_DTYPE
+from singa.device import Device
+
+_ALIGN = 64
+
+
+class NumpyAllocator:
+    """Raw host buffers: 64-byte aligned uint8 numpy arrays (freed by the garbage collector)."""
+
+    def alloc(self, nbytes: int):
+        raw = np.empty(nbytes + _ALIGN, dtype=np.uint8)
+        shift = (-raw.ctypes.data) % _ALIGN
+        return raw[shift:shift + nbytes]
+
+    def free(self, buf) -> None:
+        pass
+
+    def zero(self, buf, nbytes: int) -> None:
+        buf[:nbytes] = 0
+
+
+class CppCPU(Device):
+    """The host CPU (SINGA's CppCPU); its id() is -1."""
+
+    lang = "cpp"
+
+    def __init__(self):
+        super().__init__("cpu", -1, NumpyAllocator())
+        self.rng = np.random.default_rng()
+
+    def native(self, ct):
+        buf = ct.block.data
+        if ct._vbuf is buf:
+            return ct._view
+        isz = ITEMSIZE[ct.dt]
+        if ct.contig:
+            v = np.ndarray(ct.shp, NP_DTYPE[ct.dt], buf, ct.off * isz)
+        else:
+            v = np.ndarray(ct.shp, NP_DTYPE[ct.dt], buf, ct.off * isz,
+                           tuple(s * isz for s in ct.strd))
+        ct._view = v
+        ct._vbuf = buf
+        return v
+
+    def native_to_numpy(self, arr):
+        return np.array(arr, copy=True)
+
+    def numpy_into_native(self, src, arr) -> None:
+        np.copyto(arr, src, casting="unsafe")
+
+    def _seed(self, seed: int) -> None:
+        self.rng = np.random.default_rng(seed)

@@ -1,0 +1,14 @@
+"""The CPU kernel table: one dict per module, merged per device."""
+
+from __future__ import annotations
+
+from . import elementwise, linalg, movement, random_fill, reduce
+
+
+def kernel_table(device) -> dict:
+    """``{op_name: kernel}`` for a CppCPU device (kernels that need the device bind to it)."""
+    table: dict = {}
+    for mod in (elementwise, reduce, linalg, movement):
+        table.update(mod.KERNELS)
+    table.update(random_fill.kernels(device))
+    return table

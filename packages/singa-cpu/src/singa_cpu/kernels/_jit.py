@@ -1,0 +1,44 @@
+"""Lazy numba compilation: numba is imported on the first call of a jitted kernel, so that
+plugin discovery and ``import singa_cpu`` stay cheap."""
+
+from __future__ import annotations
+
+import functools
+
+
+def vectorize_float(fn):
+    """A float32/float64 numpy ufunc compiled from scalar ``fn`` on first use."""
+    compiled = None
+
+    @functools.wraps(fn)
+    def call(*args, **kw):
+        nonlocal compiled
+        if compiled is None:
+            import numba
+
+            compiled = numba.vectorize(["float32(float32)", "float64(float64)"],
+                                       cache=True)(fn)
+        return compiled(*args, **kw)
+
+    return call
+
+
+def njit(**options):
+    """``numba.njit(**options)`` applied on first call."""
+
+    def deco(fn):
+        compiled = None
+
+        @functools.wraps(fn)
+        def call(*args):
+            nonlocal compiled
+            if compiled is None:
+                import numba
+
+                compiled = numba.njit(cache=True, **options)(fn)
+            return compiled(*args)
+
+        call.py_func = fn
+        return call
+
+    return deco

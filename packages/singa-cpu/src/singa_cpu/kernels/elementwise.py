@@ -1,0 +1,141 @@
+"""Elementwise kernels: numpy ufuncs writing into the output view (``out=``)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ._jit import vectorize_float
+
+
+def _unary(ufunc):
+    def kernel(ins, outs, attrs):
+        ufunc(ins[0], out=outs[0])
+
+    kernel.__name__ = f"cpu_{getattr(ufunc, '__name__', 'unary')}"
+    return kernel
+
+
+def _relu(x, out):
+    np.maximum(x, 0, out=out)
+
+
+def _round_half_away(x, out):
+    tmp = np.abs(x)
+    tmp += 0.5
+    np.floor(tmp, out=tmp)
+    np.copysign(tmp, x, out=out)
+
+
+def _sigmoid(x, out):
+    np.negative(x, out=out)
+    np.exp(out, out=out)
+    out += 1
+    np.reciprocal(out, out=out)
+
+
+def _softplus(x, out):
+    np.logaddexp(0, x, out=out)
+
+
+def _softsign(x, out):
+    tmp = np.abs(x)
+    tmp += 1
+    np.divide(x, tmp, out=out)
+
+
+def _logical_not(x, out):
+    np.equal(x, 0, out=out)
+
+
+@vectorize_float
+def _erf_scalar(v):
+    return math.erf(v)
+
+
+def _erf(x, out):
+    if x.dtype == np.float16:
+        out[...] = _erf_scalar(x.astype(np.float32))
+    else:
+        _erf_scalar(x, out=out)
+
+
+UNARY = {
+    "Abs": np.abs, "Neg": np.negative, "Sign": np.sign, "Square": np.square,
+    "Ceil": np.ceil, "Floor": np.floor, "Round": _round_half_away, "RoundE": np.rint,
+    "Exp": np.exp, "Log": np.log, "Sqrt": np.sqrt, "Reciprocal": np.reciprocal,
+    "Erf": _erf, "ReLU": _relu, "Sigmoid": _sigmoid, "Tanh": np.tanh,
+    "SoftPlus": _softplus, "SoftSign": _softsign, "Sin": np.sin, "Cos": np.cos,
+    "Tan": np.tan, "Asin": np.arcsin, "Acos": np.arccos, "Atan": np.arctan,
+    "Sinh": np.sinh, "Cosh": np.cosh, "Asinh": np.arcsinh, "Acosh": np.arccosh,
+    "Atanh": np.arctanh, "Not": _logical_not,
+}
+
+
+def _scalar(ufunc, reflected=False):
+    if reflected:
+        def kernel(ins, outs, attrs):
+            ufunc(attrs["value"], ins[0], out=outs[0], casting="unsafe")
+    else:
+        def kernel(ins, outs, attrs):
+            ufunc(ins[0], attrs["value"], out=outs[0], casting="unsafe")
+    return kernel
+
+
+SCALAR = {
+    "AddScalar": _scalar(np.add), "SubScalar": _scalar(np.subtract),
+    "RSubScalar": _scalar(np.subtract, True), "MulScalar": _scalar(np.multiply),
+    "DivScalar": _scalar(np.divide), "RDivScalar": _scalar(np.divide, True),
+    "PowScalar": _scalar(np.power), "RPowScalar": _scalar(np.power, True),
+    "LTScalar": _scalar(np.less), "LEScalar": _scalar(np.less_equal),
+    "GTScalar": _scalar(np.greater), "GEScalar": _scalar(np.greater_equal),
+    "EQScalar": _scalar(np.equal), "NEScalar": _scalar(np.not_equal),
+    "MaxScalar": _scalar(np.maximum), "MinScalar": _scalar(np.minimum),
+}
+
+
+def _binary(ufunc):
+    def kernel(ins, outs, attrs):
+        ufunc(ins[0], ins[1], out=outs[0], casting="unsafe")
+
+    return kernel
+
+
+def _add(ins, outs, attrs):
+    np.add(ins[0], ins[1], out=outs[0])
+
+
+BINARY = {
+    "Add": _add, "Sub": _binary(np.subtract), "Mul": _binary(np.multiply),
+    "Div": _binary(np.divide), "Pow": _binary(np.power), "LT": _binary(np.less),
+    "LE": _binary(np.less_equal), "GT": _binary(np.greater), "GE": _binary(np.greater_equal),
+    "EQ": _binary(np.equal), "NE": _binary(np.not_equal), "Maximum": _binary(np.maximum),
+    "Minimum": _binary(np.minimum), "And": _binary(np.logical_and),
+    "Or": _binary(np.logical_or), "Xor": _binary(np.logical_xor),
+}
+
+
+def _relu_backward(ins, outs, attrs):
+    dy, x = ins
+    np.multiply(dy, x > 0, out=outs[0])
+
+
+def _clip(ins, outs, attrs):
+    lo, hi = attrs.get("min"), attrs.get("max")
+    x, out = ins[0], outs[0]
+    if lo is None and hi is None:
+        np.copyto(out, x)
+    elif lo is None:
+        np.minimum(x, hi, out=out, casting="unsafe")
+    elif hi is None:
+        np.maximum(x, lo, out=out, casting="unsafe")
+    else:
+        np.clip(x, lo, hi, out=out, casting="unsafe")
+
+
+KERNELS = {name: _unary(f) for name, f in UNARY.items()}
+KERNELS.update(SCALAR)
+KERNELS.update(BINARY)
+KERNELS["ReLUBackward"] = _relu_backward
+KERNELS["Clip"] = _clip
