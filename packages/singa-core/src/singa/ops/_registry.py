@@ -11,8 +11,17 @@ Kernel calling convention (``BACKEND_API_VERSION`` 1)::
 output CTensors, in declaration order. Kernels write every element of each output and must not
 keep references to the lists or mutate ``attrs``. Inputs may be strided views (transposed,
 broadcast with zero strides, offset slices) unless the kernel function has the attribute
-``contiguous_inputs = True``, in which case the dispatcher materialises them first. Binary
-elementwise ops receive inputs whose shapes broadcast (numpy rules) to the output shape.
+``contiguous_inputs = True``, in which case the dispatcher materialises them first (and routes
+non-contiguous outputs through a temporary). Binary elementwise ops receive inputs whose shapes
+broadcast (numpy rules) to the output shape. Outputs may alias inputs for in-place calls
+(``x += y`` runs ``Add`` with ``outs=[x]``; ``GEMM``/``Axpy`` update C/y in place), so a kernel
+must read what it needs before overwriting an aliased output.
+
+Optional kernel attributes (set with :func:`kernel_attrs`):
+
+- ``contiguous_inputs`` (bool): inputs must be row-major.
+- ``dtypes`` (tuple of dtype codes): the dtypes this kernel supports (default: all of the op's
+  ``dtypes``); the conformance kit tests exactly these.
 """
 
 from __future__ import annotations
