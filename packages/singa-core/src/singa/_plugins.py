@@ -7,10 +7,8 @@ device (or by ``python -m singa info``). See :mod:`singa.hookspecs` for the cont
 
 from __future__ import annotations
 
-import importlib.metadata as md
 import sys
 import threading
-import traceback
 import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -172,6 +170,8 @@ class PluginRegistry:
             self._fail(Provider("<pending>", None, None), "validate", exc, strict)
 
     def _fail(self, provider: Provider, stage: str, exc: BaseException, strict: bool) -> None:
+        import traceback
+
         failure = PluginFailure(provider, stage, exc, traceback.format_exc())
         self.failures.append(failure)
         self._trace(failure.summary())
@@ -356,6 +356,8 @@ class PluginRegistry:
 
 
 def _installed_entry_points():
+    import importlib.metadata as md
+
     return md.entry_points(group="singa")
 
 

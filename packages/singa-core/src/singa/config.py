@@ -8,8 +8,9 @@ prints the table.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 __all__ = ["EnvVar", "ENV_VARS", "get", "describe"]
 
@@ -82,10 +83,7 @@ _declare(
     "substring of the platform or device name. Empty picks the first GPU, else the first device.",
     "str",
 )
-_declare(
-    "SINGA_NUM_THREADS", _parse_int, 0,
-    "Threads for CPU kernels (numba, BLAS). 0 means one per core.", "int",
-)
+
 
 
 def get(name: str) -> Any:

@@ -4,8 +4,10 @@ Backends register kernels by op name (see :mod:`singa.ops._registry` for the cal
 convention). ``OPS`` maps names to :class:`OpDef` records; :func:`run` dispatches one op.
 """
 
-from . import _nn_ops  # noqa: F401  (declares the neural-network ops)
-from . import _tensor_ops  # noqa: F401  (declares the tensor-math ops)
+from . import (
+    _nn_ops,  # noqa: F401  (declares the neural-network ops)
+    _tensor_ops,  # noqa: F401  (declares the tensor-math ops)
+)
 from ._registry import EMPTY, OPS, KernelCall, OpDef, defop, kernel_attrs, run
 
 __all__ = ["EMPTY", "OPS", "KernelCall", "OpDef", "defop", "kernel_attrs", "run"]

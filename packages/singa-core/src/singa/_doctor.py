@@ -1,0 +1,122 @@
+"""``python -m singa info``: what is installed, what loaded, and whether each backend computes."""
+
+from __future__ import annotations
+
+import platform
+import sys
+import traceback
+
+import numpy as np
+
+from . import config
+from ._plugins import registry
+from ._spec import BACKEND_API_VERSION
+
+
+def _version(dist: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return "not installed"
+
+
+def smoke_test(backend: str) -> tuple[bool, str]:
+    """Run Add, Matmul and a host round trip on device 0 of ``backend``; (ok, detail)."""
+    try:
+        from . import _math as M
+        from ._ctensor import CTensor
+
+        reg = registry()
+        dev = reg.device(backend, 0)
+        a = np.array([[1.0, 2.0], [3.0, 4.0]], np.float32)
+        x = CTensor._new((2, 2), dev, 0)
+        x.copy_from_numpy(a)
+        got_add = M.add(x, x).to_numpy()
+        got_mm = M.matmul(x, x).to_numpy()
+        if not np.allclose(got_add, a + a) or not np.allclose(got_mm, a @ a):
+            return False, f"wrong results: Add gave {got_add.tolist()}, Matmul {got_mm.tolist()}"
+        return True, f"{dev.name}: Add, Matmul and host copies match numpy"
+    except Exception as exc:  # report, never crash the doctor
+        last = traceback.extract_tb(exc.__traceback__)[-1]
+        return False, f"{type(exc).__name__}: {exc} (at {last.filename}:{last.lineno})"
+
+
+def _cause(exc: BaseException) -> str:
+    """The 'cause:' line of a DeviceUnavailableError, else the whole message."""
+    for line in str(exc).splitlines():
+        if line.strip().startswith("cause:"):
+            return line.strip()[len("cause:"):].strip()
+    return str(exc)
+
+
+def report() -> str:
+    out = []
+    w = out.append
+    w("SINGA environment")
+    w(f"  python        {sys.version.split()[0]} ({platform.platform()})")
+    w(f"  numpy         {np.__version__}")
+    w(f"  singa-core    {_version('singa-core')}  (backend API v{BACKEND_API_VERSION})")
+    w(f"  singa (meta)  {_version('singa')}")
+    reg = registry()
+    w("")
+    w("Plugins (entry-point group 'singa')")
+    if not reg.plugins and not reg.failures and not reg.skipped:
+        w("  none found: pip install singa  (installs singa-core and the CPU backend)")
+    for name, prov in reg.plugins.items():
+        w(f"  {name:<10} {prov.dist or '?'} {prov.version or ''}")
+    for name, why in reg.skipped.items():
+        w(f"  {name:<10} SKIPPED: {why}")
+    for f in reg.failures:
+        w(f"  {f.provider.plugin:<10} FAILED: {f.summary()}")
+    for name, provs in reg.conflicts.items():
+        w(f"  {name:<10} CONFLICT: claimed by {' and '.join(str(p) for p in provs)}")
+    w("")
+    w("Backends")
+    for name, entry in reg.backends.items():
+        spec = entry.spec
+        api = "ok" if spec.api_version == BACKEND_API_VERSION else f"v{spec.api_version} != "\
+            f"v{BACKEND_API_VERSION}"
+        try:
+            reg.backend(name)
+            count = spec.device_count()
+            avail = f"{count} device(s)"
+        except Exception as exc:
+            avail = f"unavailable: {_cause(exc)}"
+            count = 0
+        w(f"  {name:<8} from {entry.provider.dist or entry.provider.plugin} "
+          f"{entry.provider.version or ''}; API {api}; {avail}")
+        if spec.describe is not None and count:
+            try:
+                for line in spec.describe():
+                    w(f"           {line}")
+            except Exception as exc:
+                w(f"           describe() failed: {exc}")
+        if count:
+            try:
+                dev = reg.device(name, 0)
+                w(f"           kernels: {len(dev.kernels)}; host fallback: "
+                  f"{'on' if dev.host_fallback else 'off'}")
+            except Exception:
+                pass
+            ok, detail = smoke_test(name)
+            w(f"           smoke: {'PASS' if ok else 'FAIL'} - {detail}")
+        else:
+            w("           smoke: FAIL - backend unavailable (see above)")
+    if not reg.backends:
+        w("  none: pip install singa")
+    w("")
+    w("Environment variables")
+    for var, typ, value, _doc in config.describe():
+        w(f"  {var:<22} {typ:<5} {value}")
+    return "\n".join(out)
+
+
+def main(argv=None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] not in ("info",):
+        print("usage: python -m singa info", file=sys.stderr)
+        return 2
+    print(report())
+    return 0
