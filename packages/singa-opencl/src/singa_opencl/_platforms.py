@@ -1,0 +1,202 @@
+"""OpenCL platform and device discovery, ordering and selection.
+
+Device ordinals (``opencl:N``) number the *usable* devices: the one chosen by
+``SINGA_OPENCL_DEVICE`` (or, when it is unset, the first GPU) is ``opencl:0``, then the other
+GPUs, then the remaining devices in platform order. A device is usable when its compiler builds a
+one-line kernel; some runtimes enumerate devices they cannot compile for (pocl built against an
+LLVM that does not know the host CPU reports ``unknown target CPU 'generic'``), and those are
+listed by the doctor with the reason but get no ordinal.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from singa import config
+from singa.errors import DeviceUnavailableError
+
+INSTALL_HINT = "pip install singa[opencl]"
+
+_SMOKE_SOURCE = "__kernel void singa_smoke(__global float* y) { y[get_global_id(0)] = 1.0f; }"
+
+
+@dataclass
+class CLDeviceInfo:
+    """One (platform, device) pair as the OpenCL runtime enumerates it."""
+
+    platform_index: int
+    device_index: int
+    platform: Any
+    device: Any
+    problem: str | None = field(default=None)
+
+    @property
+    def key(self) -> str:
+        return f"{self.platform_index}:{self.device_index}"
+
+    @property
+    def is_gpu(self) -> bool:
+        import pyopencl as cl
+
+        return bool(self.device.type & cl.device_type.GPU)
+
+    @property
+    def has_fp16(self) -> bool:
+        return "cl_khr_fp16" in self.device.extensions
+
+    @property
+    def has_fp64(self) -> bool:
+        return "cl_khr_fp64" in self.device.extensions
+
+    def describe(self) -> str:
+        p = self.platform.name.strip()
+        d = self.device.name.strip()
+        v = self.device.version.strip()
+        return f"{self.key} {p} / {d} / {v} / fp16 {'yes' if self.has_fp16 else 'no'}"
+
+
+_lock = threading.Lock()
+_cache: dict[str, Any] = {}
+
+
+def import_pyopencl():
+    """Import pyopencl or raise an ImportError that says how to install it."""
+    try:
+        import pyopencl
+    except ImportError as exc:
+        raise ImportError(
+            f"the OpenCL backend needs pyopencl, which is not installed ({exc}); "
+            f"fix: {INSTALL_HINT} (installs pyopencl and the pocl CPU runtime)"
+        ) from exc
+    return pyopencl
+
+
+def enumerate_devices() -> list[CLDeviceInfo]:
+    """Every (platform, device) pair, with ``problem`` set for devices that cannot compile."""
+    with _lock:
+        found = _cache.get("devices")
+        if found is not None:
+            return found
+        cl = import_pyopencl()
+        try:
+            platforms = cl.get_platforms()
+        except cl.Error as exc:  # ocl-icd raises PLATFORM_NOT_FOUND_KHR when there is none
+            raise RuntimeError(
+                f"no OpenCL platform found ({exc}); fix: {INSTALL_HINT} installs the pocl CPU "
+                "runtime from PyPI (pyopencl[pocl]); on a machine with a GPU install its "
+                "vendor's OpenCL driver"
+            ) from exc
+        found = []
+        for p_idx, plat in enumerate(platforms):
+            try:
+                devices = plat.get_devices()
+            except cl.Error:
+                devices = []
+            for d_idx, dev in enumerate(devices):
+                info = CLDeviceInfo(p_idx, d_idx, plat, dev)
+                info.problem = _smoke_build(cl, dev)
+                found.append(info)
+        _cache["devices"] = found
+        return found
+
+
+def _smoke_build(cl, dev) -> str | None:
+    """Build a one-line kernel; return why it failed, or None."""
+    try:
+        ctx = cl.Context([dev])
+        cl.Program(ctx, _SMOKE_SOURCE).build()
+    except Exception as exc:  # a broken compiler raises RuntimeError/LogicError with its log
+        lines = [ln.strip() for ln in str(exc).splitlines() if "error" in ln.lower()]
+        reason = lines[-1] if lines else str(exc).splitlines()[0]
+        return f"its OpenCL compiler cannot build kernels: {reason}"
+    return None
+
+
+def _match(spec: str, infos: list[CLDeviceInfo]) -> CLDeviceInfo:
+    spec = spec.strip()
+    for info in infos:
+        if info.key == spec:
+            return info
+    low = spec.lower()
+    for info in infos:
+        if low in info.platform.name.lower() or low in info.device.name.lower():
+            if info.problem is None:
+                return info
+    listing = "; ".join(i.describe() for i in infos) or "none"
+    raise DeviceUnavailableError(
+        f"SINGA_OPENCL_DEVICE={spec!r} matches no usable OpenCL device. Use 'P:D' (platform "
+        f"P, device D) or a substring of a platform or device name. Devices: {listing}. "
+        "Diagnose with: python -m singa info"
+    )
+
+
+def ordered_devices() -> list[CLDeviceInfo]:
+    """Usable devices in ordinal order (``opencl:0`` first)."""
+    infos = enumerate_devices()
+    usable = [i for i in infos if i.problem is None]
+    usable.sort(key=lambda i: (not i.is_gpu, i.platform_index, i.device_index))
+    spec = config.get("SINGA_OPENCL_DEVICE")
+    if spec:
+        chosen = _match(spec, infos)
+        if chosen.problem is not None:
+            raise DeviceUnavailableError(
+                f"SINGA_OPENCL_DEVICE={spec!r} selects {chosen.describe()}, but "
+                f"{chosen.problem}. Choose another device or unset SINGA_OPENCL_DEVICE."
+            )
+        usable = [chosen] + [i for i in usable if i is not chosen]
+    return usable
+
+
+def probe() -> None:
+    """Raise with the cause and the fix when no OpenCL device can run kernels here."""
+    infos = enumerate_devices()
+    if not infos:
+        raise RuntimeError(
+            "OpenCL platforms exist but report no device; fix: "
+            f"{INSTALL_HINT} installs the pocl CPU runtime, or install a vendor driver"
+        )
+    if not any(i.problem is None for i in infos):
+        reasons = "; ".join(f"{i.describe()}: {i.problem}" for i in infos)
+        raise RuntimeError(
+            f"no OpenCL device can compile kernels ({reasons}). The pocl from PyPI "
+            "(pip install singa[opencl]) bundles an LLVM that may not know a recent CPU; "
+            "install a newer pocl (e.g. Debian/Ubuntu: apt-get install pocl-opencl-icd) or a "
+            "vendor OpenCL driver"
+        )
+    ordered_devices()  # a bad SINGA_OPENCL_DEVICE is reported here too
+
+
+def device_count() -> int:
+    try:
+        return len(ordered_devices())
+    except Exception:
+        return 0
+
+
+def describe() -> list[str]:
+    """One line per OpenCL device: ``P:D platform / device / version / fp16 yes|no``."""
+    try:
+        infos = enumerate_devices()
+    except Exception as exc:
+        return [f"opencl: unavailable: {exc}"]
+    try:
+        ordinal = {id(info): n for n, info in enumerate(ordered_devices())}
+    except Exception:
+        ordinal = {}
+    lines = []
+    for info in infos:
+        line = info.describe()
+        if info.problem is not None:
+            line += f" / unusable: {info.problem}"
+        elif id(info) in ordinal:
+            line += f" / opencl:{ordinal[id(info)]}"
+        lines.append(line)
+    return lines
+
+
+def reset_cache() -> None:
+    """Forget the enumeration (tests that change the environment call this)."""
+    with _lock:
+        _cache.clear()

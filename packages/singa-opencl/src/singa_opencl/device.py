@@ -1,0 +1,223 @@
+"""The OpenCL device: one context and one in-order command queue per device, cl.Buffer memory."""
+
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+from singa._dtype import ITEMSIZE, NP_DTYPE
+from singa.device import Device
+from singa.errors import KernelError
+
+from ._build import ProgramCache
+
+
+class CLView:
+    """A kernel's view of a CTensor: buffer, element offset, shape, strides (elements), dtype.
+
+    ``dt`` is the SINGA dtype code. Views are cheap to build; kernels derive reshaped or
+    permuted views with :meth:`with_layout` without touching memory.
+    """
+
+    __slots__ = ("buf", "off", "shape", "strides", "dt", "contig")
+
+    def __init__(self, buf, off: int, shape: tuple, strides: tuple, dt: int, contig: bool):
+        self.buf = buf
+        self.off = off
+        self.shape = shape
+        self.strides = strides
+        self.dt = dt
+        self.contig = contig
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return NP_DTYPE[self.dt]
+
+    def with_layout(self, shape, strides, off: int | None = None) -> CLView:
+        shape, strides = tuple(shape), tuple(strides)
+        return CLView(self.buf, self.off if off is None else off, shape, strides, self.dt,
+                      strides == _contig(shape))
+
+    def __repr__(self) -> str:
+        return f"<CLView {self.shape} strides={self.strides} off={self.off} dt={self.dt}>"
+
+
+def _contig(shape) -> tuple:
+    acc, out = 1, []
+    for d in reversed(shape):
+        out.append(acc)
+        acc *= d
+    return tuple(reversed(out))
+
+
+class BufferAllocator:
+    """Raw device memory: one ``cl.Buffer`` per pool request; zeroing runs on the queue."""
+
+    def __init__(self, context, queue):
+        self.context = context
+        self.queue = queue
+
+    def alloc(self, nbytes: int):
+        import pyopencl as cl
+
+        return cl.Buffer(self.context, cl.mem_flags.READ_WRITE, max(int(nbytes), 4))
+
+    def free(self, buf) -> None:
+        buf.release()
+
+    def zero(self, buf, nbytes: int) -> None:
+        import pyopencl as cl
+
+        if nbytes:
+            cl.enqueue_fill_buffer(self.queue, buf, np.uint8(0), 0, int(nbytes))
+
+
+class OpenCLDevice(Device):
+    """An OpenCL device (``opencl:N``): its context, queue, program cache and RNG state."""
+
+    lang = "opencl"
+
+    def __init__(self, index: int, info):
+        import pyopencl as cl
+
+        self.info = info
+        self.cl_device = info.device
+        self.context = cl.Context([info.device])
+        # One in-order queue is the device's execution unit; profiling is always on so that
+        # the graph's per-op timing (_timed_call) reads device timestamps.
+        self.queue = cl.CommandQueue(
+            self.context, properties=cl.command_queue_properties.PROFILING_ENABLE)
+        super().__init__("opencl", index, BufferAllocator(self.context, self.queue))
+        self.programs = ProgramCache(self)
+        self.has_fp16 = info.has_fp16
+        self.has_fp64 = info.has_fp64
+        self.max_work_group = int(info.device.max_work_group_size)
+        self.local_size = min(256, self.max_work_group)
+        self._events: list | None = None
+        self.rng_key = int.from_bytes(os.urandom(8), "little")
+        self.rng_calls = 0
+
+    # ------------------------------------------------------------------ views and transfers
+    def native(self, ct) -> CLView:
+        buf = ct.block.data
+        if ct._vbuf is buf:
+            return ct._view
+        v = CLView(buf, ct.off, ct.shp, ct.strd, ct.dt, ct.contig)
+        ct._view = v
+        ct._vbuf = buf
+        return v
+
+    def native_to_numpy(self, arr: CLView) -> np.ndarray:
+        import pyopencl as cl
+
+        out = np.empty(arr.shape, NP_DTYPE[arr.dt])
+        if out.size == 0:
+            return out
+        src = arr if arr.contig else self._packed_copy(arr)
+        cl.enqueue_copy(self.queue, out, src.buf, src_offset=src.off * ITEMSIZE[arr.dt],
+                        is_blocking=True)
+        return out
+
+    def numpy_into_native(self, src, arr: CLView) -> None:
+        import pyopencl as cl
+
+        host = np.ascontiguousarray(src, dtype=NP_DTYPE[arr.dt])
+        if host.size == 0:
+            return
+        if arr.contig:
+            # pyopencl keeps `host` alive until the non-blocking write completes
+            cl.enqueue_copy(self.queue, arr.buf, host, dst_offset=arr.off * ITEMSIZE[arr.dt],
+                            is_blocking=False)
+            return
+        tmp, cls = self.pool.malloc(host.nbytes)
+        try:
+            cl.enqueue_copy(self.queue, tmp, host, is_blocking=False)
+            staged = CLView(tmp, 0, arr.shape, _contig(arr.shape), arr.dt, True)
+            from .kernels.elementwise import copy_view
+
+            copy_view(self, staged, arr)
+        finally:
+            self.pool.free(tmp, cls)
+
+    def _packed_copy(self, arr: CLView) -> CLView:
+        """A contiguous copy of a strided view in a fresh buffer (for reading it back)."""
+        from .kernels.elementwise import copy_view
+
+        nbytes = max(arr.size * ITEMSIZE[arr.dt], 4)
+        buf = self.pool.allocator.alloc(nbytes)
+        dst = CLView(buf, 0, arr.shape, _contig(arr.shape), arr.dt, True)
+        copy_view(self, arr, dst)
+        return dst
+
+    # ------------------------------------------------------------------ execution
+    def launch(self, kernel, gsize, lsize, *args):
+        """Enqueue ``kernel`` on the device's queue; the event is kept while profiling."""
+        ev = kernel(self.queue, gsize, lsize, *args)
+        if self._events is not None:
+            self._events.append(ev)
+        return ev
+
+    def workspace(self, nbytes: int):
+        """A temporary buffer from the pool: ``(buf, release)``; release after enqueueing.
+
+        Safe because the queue is in order: a later user of the buffer runs after this op.
+        """
+        buf, cls = self.pool.malloc(max(int(nbytes), 4))
+        return buf, lambda: self.pool.free(buf, cls)
+
+    def synchronize(self) -> None:
+        self.queue.finish()
+
+    def _seed(self, seed: int) -> None:
+        self.rng_key = int(seed) & 0xFFFFFFFFFFFFFFFF
+        self.rng_calls = 0
+
+    def _timed_call(self, fn) -> float:
+        """Run ``fn`` and return the device time of the kernels it enqueued (profiling events).
+
+        Falls back to wall time for nodes that enqueue no kernel (host transfers by pyopencl
+        calls that return no event to us).
+        """
+        import time
+
+        self._events = []
+        t0 = time.perf_counter()
+        try:
+            fn()
+            self.queue.finish()
+        finally:
+            events, self._events = self._events, None
+        wall = time.perf_counter() - t0
+        if not events:
+            return wall
+        total = 0
+        for ev in events:
+            total += ev.profile.end - ev.profile.start
+        return total * 1e-9
+
+    def describe(self, verbose: bool = False) -> str:
+        return self.info.describe()
+
+    def mem_info(self) -> tuple[int, int]:
+        """(free, total) bytes; OpenCL reports no free memory, so free is total minus pool use."""
+        total = int(self.cl_device.global_mem_size)
+        return max(total - self.pool.current_bytes - self.pool.cached_bytes, 0), total
+
+
+def kernel_error(op: str, device, exc) -> KernelError:
+    """A KernelError for an OpenCL runtime failure (out of resources, bad launch, ...)."""
+    return KernelError(
+        f"{op}: the OpenCL runtime failed on device {device.name} "
+        f"({device.cl_device.name.strip()}): {type(exc).__name__}: {exc}. "
+        "If it is out of resources or memory, use smaller batches or free tensors "
+        "(device.empty_cache())."
+    )

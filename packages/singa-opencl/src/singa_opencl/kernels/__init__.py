@@ -1,0 +1,13 @@
+"""The OpenCL kernel table: one dict per module, merged per device."""
+
+from __future__ import annotations
+
+from . import elementwise
+
+
+def kernel_table(device) -> dict:
+    """``{op_name: kernel}`` for an OpenCL device (kernels bind to the device's queue)."""
+    table: dict = {}
+    for mod in (elementwise,):
+        table.update(mod.kernels(device))
+    return table

@@ -1,0 +1,232 @@
+"""Elementwise kernels, generated from one table of OpenCL C expressions.
+
+Each entry maps an op to ``(float expression, int expression or None)`` over the input values
+``a``, ``b``, ``c`` and the scalar attributes ``v``, ``w`` (see ``cl/elementwise.cl``). One program
+per (input dtype, output dtype) holds every op of the table; copies are instantiated on raw bit
+types so that they move any dtype.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from singa import _dtype
+from singa.ops import OPS
+
+from .._build import BITS_TYPES, CL_TYPES, prelude, read_source
+from ._common import EW_LAYOUT, EW_MAXD, bcast_strides, claim, collapse, make_kernel, roundup
+
+_ONE = "(T_C)1"
+_ZERO = "(T_C)0"
+
+UNARY = {
+    "Abs": ("fabs(a)", "abs(a)"),
+    "Neg": ("-a", "-a"),
+    "Sign": ("sign(a)", "(a > 0) - (a < 0)"),
+    "Square": ("a * a", "a * a"),
+    "Ceil": ("ceil(a)", None),
+    "Floor": ("floor(a)", None),
+    "Round": ("round(a)", None),
+    "RoundE": ("rint(a)", None),
+    "Exp": ("exp(a)", None),
+    "Log": ("log(a)", None),
+    "Sqrt": ("sqrt(a)", None),
+    "Reciprocal": (f"{_ONE} / a", None),
+    "Erf": ("erf(a)", None),
+    "ReLU": (f"a < {_ZERO} ? {_ZERO} : a", "a < 0 ? 0 : a"),
+    "Sigmoid": (f"{_ONE} / ({_ONE} + exp(-a))", None),
+    "Tanh": ("tanh(a)", None),
+    "SoftPlus": (f"fmax(a, {_ZERO}) + log1p(exp(-fabs(a)))", None),
+    "SoftSign": (f"a / ({_ONE} + fabs(a))", None),
+    "Sin": ("sin(a)", None), "Cos": ("cos(a)", None), "Tan": ("tan(a)", None),
+    "Asin": ("asin(a)", None), "Acos": ("acos(a)", None), "Atan": ("atan(a)", None),
+    "Sinh": ("sinh(a)", None), "Cosh": ("cosh(a)", None), "Asinh": ("asinh(a)", None),
+    "Acosh": ("acosh(a)", None), "Atanh": ("atanh(a)", None),
+    "Not": (f"a == {_ZERO}", "a == 0"),
+}
+
+SCALAR = {
+    "AddScalar": ("a + v", "a + v"),
+    "SubScalar": ("a - v", "a - v"),
+    "RSubScalar": ("v - a", "v - a"),
+    "MulScalar": ("a * v", "a * v"),
+    "DivScalar": ("a / v", None),
+    "RDivScalar": ("v / a", None),
+    "PowScalar": ("pow(a, v)", None),
+    "RPowScalar": ("pow(v, a)", None),
+    "LTScalar": ("a < v", "a < v"),
+    "LEScalar": ("a <= v", "a <= v"),
+    "GTScalar": ("a > v", "a > v"),
+    "GEScalar": ("a >= v", "a >= v"),
+    "EQScalar": ("a == v", "a == v"),
+    "NEScalar": ("a != v", "a != v"),
+    "MaxScalar": ("EW_MAX(a, v)", "EW_MAX(a, v)"),
+    "MinScalar": ("EW_MIN(a, v)", "EW_MIN(a, v)"),
+}
+
+BINARY = {
+    "Add": ("a + b", "a + b"),
+    "Sub": ("a - b", "a - b"),
+    "Mul": ("a * b", "a * b"),
+    "Div": ("a / b", "EW_DIV(a, b)"),
+    "Pow": ("pow(a, b)", None),
+    "LT": ("a < b", "a < b"),
+    "LE": ("a <= b", "a <= b"),
+    "GT": ("a > b", "a > b"),
+    "GE": ("a >= b", "a >= b"),
+    "EQ": ("a == b", "a == b"),
+    "NE": ("a != b", "a != b"),
+    "Maximum": ("EW_MAX(a, b)", "EW_MAX(a, b)"),
+    "Minimum": ("EW_MIN(a, b)", "EW_MIN(a, b)"),
+    "And": ("(a != 0) && (b != 0)", "(a != 0) && (b != 0)"),
+    "Or": ("(a != 0) || (b != 0)", "(a != 0) || (b != 0)"),
+    "Xor": ("(a != 0) != (b != 0)", "(a != 0) != (b != 0)"),
+    "ReLUBackward": (f"a * (T_C)(b > {_ZERO})", "a * (b > 0)"),
+}
+
+#: Ops with their own scalar handling or three inputs, and internal helpers.
+OTHER = {
+    "Clip": ("a < v ? v : (a > w ? w : a)", None),  # v, w = min, max (+-inf when None)
+    "Axpy": ("a * b + c", "a * b + c"),  # a = alpha (broadcast), b = x, c = y
+    "Where": ("a != 0 ? b : c", "a != 0 ? b : c"),
+    "Fill": ("v", "v"),
+    "Copy": ("a", "a"),
+}
+
+TABLE = {**UNARY, **SCALAR, **BINARY, **OTHER}
+
+
+def _source(in_t, out_t, names) -> str:
+    lines = [prelude(T=in_t, O=out_t), read_source("elementwise.cl")]
+    for name in names:
+        f_expr, i_expr = TABLE[name]
+        expr = i_expr if in_t.is_int else f_expr
+        if expr is not None:
+            lines.append(f"EW_KERNEL({name}, {expr})")
+    return "\n".join(lines) + "\n"
+
+
+def _program(device, op: str, in_t, out_t, names=None):
+    names = tuple(TABLE) if names is None else names
+    return device.programs.program(_source(in_t, out_t, names), op,
+                                   f"elementwise[{in_t.name}->{out_t.name}]")
+
+
+def _scalar_types(flat: bool, sc):
+    head = [np.int32, np.int32, np.int32, np.int32, np.int32] if flat else \
+        [np.int32, np.int32, None]
+    return head + [None, np.int32] * 4 + [sc, sc]
+
+
+def launch_ew(device, op: str, name: str, in_t, out_t, y, a=None, b=None, c=None,
+              v=0, w=0, names=None) -> None:
+    """Run elementwise kernel ``name`` writing view ``y`` from views ``a``, ``b``, ``c``.
+
+    Inputs broadcast (numpy rules) to ``y.shape``; every view may be strided or offset.
+    """
+    n = math.prod(y.shape)
+    if n == 0:
+        return
+    shape = y.shape
+    operands = [x if x is not None else y for x in (a, b, c)]
+    strides = [y.strides] + [bcast_strides(x, shape) if x is not None else (0,) * len(shape)
+                             for x in (a, b, c)]
+    cshape, cst = collapse(shape, strides)
+    prg = _program(device, op, in_t, out_t, names)
+    sc = in_t.scalar
+    ls = device.local_size
+    gs = (roundup(n, ls),)
+    bufs = []
+    for x in operands:
+        bufs += [x.buf, x.off]
+    if len(cshape) <= 1:
+        st = [s[0] if s else 0 for s in cst]
+        k = device.programs.kernel(prg, name + "_flat", _scalar_types(True, sc))
+        device.launch(k, gs, (ls,), n, st[0], st[1], st[2], st[3], y.buf, y.off, *bufs, v, w)
+        return
+    nd = len(cshape)
+    if nd > EW_MAXD:
+        from singa.errors import KernelError
+
+        raise KernelError(f"{op}: a {nd}-D strided layout exceeds the OpenCL kernels' "
+                          f"{EW_MAXD} dims; make the tensor contiguous first")
+    lay = np.zeros((), EW_LAYOUT)
+    lay["shape"][:nd] = cshape
+    for field, s in zip(("sy", "sa", "sb", "sc"), cst):
+        lay[field][:nd] = s
+    k = device.programs.kernel(prg, name + "_nd", _scalar_types(False, sc))
+    device.launch(k, gs, (ls,), n, nd, lay, y.buf, y.off, *bufs, v, w)
+
+
+def copy_view(device, src, dst) -> None:
+    """dst[...] = src (same shape, or src broadcast), moving raw bits of any dtype."""
+    t = BITS_TYPES[_dtype.ITEMSIZE[dst.dt]]
+    launch_ew(device, "Copy", "Copy", t, t, dst, src, names=("Copy",))
+
+
+def fill_view(device, dst, value) -> None:
+    t = CL_TYPES[dst.dt]
+    launch_ew(device, "SetValue", "Fill", t, t, dst, v=t.scalar(value), names=("Fill",))
+
+
+def kernels(device) -> dict:
+    table = {}
+
+    def ew(name, f_expr_only: bool, scalar_attr=None):
+        def body(ins, outs, attrs):
+            y = outs[0]
+            t = CL_TYPES[y.dt]
+            v = attrs["value"] if scalar_attr else 0
+            launch_ew(device, name, name, t, t, y, *ins, v=t.scalar(v))
+
+        only = None if not f_expr_only else tuple(d for d in CL_TYPES if d != _dtype.kInt)
+        return make_kernel(device, name, body, claim(device, name, only))
+
+    for name, (_f, i_expr) in {**UNARY, **BINARY}.items():
+        table[name] = ew(name, i_expr is None)
+    for name, (_f, i_expr) in SCALAR.items():
+        table[name] = ew(name, i_expr is None, scalar_attr=True)
+
+    def clip(ins, outs, attrs):
+        y = outs[0]
+        t = CL_TYPES[y.dt]
+        lo, hi = attrs.get("min"), attrs.get("max")
+        launch_ew(device, "Clip", "Clip", t, t, y, ins[0],
+                  v=t.scalar(-np.inf if lo is None else lo),
+                  w=t.scalar(np.inf if hi is None else hi))
+
+    def axpy(ins, outs, attrs):
+        alpha, x, yin = ins
+        y = outs[0]
+        t = CL_TYPES[y.dt]
+        launch_ew(device, "Axpy", "Axpy", t, t, y, alpha.with_layout((), ()), x, yin)
+
+    def copy(ins, outs, attrs):
+        copy_view(device, ins[0], outs[0])
+
+    def astype(ins, outs, attrs):
+        x, y = ins[0], outs[0]
+        if x.dt == y.dt:
+            copy_view(device, x, y)
+            return
+        out_dt = y.dt
+        if out_dt not in CL_TYPES or (out_dt == _dtype.kDouble and not device.has_fp64):
+            from singa.errors import KernelError
+
+            raise KernelError(f"AsType: cannot cast to {_dtype.name_of(out_dt)} on "
+                              f"{device.name}")
+        launch_ew(device, "AsType", "Copy", CL_TYPES[x.dt], CL_TYPES[out_dt], y, x,
+                  names=("Copy",))
+
+    def set_value(ins, outs, attrs):
+        fill_view(device, outs[0], attrs["value"])
+
+    table["Clip"] = make_kernel(device, "Clip", clip)
+    table["Axpy"] = make_kernel(device, "Axpy", axpy)
+    # copies move raw bits, so every dtype works on every device (float64 without cl_khr_fp64)
+    table["Copy"] = make_kernel(device, "Copy", copy, OPS["Copy"].dtypes)
+    table["AsType"] = make_kernel(device, "AsType", astype)
+    table["SetValue"] = make_kernel(device, "SetValue", set_value)
+    return table
+
