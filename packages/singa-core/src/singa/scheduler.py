@@ -14,6 +14,7 @@ precomputed ``(fn, blocks to allocate, blocks to free)`` steps. Nothing here is 
 from __future__ import annotations
 
 import json
+import sys
 import time
 from collections import deque
 
@@ -154,15 +155,31 @@ class Graph:
         return order
 
     def _python_held(self) -> set[int]:
-        """Ids of blocks that a CTensor outside the graph still references."""
-        graph_refs: dict[int, set[int]] = {}
+        """Ids of blocks that Python code outside the graph can still reach.
+
+        A block is reachable if a CTensor the graph does not hold views it (its ``ref_count``
+        exceeds the graph's distinct CTensors on it), or if something besides the graph's
+        nodes references one of the graph's CTensors (e.g. a Tensor returned to the user).
+        The latter is counted with CPython reference counts: every slot of a node that holds
+        the CTensor is one reference; anything beyond those is outside the graph.
+        """
+        cts: dict[int, CTensor] = {}
+        slots: dict[int, int] = {}
+        by_block: dict[int, set[int]] = {}
         for n in self.nodes:
             for ct in _held_ctensors(n.fn):
-                graph_refs.setdefault(id(ct.block), set()).add(id(ct))
+                k = id(ct)
+                cts[k] = ct
+                slots[k] = slots.get(k, 0) + 1
+                by_block.setdefault(id(ct.block), set()).add(k)
         held = set()
         for k, blk in self.blocks.items():
-            if blk.ref_count > len(graph_refs.get(k, ())):
+            if blk.ref_count > len(by_block.get(k, ())):
                 held.add(k)
+        for k, ct in cts.items():
+            # references: graph slots + this dict + the loop variable + getrefcount's argument
+            if sys.getrefcount(ct) - slots[k] - 3 > 0:
+                held.add(id(ct.block))
         return held
 
     def analyze(self, serial: bool) -> list:

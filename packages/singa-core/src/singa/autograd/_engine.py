@@ -1,0 +1,245 @@
+"""Reverse-mode autodiff over recorded Operators (SINGA's contract).
+
+Calling an :class:`Operator` records, for each input, ``(creator, id(x), x if stores_grad,
+stores_grad)`` in ``op.src`` and wraps the CTensors returned by :meth:`Operator.forward` as
+Tensors whose ``creator`` is the op. :func:`backward` walks these records in reverse and yields
+``(param, grad)`` for every tensor with ``stores_grad=True`` as soon as its gradient is
+complete, each parameter once.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter, deque
+
+from .. import _math as M
+from .._ctensor import CTensor
+from ..errors import SingaError
+from ..tensor import Tensor
+
+__all__ = ["Operator", "Operation", "Dummy", "backward", "gradients", "infer_dependency",
+           "is_training", "axis_helper", "back_broadcast", "ctensor2numpy", "add_all"]
+
+_pkg = None  # the singa.autograd module; its attribute `training` is the global switch
+
+
+def is_training() -> bool:
+    """The value of ``singa.autograd.training``."""
+    return bool(_pkg.training)
+
+
+_op_counter = itertools.count()
+
+
+class Operator:
+    """Base of every differentiable operation.
+
+    Subclasses implement ``forward(*CTensors) -> CTensor | tuple`` and
+    ``backward(*dy CTensors) -> CTensor | tuple`` (``None`` for inputs without a gradient).
+    Calling the op returns a tuple of Tensors.
+    """
+
+    op_count = 0
+
+    def __init__(self, name=None):
+        self._name = name
+        self._idx = next(_op_counter)
+        Operator.op_count += 1
+
+    @property
+    def name(self) -> str:
+        if self._name is None:
+            self._name = f"{type(self).__name__}#{self._idx}"
+        return self._name
+
+    @name.setter
+    def name(self, value):
+        self._name = value
+
+    def __call__(self, *xs):
+        return self._do_forward(*xs)
+
+    def output_name(self, idx: int) -> str:
+        return f"{self.name}:{idx}"
+
+    def grad_name(self, idx: int) -> str:
+        return f"{self.name}:{idx}_g"
+
+    def _do_forward(self, *xs):
+        for x in xs:
+            if not isinstance(x, Tensor):
+                raise TypeError(
+                    f"{type(self).__name__}: inputs must be singa.tensor.Tensor, got "
+                    f"{type(x).__name__} (wrap numpy data with tensor.from_numpy)"
+                )
+        self.requires_grad = any(x.requires_grad for x in xs)
+        self.src = [(x.creator, id(x), x if x.stores_grad else None, x.stores_grad)
+                    for x in xs]
+        ys = self.forward(*[x.data for x in xs])
+        if not isinstance(ys, tuple):
+            ys = (ys,)
+        rg = self.requires_grad
+        outs = tuple(Tensor._wrap(y, rg, False, self) for y in ys)
+        self.y_id2idx = {id(y): i for i, y in enumerate(outs)}
+        return outs
+
+    def _do_backward(self, *dys):
+        dxs = self.backward(*dys)
+        if not isinstance(dxs, tuple):
+            dxs = (dxs,)
+        return dxs
+
+    def forward(self, *xs):
+        raise NotImplementedError(f"{type(self).__name__}.forward")
+
+    def backward(self, *dys):
+        raise NotImplementedError(f"{type(self).__name__}.backward")
+
+    def get_params(self):
+        return []
+
+    def _need_cache(self, what: str = "inputs"):
+        raise SingaError(
+            f"{type(self).__name__}.backward needs the {what} cached by forward, which happens "
+            "only while singa.autograd.training is True; set autograd.training = True "
+            "(or model.train()) before the forward pass"
+        )
+
+
+Operation = Operator
+
+
+class Dummy(Operator):
+    """The creator of a leaf tensor (no inputs, no backward)."""
+
+    def __init__(self, tensor, name=None):
+        object.__setattr__(self, "tensor", tensor)
+        super().__init__(name if name is not None else tensor.name)
+        self.src = []
+        self.y_id2idx = {id(tensor): 0}
+        self.requires_grad = False
+
+    def output_name(self, idx):
+        return self.name
+
+    def grad_name(self, idx):
+        return f"{self.name}_g"
+
+    def __getattr__(self, name):
+        if name == "tensor":
+            raise AttributeError(name)
+        return getattr(self.tensor, name)
+
+
+def infer_dependency(op):
+    """Counters of consumers per op and per input tensor id, over the graph behind ``op``."""
+    op_count: Counter = Counter()
+    tensor_count: Counter = Counter()
+    queue = deque([op])
+    while queue:
+        cur = queue.pop()
+        for src_op, xid, _, _ in cur.src:
+            if src_op not in op_count:
+                queue.append(src_op)
+            op_count[src_op] += 1
+            tensor_count[xid] += 1
+    return op_count, tensor_count
+
+
+def _accumulate(a, b):
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return M.add(a, b)
+
+
+def backward(y: Tensor, dy=None):
+    """Yield ``(param, grad)`` for every tensor with ``stores_grad`` behind ``y``.
+
+    ``y`` must hold one element unless ``dy`` (a Tensor of y's shape or a number) is given.
+    Each pair is yielded as soon as that gradient is complete, every parameter once.
+    """
+    if not isinstance(y, Tensor):
+        raise TypeError(f"backward expects a Tensor, got {type(y).__name__}")
+    if isinstance(dy, Tensor):
+        dy = dy.data
+    elif dy is None or not isinstance(dy, CTensor):
+        if dy is None and y.size() != 1:
+            raise SingaError(
+                f"backward: y has shape {y.shape}; pass dy (a Tensor of that shape) or reduce "
+                "y to one element (e.g. a loss)"
+            )
+        dy = M.set_value(CTensor._new(y.shape, y.device, y.dtype), 1.0 if dy is None else dy)
+    op_dep, tensor_dep = infer_dependency(y.creator)
+    if y.stores_grad:
+        yield (y, Tensor._wrap(dy, name=y.creator.grad_name(0)))
+    ready = deque([(y.creator, (dy,))])
+    not_ready: dict = {}
+    while ready:
+        op, dys = ready.pop()
+        if not op.requires_grad or isinstance(op, Dummy):
+            continue
+        dxs = op._do_backward(*dys)
+        if len(dxs) != len(op.src):
+            raise SingaError(f"{type(op).__name__}.backward returned {len(dxs)} gradients for "
+                             f"{len(op.src)} inputs")
+        for (src_op, x_id, x, x_stores_grad), dx in zip(op.src, dxs):
+            if isinstance(src_op, Dummy) and not x_stores_grad:
+                continue
+            y_idx = src_op.y_id2idx[x_id]
+            grads = not_ready.get(src_op)
+            if grads is None:
+                grads = not_ready[src_op] = [None] * len(src_op.y_id2idx)
+            grads[y_idx] = _accumulate(grads[y_idx], dx)
+            op_dep[src_op] -= 1
+            tensor_dep[x_id] -= 1
+            if x_stores_grad and tensor_dep[x_id] == 0 and grads[y_idx] is not None:
+                yield (x, Tensor._wrap(grads[y_idx], name=src_op.grad_name(y_idx)))
+            if op_dep[src_op] == 0:
+                if src_op.requires_grad and not isinstance(src_op, Dummy):
+                    if any(g is not None for g in grads):
+                        ready.append((src_op, tuple(grads)))
+                del not_ready[src_op]
+        del op, dxs
+
+
+def gradients(y: Tensor, dy=None) -> dict:
+    """``{id(param): grad}`` for every parameter behind ``y``."""
+    return {id(p): g for p, g in backward(y, dy)}
+
+
+def axis_helper(y_shape, x_shape):
+    """Axes along which x was broadcast to y (for reducing gradients)."""
+    res = []
+    j = len(x_shape) - 1
+    for i in range(len(y_shape) - 1, -1, -1):
+        if j < 0 or x_shape[j] != y_shape[i]:
+            res.append(i)
+        j -= 1
+    return tuple(res[::-1])
+
+
+def back_broadcast(y_shape, x_shape, dx: CTensor) -> CTensor:
+    """Sum ``dx`` (shaped like the broadcast result) back to ``x_shape``."""
+    y_shape, x_shape = tuple(y_shape), tuple(x_shape)
+    if y_shape == x_shape:
+        return dx
+    nd = len(y_shape) - len(x_shape)
+    axes = tuple(range(nd)) + tuple(nd + i for i, d in enumerate(x_shape)
+                                    if d == 1 and y_shape[nd + i] != 1)
+    if axes:
+        dx = M.sum(dx, axes)
+    return M.reshape(dx, x_shape) if dx.shp != x_shape else dx
+
+
+def ctensor2numpy(x: CTensor):
+    return x.to_numpy()
+
+
+def add_all(*xs):
+    """Sum of tensors (SINGA's helper returned None; this returns the sum)."""
+    out = xs[0]
+    for x in xs[1:]:
+        out = out + x
+    return out

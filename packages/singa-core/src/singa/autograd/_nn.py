@@ -1,0 +1,266 @@
+"""Neural-network operators: convolution, pooling, batch norm, dropout and the losses.
+
+Every computation is an op of the table (``Conv2d``, ``Pooling2d``, ``BatchNormTrain`` ...),
+so these classes hold no backend code: each backend supplies the kernels.
+"""
+
+from __future__ import annotations
+
+from .. import _dtype
+from .. import _math as M
+from .._ctensor import CTensor
+from .._handles import BatchNormHandle, ConvHandle, PoolingHandle, _pads4
+from ..errors import ShapeError
+from ..ops import OPS, run
+from ._engine import Operator, is_training
+
+_O = OPS
+
+
+class _Conv2d(Operator):
+    """y = conv(x, W) + b with the geometry of ``handle``; ``odd_padding`` adds asymmetric pads.
+
+    dx = Conv2dBackwardX(dy, W), dW = Conv2dBackwardW(dy, x), db = sum(dy, (0, 2, 3)).
+    """
+
+    def __init__(self, handle: ConvHandle, odd_padding=(0, 0, 0, 0)):
+        super().__init__()
+        self.handle = handle
+        self.attrs = dict(handle.attrs())
+        if any(odd_padding):
+            self.attrs["pads"] = _pads4(handle.pads, odd_padding)
+
+    def forward(self, x, W, b=None):
+        ins = [x, W] if b is None else [x, W, b]
+        y = run(_O["Conv2d"], ins, self.attrs)[0]
+        if is_training():
+            self.x, self.W, self.has_bias = x, W, b is not None
+        return y
+
+    def backward(self, dy):
+        if not hasattr(self, "x"):
+            self._need_cache()
+        x, W = self.x, self.W
+        dx = run(_O["Conv2dBackwardX"], [dy, W], {**self.attrs, "x_shape": x.shp})[0]
+        dW = run(_O["Conv2dBackwardW"], [dy, x], {**self.attrs, "w_shape": W.shp})[0]
+        if self.has_bias:
+            return dx, dW, M.sum(dy, (0, 2, 3))
+        return dx, dW
+
+
+class _Pooling2d(Operator):
+    """Max or average pooling with the geometry of ``handle``."""
+
+    def __init__(self, handle: PoolingHandle, odd_padding=(0, 0, 0, 0)):
+        super().__init__()
+        self.handle = handle
+        self.attrs = dict(handle.attrs())
+        if any(odd_padding):
+            self.attrs["pads"] = _pads4(handle.pads, odd_padding)
+
+    def forward(self, x):
+        y = run(_O["Pooling2d"], [x], self.attrs)[0]
+        if is_training():
+            self.x, self.y = x, y
+        return y
+
+    def backward(self, dy):
+        if not hasattr(self, "x"):
+            self._need_cache()
+        return run(_O["Pooling2dBackward"], [dy, self.x, self.y], self.attrs)[0]
+
+
+class _BatchNorm2d(Operator):
+    """Batch normalisation over axis 1 of (N, C) or (N, C, H, W) input.
+
+    Training: normalise with batch statistics and update ``running_mean``/``running_var`` in
+    place (running = momentum running + (1 - momentum) batch). Inference: use the running
+    statistics.
+    """
+
+    def __init__(self, handle: BatchNormHandle, running_mean, running_var, name=None):
+        super().__init__(name)
+        self.handle = handle
+        self.running_mean = running_mean.data if hasattr(running_mean, "data") else running_mean
+        self.running_var = running_var.data if hasattr(running_var, "data") else running_var
+
+    def forward(self, x, scale, bias):
+        if len(x.shp) not in (2, 4):
+            raise ShapeError(f"BatchNorm2d expects (N, C) or (N, C, H, W) input, got {x.shp}")
+        rm, rv = self.running_mean, self.running_var
+        eps = self.handle.eps
+        if is_training():
+            c = x.shp[1]
+            mean = CTensor._new((c,), x.dev, x.dt)
+            inv = CTensor._new((c,), x.dev, x.dt)
+            y = CTensor._new(x.shp, x.dev, x.dt)
+            run(_O["BatchNormTrain"], [x, scale, bias, rm, rv],
+                {"momentum": self.handle.factor, "eps": eps}, [y, mean, inv, rm, rv])
+            self.cache = (x, scale, mean, inv)
+            return y
+        return run(_O["BatchNormInfer"], [x, scale, bias, rm, rv], {"eps": eps})[0]
+
+    def backward(self, dy):
+        if not hasattr(self, "cache"):
+            self._need_cache()
+        x, scale, mean, inv = self.cache
+        dx, dscale, dbias = run(_O["BatchNormBackward"], [dy, x, scale, mean, inv])
+        return dx, dscale, dbias
+
+
+class Dropout(Operator):
+    """Training: y = x * mask / (1 - ratio) with mask ~ Bernoulli(1 - ratio); else y = x.
+
+    SINGA scaled by (1 - ratio) (an operator-precedence bug); this uses the correct
+    1 / (1 - ratio) so that E[y] = x.
+    """
+
+    def __init__(self, seed=0, ratio=0.5):
+        super().__init__()
+        if not 0.0 <= ratio < 1.0:
+            raise ValueError(f"Dropout: ratio must be in [0, 1), got {ratio}")
+        self.seed, self.ratio = seed, float(ratio)
+
+    def forward(self, x):
+        if not is_training() or self.ratio == 0.0:
+            self.mask = None
+            return x
+        mask = M.bernoulli(CTensor._new(x.shp, x.dev, x.dt), 1.0 - self.ratio)
+        M.imul(mask, 1.0 / (1.0 - self.ratio))
+        self.mask = mask
+        return M.mul(x, mask)
+
+    def backward(self, dy):
+        return dy if self.mask is None else M.mul(dy, self.mask)
+
+
+def _target(t, x: CTensor) -> CTensor:
+    """Targets as a CTensor on x's device: int32 ids (N,) or dense (N, C) of x's dtype."""
+    t = t.data if hasattr(t, "data") and not isinstance(t, CTensor) else t
+    if not isinstance(t, CTensor):
+        raise TypeError(f"target must be a Tensor, got {type(t).__name__}")
+    if t.dev is not x.dev:
+        raise ShapeError(f"target is on {t.dev.name} but the logits are on {x.dev.name}; "
+                         "create the target on the same device")
+    if len(t.shp) == 1 or (len(t.shp) == 2 and t.shp[1] == 1 and x.shp[1] != 1):
+        ids = M.reshape(t, (t.shp[0],))
+        return ids if ids.dt == _dtype.kInt else M.as_type(ids, _dtype.kInt)
+    if t.shp != x.shp:
+        raise ShapeError(f"target shape {t.shp} matches neither ids ({x.shp[0]},) nor the "
+                         f"logits {x.shp}")
+    return t if t.dt == x.dt else M.as_type(t, x.dt)
+
+
+def _scale_by(g: CTensor, dy) -> CTensor:
+    if dy is None:
+        return g
+    if isinstance(dy, CTensor):
+        return M.mul(g, M.reshape(dy, ()) if dy.size == 1 else dy)
+    return M.mul(g, float(dy))
+
+
+class SoftMaxCrossEntropy(Operator):
+    """loss = mean_n(-sum_c t log softmax(x)); dx = (softmax(x) - t) / N * dy.
+
+    ``t`` holds int class ids of shape (N,) or a dense (N, C) target (one-hot or soft).
+    """
+
+    def __init__(self, t):
+        super().__init__()
+        self.t = t
+
+    def forward(self, x):
+        if len(x.shp) != 2:
+            raise ShapeError(f"softmax_cross_entropy expects 2-D logits (N, C), got {x.shp}")
+        self.tc = _target(self.t, x)
+        loss, probs = run(_O["SoftmaxCrossEntropy"], [x, self.tc])
+        self.p = probs
+        return loss
+
+    def backward(self, dy=1.0):
+        g = run(_O["SoftmaxCrossEntropyBackward"], [self.p, self.tc])[0]
+        return _scale_by(g, dy)
+
+
+class CrossEntropy(Operator):
+    """loss = -sum(t log x) / N for probabilities x (N, C); dx = -t / (x N) * dy."""
+
+    def __init__(self, t):
+        super().__init__()
+        self.t = t
+
+    def forward(self, x):
+        tc = _target(self.t, x)
+        if len(tc.shp) == 1:
+            tc = run(_O["OneHot"], [tc], {"depth": x.shp[1], "axis": -1, "on_value": 1.0,
+                                          "off_value": 0.0, "dtype": x.dt})[0]
+        self.x, self.tc = x, tc
+        n = x.shp[0]
+        return M.reshape(M.mul(M.sum(M.mul(tc, M.log(x))), -1.0 / n), (1,))
+
+    def backward(self, dy=1.0):
+        g = M.mul(M.div(self.tc, self.x), -1.0 / self.x.shp[0])
+        return _scale_by(g, dy)
+
+
+class BinaryCrossEntropy(Operator):
+    """loss = -sum(t log(x + eps) + (1 - t) log(1 - x + eps)) / N with eps = 1e-4."""
+
+    eps = 1e-4
+
+    def __init__(self, t):
+        super().__init__()
+        self.t = t
+
+    def forward(self, x):
+        t = self.t.data if hasattr(self.t, "data") else self.t
+        if t.shp != x.shp:
+            raise ShapeError(f"binary_cross_entropy: target {t.shp} must match x {x.shp}")
+        t = t if t.dt == x.dt else M.as_type(t, x.dt)
+        self.x, self.tc = x, t
+        e = self.eps
+        pos = M.mul(t, M.log(M.add(x, e)))
+        neg = M.mul(M.rsub(t, 1.0), M.log(M.add(M.rsub(x, 1.0), e)))
+        return M.reshape(M.mul(M.sum(M.add(pos, neg)), -1.0 / x.shp[0]), (1,))
+
+    def backward(self, dy=1.0):
+        x, t, e = self.x, self.tc, self.eps
+        g = M.sub(M.div(t, M.add(x, e)), M.div(M.rsub(t, 1.0), M.add(M.rsub(x, 1.0), e)))
+        return _scale_by(M.mul(g, -1.0 / x.shp[0]), dy)
+
+
+class MeanSquareError(Operator):
+    """loss = sum((x - t)^2) / n (n elements); dx = 2 (x - t) / n * dy."""
+
+    def __init__(self, t=None):
+        super().__init__()
+        self.t = t
+
+    def forward(self, x, t=None):
+        self.two_inputs = t is not None
+        t = t if t is not None else (self.t.data if hasattr(self.t, "data") else self.t)
+        if t.shp != x.shp:
+            raise ShapeError(f"mse_loss: target {t.shp} must match x {x.shp}")
+        self.diff = M.sub(x, t)
+        return M.reshape(M.mul(M.sum(M.square(self.diff)), 1.0 / x.size), (1,))
+
+    def backward(self, dy=1.0):
+        g = _scale_by(M.mul(self.diff, 2.0 / self.diff.size), dy)
+        return (g, M.neg(g)) if self.two_inputs else g
+
+
+class RankingLoss(Operator):
+    """loss = mean(max(0, M - pos + neg)); the gradient flows where the hinge is active."""
+
+    def __init__(self, M=0.2):  # noqa: N803  (SINGA's argument name)
+        super().__init__()
+        self.M = float(M)
+
+    def forward(self, pos, neg):
+        z = M.add(M.sub(neg, pos), self.M)
+        self.active = M.gt(z, 0.0)
+        return M.reshape(M.reduce_mean(M.relu(z)), (1,))
+
+    def backward(self, dy=1.0):
+        g = _scale_by(M.mul(self.active, 1.0 / self.active.size), dy)
+        return M.neg(g), g

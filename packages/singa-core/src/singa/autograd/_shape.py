@@ -1,0 +1,701 @@
+"""Products, reductions, and shape/indexing operators."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import _dtype
+from .. import _math as M
+from .._ctensor import CTensor
+from ..errors import ShapeError
+from ..ops import OPS, run
+from ..ops._rules import broadcast_shapes, check_axis, normalize_axes
+from ._elementwise import _zeros_like
+from ._engine import Operator, back_broadcast, is_training
+
+
+def _swap_last(x: CTensor) -> CTensor:
+    nd = len(x.shp)
+    return M.transpose(x, list(range(nd - 2)) + [nd - 1, nd - 2])
+
+
+def _as_ctensor(value, dev, dtype=_dtype.kInt) -> CTensor:
+    """A CTensor from a list/ndarray/CTensor (indices, conditions) on ``dev``."""
+    if isinstance(value, CTensor):
+        return value if value.dev is dev else M.to_device(value, dev)
+    from ..tensor import Tensor
+
+    if isinstance(value, Tensor):
+        return _as_ctensor(value.data, dev, dtype)
+    arr = np.asarray(value)
+    ct = CTensor._new(tuple(arr.shape), dev, dtype)
+    ct.copy_from_numpy(arr)
+    return ct
+
+
+class Matmul(Operator):
+    """y = a @ b (numpy semantics, batched with broadcasting); da = dy b^T, db = a^T dy."""
+
+    def forward(self, a, b):
+        a2 = a if len(a.shp) > 1 else M.reshape(a, (1, a.shp[0]))
+        b2 = b if len(b.shp) > 1 else M.reshape(b, (b.shp[0], 1))
+        y2 = M.matmul(a2, b2)
+        if is_training():
+            self.a2, self.b2, self.shapes = a2, b2, (a.shp, b.shp)
+        self.y2_shape = y2.shp
+        if len(a.shp) == 1 or len(b.shp) == 1:
+            shape = y2.shp
+            if len(a.shp) == 1:
+                shape = shape[:-2] + shape[-1:]
+            if len(b.shp) == 1:
+                shape = shape[:-1]
+            return M.reshape(y2, shape)
+        return y2
+
+    def backward(self, dy):
+        if not hasattr(self, "a2"):
+            self._need_cache()
+        dy2 = M.reshape(dy, self.y2_shape)
+        da = back_broadcast(dy2.shp[:-2] + self.a2.shp[-2:], self.a2.shp,
+                            M.matmul(dy2, _swap_last(self.b2)))
+        db = back_broadcast(dy2.shp[:-2] + self.b2.shp[-2:], self.b2.shp,
+                            M.matmul(_swap_last(self.a2), dy2))
+        sa, sb = self.shapes
+        return M.reshape(da, sa), M.reshape(db, sb)
+
+
+class AddBias(Operator):
+    """y = x + b for 2-D x: axis 0 adds b (length cols) to every row, axis 1 to every column.
+
+    Unlike SINGA, x is not modified in place.
+    """
+
+    def __init__(self, axis=0):
+        super().__init__()
+        self.axis = axis
+
+    def forward(self, x, b):
+        if len(x.shp) != 2:
+            raise ShapeError(f"AddBias: x must be 2-D, got {x.shp}")
+        n = x.shp[1] if self.axis == 0 else x.shp[0]
+        if b.size != n:
+            raise ShapeError(f"AddBias(axis={self.axis}): bias has {b.size} elements, "
+                             f"expected {n} for x {x.shp}")
+        self.b_shape = b.shp
+        bb = M.reshape(b, (1, n) if self.axis == 0 else (n, 1))
+        return M.add(x, bb)
+
+    def backward(self, dy):
+        db = M.sum(dy, 0 if self.axis == 0 else 1)
+        return dy, M.reshape(db, self.b_shape)
+
+
+class Gemm(Operator):
+    """y = alpha op(A) op(B) + beta C (ONNX Gemm; C optional and broadcast)."""
+
+    def __init__(self, alpha=1.0, beta=1.0, transA=0, transB=0):
+        super().__init__()
+        self.alpha, self.beta = float(alpha), float(beta)
+        self.transA, self.transB = bool(transA), bool(transB)
+
+    def forward(self, A, B, C=None):
+        a = M.transpose(A) if self.transA else A
+        b = M.transpose(B) if self.transB else B
+        y = M.matmul(a, b)
+        if self.alpha != 1.0:
+            y = M.mul(y, self.alpha)
+        self.c_shape = None
+        if C is not None:
+            self.c_shape = C.shp
+            y = M.add(y, M.mul(C, self.beta) if self.beta != 1.0 else C)
+        if is_training():
+            self.a, self.b = a, b
+        return y
+
+    def backward(self, dy):
+        if not hasattr(self, "a"):
+            self._need_cache()
+        g = M.mul(dy, self.alpha) if self.alpha != 1.0 else dy
+        da = M.matmul(g, M.transpose(self.b))
+        db = M.matmul(M.transpose(self.a), g)
+        dA = M.contiguous(M.transpose(da)) if self.transA else da
+        dB = M.contiguous(M.transpose(db)) if self.transB else db
+        if self.c_shape is None:
+            return dA, dB
+        dC = back_broadcast(dy.shp, self.c_shape, M.mul(dy, self.beta)
+                            if self.beta != 1.0 else dy)
+        return dA, dB, dC
+
+
+class SoftMax(Operator):
+    """y = softmax(x) along ``axis``; dx = y (dy - sum(dy y))."""
+
+    def __init__(self, axis=1):
+        super().__init__()
+        self.axis = axis
+
+    def forward(self, x):
+        y = M.softmax(x, self.axis)
+        if is_training():
+            self.y = y
+        return y
+
+    def backward(self, dy):
+        if not hasattr(self, "y"):
+            self._need_cache("output")
+        return M.softmax_backward(self.y, dy, self.axis)
+
+
+class LogSoftMax(Operator):
+    """y = log softmax(x) along ``axis``; dx = dy - exp(y) sum(dy)."""
+
+    def __init__(self, axis=1):
+        super().__init__()
+        self.axis = axis
+
+    def forward(self, x):
+        y = M.log_softmax(x, self.axis)
+        if is_training():
+            self.y = y
+        return y
+
+    def backward(self, dy):
+        if not hasattr(self, "y"):
+            self._need_cache("output")
+        s = M.sum(dy, self.axis, keepdims=True)
+        return M.sub(dy, M.mul(M.exp(self.y), s))
+
+
+# ---------------------------------------------------------------- reductions
+
+
+class _Reduce(Operator):
+    mean = False
+
+    def __init__(self, axes=None, keepdims=1):
+        super().__init__()
+        self.axes = axes
+        self.keepdims = bool(keepdims)
+
+    def forward(self, x):
+        self.x_shape = x.shp
+        axes = normalize_axes(type(self).__name__, self.axes, len(x.shp))
+        self.n = math.prod(x.shp[a] for a in axes)
+        self.norm_axes = axes
+        f = M.reduce_mean if self.mean else M.sum
+        return f(x, axes, self.keepdims)
+
+    def backward(self, dy):
+        kept = tuple(1 if i in self.norm_axes else d for i, d in enumerate(self.x_shape))
+        g = M.reshape(dy, kept)
+        if self.mean:
+            g = M.mul(g, 1.0 / max(self.n, 1))
+        return M.copy(M.broadcast_to(g, self.x_shape))
+
+
+class ReduceSum(_Reduce):
+    """y = sum over ``axes``; dx = dy broadcast back (SINGA scaled it like a mean)."""
+
+
+class ReduceMean(_Reduce):
+    """y = mean over ``axes``; dx = dy / n broadcast back."""
+
+    mean = True
+
+
+class GlobalAveragePool(Operator):
+    """Mean over the spatial axes, keeping them as size 1."""
+
+    def __init__(self, data_format="channels_first"):
+        super().__init__()
+        self.data_format = data_format
+
+    def forward(self, x):
+        nd = len(x.shp)
+        axes = tuple(range(2, nd)) if self.data_format == "channels_first" else \
+            tuple(range(1, nd - 1))
+        self.inner = _Reduce(axes, 1)
+        self.inner.mean = True
+        return self.inner.forward(x)
+
+    def backward(self, dy):
+        return self.inner.backward(dy)
+
+
+# ---------------------------------------------------------------- pure shape
+
+
+class _View(Operator):
+    """Ops whose backward reshapes dy back to x's shape."""
+
+    def backward(self, dy):
+        return M.reshape(dy, self.x_shape)
+
+
+class Reshape(_View):
+    """ONNX Reshape: 0 copies the input dimension, -1 is inferred."""
+
+    def __init__(self, shape):
+        super().__init__()
+        self.shape = list(shape)
+
+    def forward(self, x):
+        self.x_shape = x.shp
+        shape = [x.shp[i] if d == 0 and i < len(x.shp) else int(d)
+                 for i, d in enumerate(self.shape)]
+        return M.reshape(x, shape)
+
+
+class Flatten(_View):
+    """Reshape to 2-D: (prod(shape[:axis]), prod(shape[axis:]))."""
+
+    def __init__(self, axis=1):
+        super().__init__()
+        self.axis = axis
+
+    def forward(self, x):
+        self.x_shape = x.shp
+        nd = len(x.shp)
+        ax = self.axis + nd if self.axis < 0 else self.axis
+        if not 0 <= ax <= nd:
+            raise ShapeError(f"Flatten: axis {self.axis} out of range for {x.shp}")
+        return M.reshape(x, (math.prod(x.shp[:ax]), math.prod(x.shp[ax:])))
+
+
+class Unsqueeze(_View):
+    """Insert size-1 axes at ``axis`` (positions in the output)."""
+
+    def __init__(self, axis):
+        super().__init__()
+        self.axis = [axis] if isinstance(axis, int) else list(axis)
+
+    def forward(self, x):
+        self.x_shape = x.shp
+        nd = len(x.shp) + len(self.axis)
+        axes = sorted(a + nd if a < 0 else a for a in self.axis)
+        shape = list(x.shp)
+        for a in axes:
+            shape.insert(a, 1)
+        return M.reshape(x, shape)
+
+
+class Squeeze(_View):
+    """Remove size-1 axes (all of them when ``axis`` is empty)."""
+
+    def __init__(self, axis=()):
+        super().__init__()
+        self.axis = [axis] if isinstance(axis, int) else list(axis or [])
+
+    def forward(self, x):
+        self.x_shape = x.shp
+        if self.axis:
+            axes = normalize_axes("Squeeze", self.axis, len(x.shp))
+            for a in axes:
+                if x.shp[a] != 1:
+                    raise ShapeError(f"Squeeze: axis {a} of {x.shp} is not 1")
+        else:
+            axes = tuple(i for i, d in enumerate(x.shp) if d == 1)
+        return M.reshape(x, [d for i, d in enumerate(x.shp) if i not in axes])
+
+
+class Transpose(Operator):
+    """Permute axes (a strided view); dx = dy permuted back."""
+
+    def __init__(self, perm=None):
+        super().__init__()
+        self.perm = None if perm is None else list(perm)
+
+    def forward(self, x):
+        perm = self.perm if self.perm is not None else list(range(len(x.shp)))[::-1]
+        self.inv = list(np.argsort(perm))
+        return M.transpose(x, perm)
+
+    def backward(self, dy):
+        return M.transpose(dy, self.inv)
+
+
+class Concat(Operator):
+    """Concatenate along ``axis``; dx_i = the matching slice of dy."""
+
+    def __init__(self, axis=0):
+        super().__init__()
+        self.axis = axis
+
+    def forward(self, *xs):
+        ax = check_axis("Concat", self.axis, len(xs[0].shp))
+        self.ax, self.sizes = ax, [x.shp[ax] for x in xs]
+        return M.concat(xs, ax)
+
+    def backward(self, dy):
+        out, start = [], 0
+        for n in self.sizes:
+            out.append(M.slice_view(dy, [start], [start + n], None, [self.ax]))
+            start += n
+        return tuple(out)
+
+
+class Split(Operator):
+    """Split along ``axis`` into ``parts`` (sizes) or ``num_output`` equal pieces."""
+
+    def __init__(self, axis, parts, num_output=None):
+        super().__init__()
+        self.axis, self.parts, self.num_output = axis, parts, num_output
+
+    def forward(self, x):
+        ax = check_axis("Split", self.axis, len(x.shp))
+        n = x.shp[ax]
+        parts = self.parts
+        if parts is None or isinstance(parts, int) and self.num_output is not None:
+            k = self.num_output or parts
+            if n % k:
+                raise ShapeError(f"Split: axis {ax} of size {n} is not divisible by {k}")
+            parts = [n // k] * k
+        if sum(parts) != n:
+            raise ShapeError(f"Split: parts {parts} do not sum to {n} (axis {ax} of {x.shp})")
+        self.ax, self.sizes, self.x_shape, self.dt, self.dev = ax, list(parts), x.shp, x.dt, x.dev
+        out, start = [], 0
+        for p in parts:
+            out.append(M.copy(M.slice_view(x, [start], [start + p], None, [ax])))
+            start += p
+        return tuple(out)
+
+    def backward(self, *dys):
+        parts = []
+        for dy, p in zip(dys, self.sizes):
+            if dy is None:
+                shape = list(self.x_shape)
+                shape[self.ax] = p
+                dy = M.set_value(CTensor._new(tuple(shape), self.dev, self.dt), 0.0)
+            parts.append(dy)
+        return M.concat(parts, self.ax)
+
+
+def _normalize_slice(x_shape, starts, ends, axes, steps):
+    nd = len(x_shape)
+    axes = list(range(len(starts))) if axes is None else [check_axis("Slice", a, nd)
+                                                          for a in axes]
+    steps = [1] * len(axes) if steps is None else list(steps)
+    big = 2 ** 62
+    st, en = [], []
+    for s, e, step in zip(starts, ends, steps):
+        s, e = max(min(int(s), big), -big), max(min(int(e), big), -big)
+        st.append(s)
+        en.append(e)
+        if step == 0:
+            raise ShapeError("Slice: step cannot be 0")
+    return st, en, axes, steps
+
+
+class Slice(Operator):
+    """ONNX Slice (numpy semantics per axis); dx = dy written into zeros."""
+
+    def __init__(self, starts, ends, axes=None, steps=None):
+        super().__init__()
+        self.starts, self.ends, self.axes, self.steps = starts, ends, axes, steps
+
+    def forward(self, x):
+        self.args = _normalize_slice(x.shp, self.starts, self.ends, self.axes, self.steps)
+        self.x_shape, self.dt, self.dev = x.shp, x.dt, x.dev
+        view = M.slice_view(x, *self.args)
+        if 0 in view.shp:
+            raise ShapeError(f"Slice: empty result {view.shp} is not supported")
+        return M.copy(view)
+
+    def backward(self, dy):
+        dx = M.set_value(CTensor._new(self.x_shape, self.dev, self.dt), 0.0)
+        M.copy_into(M.slice_view(dx, *self.args), dy)
+        return dx
+
+
+class Gather(Operator):
+    """y = take(x, indices, axis); dx = scatter-add of dy."""
+
+    def __init__(self, axis, indices):
+        super().__init__()
+        self.axis, self.indices = axis, indices
+
+    def forward(self, x):
+        ax = check_axis("Gather", self.axis, len(x.shp))
+        idx = np.asarray(self.indices.to_numpy() if hasattr(self.indices, "to_numpy")
+                         else self.indices).astype(np.int64)
+        idx = np.where(idx < 0, idx + x.shp[ax], idx).astype(np.int32)
+        self.idx = _as_ctensor(idx, x.dev)
+        self.ax, self.x_shape = ax, x.shp
+        return M.take(x, self.idx, ax)
+
+    def backward(self, dy):
+        return run(OPS["ScatterAdd"], [self.idx, dy],
+                   {"shape": self.x_shape, "axis": self.ax})[0]
+
+
+class Tile(Operator):
+    """ONNX Tile: repeat the whole tensor ``repeats[i]`` times along axis i."""
+
+    def __init__(self, repeats):
+        super().__init__()
+        self.repeats = [int(r) for r in repeats]
+
+    def forward(self, x):
+        reps = self.repeats
+        if len(reps) < len(x.shp):
+            reps = [1] * (len(x.shp) - len(reps)) + reps
+        shape = (1,) * (len(reps) - len(x.shp)) + x.shp
+        self.x_shape, self.reps, self.full = x.shp, reps, shape
+        inter = [v for d in shape for v in (1, d)]
+        big = [v for r, d in zip(reps, shape) for v in (r, d)]
+        y = M.copy(M.broadcast_to(M.reshape(x, inter), big))
+        return M.reshape(y, [r * d for r, d in zip(reps, shape)])
+
+    def backward(self, dy):
+        big = [v for r, d in zip(self.reps, self.full) for v in (r, d)]
+        g = M.sum(M.reshape(dy, big), tuple(range(0, len(big), 2)))
+        return M.reshape(g, self.x_shape)
+
+
+class Expand(Operator):
+    """ONNX Expand: broadcast x against ``shape``; dx = dy summed back."""
+
+    def __init__(self, shape):
+        super().__init__()
+        self.shape = [int(d) for d in shape]
+
+    def forward(self, x):
+        out = broadcast_shapes("Expand", x.shp, tuple(self.shape))
+        self.x_shape = x.shp
+        return M.copy(M.broadcast_to(x, out))
+
+    def backward(self, dy):
+        return back_broadcast(dy.shp, self.x_shape, dy)
+
+
+class Pad(Operator):
+    """Pad with ``mode`` constant/reflect/edge; pads in ONNX order (all begins, then ends)."""
+
+    def __init__(self, mode, pads, constant=0.0):
+        super().__init__()
+        self.mode, self.pads, self.constant = mode, [int(p) for p in pads], float(constant)
+
+    def forward(self, x):
+        self.x_shape = x.shp
+        return run(OPS["Pad"], [x], {"pads": tuple(self.pads), "mode": self.mode,
+                                     "value": self.constant})[0]
+
+    def backward(self, dy):
+        return run(OPS["PadBackward"], [dy], {"pads": tuple(self.pads), "mode": self.mode,
+                                              "x_shape": self.x_shape})[0]
+
+
+class UpSample(Operator):
+    """Nearest-neighbour upsampling by integer ``scales`` (one per axis)."""
+
+    def __init__(self, mode, scales):
+        super().__init__()
+        if mode != "nearest":
+            raise ValueError(f"UpSample: only mode='nearest' is supported, got {mode!r}")
+        ints = [int(round(s)) for s in scales]
+        if any(abs(s - i) > 1e-6 or i < 1 for s, i in zip(scales, ints)):
+            raise ValueError(f"UpSample: scales must be positive integers, got {scales}")
+        self.scales = tuple(ints)
+
+    def forward(self, x):
+        self.x_shape = x.shp
+        return run(OPS["UpsampleNearest"], [x], {"scales": self.scales})[0]
+
+    def backward(self, dy):
+        return run(OPS["UpsampleNearestBackward"], [dy],
+                   {"scales": self.scales, "x_shape": self.x_shape})[0]
+
+
+class _Rearrange(Operator):
+    """reshape -> transpose -> reshape, with the inverse as backward."""
+
+    def _plan(self, x_shape):
+        raise NotImplementedError
+
+    def forward(self, x):
+        mid, perm, out = self._plan(x.shp)
+        self.x_shape, self.mid, self.perm = x.shp, mid, perm
+        return M.reshape(M.transpose(M.reshape(x, mid), perm), out)
+
+    def backward(self, dy):
+        inv = list(np.argsort(self.perm))
+        mid_t = [self.mid[p] for p in self.perm]
+        return M.reshape(M.transpose(M.reshape(dy, mid_t), inv), self.x_shape)
+
+
+class DepthToSpace(_Rearrange):
+    """(N, C, H, W) -> (N, C/b^2, H b, W b); modes DCR (depth-column-row) and CRD."""
+
+    def __init__(self, blocksize, mode="DCR"):
+        super().__init__()
+        self.b, self.mode = int(blocksize), mode.upper()
+
+    def _plan(self, s):
+        n, c, h, w = s
+        b = self.b
+        if c % (b * b):
+            raise ShapeError(f"DepthToSpace: channels {c} not divisible by blocksize^2 {b * b}")
+        if self.mode == "DCR":
+            return (n, b, b, c // (b * b), h, w), (0, 3, 4, 1, 5, 2), (n, c // (b * b), h * b,
+                                                                       w * b)
+        return (n, c // (b * b), b, b, h, w), (0, 1, 4, 2, 5, 3), (n, c // (b * b), h * b, w * b)
+
+
+class SpaceToDepth(_Rearrange):
+    """(N, C, H, W) -> (N, C b^2, H/b, W/b), the inverse of DepthToSpace (same mode)."""
+
+    def __init__(self, blocksize, mode="DCR"):
+        super().__init__()
+        self.b, self.mode = int(blocksize), mode.upper()
+
+    def _plan(self, s):
+        n, c, h, w = s
+        b = self.b
+        if h % b or w % b:
+            raise ShapeError(f"SpaceToDepth: H {h} and W {w} must be divisible by {b}")
+        mid = (n, c, h // b, b, w // b, b)
+        perm = (0, 3, 5, 1, 2, 4) if self.mode == "DCR" else (0, 1, 3, 5, 2, 4)
+        return mid, perm, (n, c * b * b, h // b, w // b)
+
+
+class Where(Operator):
+    """y = condition ? a : b (broadcasting); the gradient is routed by the condition."""
+
+    def __init__(self, condition):
+        super().__init__()
+        self.condition = condition
+
+    def forward(self, a, b):
+        self.cond = _as_ctensor(self.condition, a.dev, a.dt) if not isinstance(
+            self.condition, CTensor) else self.condition
+        self.shapes = (a.shp, b.shp)
+        return run(OPS["Where"], [self.cond, a, b])[0]
+
+    def backward(self, dy):
+        zero = _zeros_like(dy)
+        da = run(OPS["Where"], [self.cond, dy, zero])[0]
+        db = run(OPS["Where"], [self.cond, zero, dy])[0]
+        sa, sb = self.shapes
+        return back_broadcast(dy.shp, sa, da), back_broadcast(dy.shp, sb, db)
+
+
+class ScatterElements(Operator):
+    """ONNX ScatterElements of constant ``updates`` into x; dx = dy with scattered cells 0."""
+
+    def __init__(self, indices, updates, axis=0):
+        super().__init__()
+        self.indices, self.updates, self.axis = indices, updates, axis
+
+    def forward(self, x):
+        self.idx = _as_ctensor(self.indices, x.dev)
+        self.upd = _as_ctensor(self.updates, x.dev, x.dt)
+        self.attrs = {"axis": check_axis("ScatterElements", self.axis, len(x.shp)),
+                      "reduction": "none"}
+        return run(OPS["ScatterElements"], [x, self.idx, self.upd], self.attrs)[0]
+
+    def backward(self, dy):
+        return run(OPS["ScatterElements"], [dy, self.idx, _zeros_like(self.upd)],
+                   self.attrs)[0]
+
+
+class Shape(Operator):
+    """The shape of x as an int32 tensor (no gradient)."""
+
+    def forward(self, x):
+        return _as_ctensor(np.asarray(x.shp, np.int32), x.dev)
+
+    def backward(self, dy):
+        return None
+
+
+class ConstantOfShape(Operator):
+    """A tensor of the shape held by the input (an int tensor), filled with ``value``."""
+
+    def __init__(self, value=0.0):
+        super().__init__()
+        self.value = value
+
+    def forward(self, shape):
+        dims = tuple(int(d) for d in shape.to_numpy().reshape(-1))
+        return M.set_value(CTensor._new(dims, shape.dev, _dtype.kFloat32), float(self.value))
+
+    def backward(self, dy):
+        return None
+
+
+class NonZero(Operator):
+    """Indices of the nonzero elements, shape (ndim, nnz), int32 (computed on the host)."""
+
+    def forward(self, x):
+        idx = np.array(np.nonzero(x.to_numpy()), dtype=np.int32)
+        return _as_ctensor(idx, x.dev)
+
+    def backward(self, dy):
+        return None
+
+
+class OneHot(Operator):
+    """One-hot encoding along ``axis`` with ``values = [off, on]``."""
+
+    def __init__(self, axis, depth, values):
+        super().__init__()
+        self.axis = axis
+        self.depth = int(np.asarray(depth.to_numpy() if hasattr(depth, "to_numpy")
+                                    else depth).reshape(-1)[0])
+        vals = np.asarray(values.to_numpy() if hasattr(values, "to_numpy") else values)
+        self.off, self.on = (float(v) for v in vals.reshape(-1)[:2])
+
+    def forward(self, indices):
+        if indices.dt != _dtype.kInt:
+            indices = M.as_type(indices, _dtype.kInt)
+        return run(OPS["OneHot"], [indices], {"depth": self.depth, "axis": self.axis,
+                                              "on_value": self.on, "off_value": self.off,
+                                              "dtype": _dtype.kFloat32})[0]
+
+    def backward(self, dy):
+        return None
+
+
+class CosSim(Operator):
+    """Row-wise cosine similarity of 2-D a and b: y_i = a_i.b_i / (|a_i| |b_i|)."""
+
+    def forward(self, a, b):
+        if len(a.shp) != 2 or a.shp != b.shp:
+            raise ShapeError(f"CosSim: a and b must be equal 2-D shapes, got {a.shp}, {b.shp}")
+        dot = M.sum(M.mul(a, b), 1)
+        na = M.sqrt(M.sum(M.square(a), 1))
+        nb = M.sqrt(M.sum(M.square(b), 1))
+        y = M.div(dot, M.mul(na, nb))
+        if is_training():
+            self.cache = (a, b, na, nb, y)
+        return y
+
+    def backward(self, dy):
+        if not hasattr(self, "cache"):
+            self._need_cache()
+        a, b, na, nb, y = self.cache
+        n = a.shp[0]
+
+        def col(v):
+            return M.reshape(v, (n, 1))
+
+        inv = col(M.reciprocal(M.mul(na, nb)))
+        da = M.sub(M.mul(b, inv), M.mul(a, col(M.div(y, M.square(na)))))
+        db = M.sub(M.mul(a, inv), M.mul(b, col(M.div(y, M.square(nb)))))
+        g = col(dy)
+        return M.mul(da, g), M.mul(db, g)
+
+
+class Embedding(Operator):
+    """y = rows of w at integer ids x; dw = scatter-add of dy (x gets no gradient)."""
+
+    def forward(self, x, w):
+        ids = x if x.dt == _dtype.kInt else M.as_type(x, _dtype.kInt)
+        self.ids, self.w_shape = ids, w.shp
+        return M.take(w, ids, 0)
+
+    def backward(self, dy):
+        dw = run(OPS["ScatterAdd"], [self.ids, dy], {"shape": self.w_shape, "axis": 0})[0]
+        return None, dw

@@ -1,0 +1,40 @@
+"""``singa.layer``: layers with lazily created parameters (SINGA's layer API)."""
+
+from ._base import Layer, LayerMeta
+from ._basic import (
+    Add,
+    BinaryCrossEntropy,
+    Cat,
+    CrossEntropy,
+    Dropout,
+    Embedding,
+    Flatten,
+    Gemm,
+    Linear,
+    MeanSquareError,
+    ReLU,
+    Reshape,
+    Sigmoid,
+    SoftMax,
+    SoftMaxCrossEntropy,
+    Tanh,
+)
+from ._conv import (
+    AvgPool1d,
+    AvgPool2d,
+    BatchNorm2d,
+    Conv2d,
+    MaxPool1d,
+    MaxPool2d,
+    Pooling2d,
+    SeparableConv2d,
+)
+from ._rnn import GRU, LSTM, RNN, CudnnRNN, RNN_Base
+
+__all__ = [
+    "Add", "AvgPool1d", "AvgPool2d", "BatchNorm2d", "BinaryCrossEntropy", "Cat", "Conv2d",
+    "CrossEntropy", "CudnnRNN", "Dropout", "Embedding", "Flatten", "GRU", "Gemm", "LSTM",
+    "Layer", "LayerMeta", "Linear", "MaxPool1d", "MaxPool2d", "MeanSquareError", "Pooling2d",
+    "RNN", "RNN_Base", "ReLU", "Reshape", "SeparableConv2d", "Sigmoid", "SoftMax",
+    "SoftMaxCrossEntropy", "Tanh",
+]

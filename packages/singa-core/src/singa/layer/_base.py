@@ -1,0 +1,212 @@
+"""Layer base class: lazy initialisation from the first input and attribute-path naming."""
+
+from __future__ import annotations
+
+import functools
+from collections import OrderedDict
+
+from ..errors import SingaError
+from ..tensor import Tensor
+
+
+def _device_of(args):
+    first = args[0]
+    if isinstance(first, (list, tuple)):
+        if not first or not isinstance(first[0], Tensor):
+            raise TypeError("the first input of a layer must be a Tensor or a list of Tensors")
+        return first[0].device
+    if not isinstance(first, Tensor):
+        raise TypeError(f"the first input of a layer must be a Tensor, got {type(first).__name__}")
+    return first.device
+
+
+class LayerMeta(type):
+    """Wraps ``initialize`` (runs eagerly, graph off) and ``forward`` (initialises first)."""
+
+    @staticmethod
+    def init_wrapper(func):
+        @functools.wraps(func)
+        def wrapper(self, *args, **kwargs):
+            if not args:
+                return
+            dev = _device_of(args)
+            prev = dev.graph_enabled()
+            dev.EnableGraph(False)
+            try:
+                func(self, *args, **kwargs)
+            finally:
+                dev.EnableGraph(prev)
+            self.__dict__["_initialized"] = True
+
+        return wrapper
+
+    @staticmethod
+    def forward_wrapper(func):
+        @functools.wraps(func)
+        def wrapper(self, *args, **kwargs):
+            if not self.__dict__.get("_initialized", False):
+                self.initialize(*args, **kwargs)
+                self.__dict__["_initialized"] = True
+            return func(self, *args, **kwargs)
+
+        return wrapper
+
+    def __new__(mcs, name, bases, attrs):
+        if "initialize" in attrs:
+            attrs["initialize"] = LayerMeta.init_wrapper(attrs["initialize"])
+        if "forward" in attrs:
+            attrs["forward"] = LayerMeta.forward_wrapper(attrs["forward"])
+        return super().__new__(mcs, name, bases, attrs)
+
+
+class Layer(metaclass=LayerMeta):
+    """Base of every layer.
+
+    Sub-layers and tensors assigned as attributes are named by attribute path: a Linear
+    assigned as ``self.fc1`` in a model owns ``fc1.W`` and ``fc1.b``; nested layers give
+    ``block1.fc1.W``. Parameters are created lazily by :meth:`initialize` on the first call,
+    from the shape, device and dtype of the first input.
+    """
+
+    sep = "."
+
+    def __init__(self):
+        self.__dict__["name"] = None
+        self.__dict__["_initialized"] = False
+        self.__dict__["_parent"] = None
+        self.__dict__["_layers"] = OrderedDict()
+        self.__dict__["_tensors"] = OrderedDict()
+
+    # ------------------------------------------------------------------ lifecycle
+    def initialize(self, *inputs):
+        """Create parameters from the first inputs (override in parametric layers)."""
+
+    def forward(self, *inputs):
+        raise NotImplementedError(f"{type(self).__name__}.forward")
+
+    def __call__(self, *args, **kwargs):
+        return self.forward(*args, **kwargs)
+
+    # ------------------------------------------------------------------ naming
+    def _prefix(self) -> str:
+        name = self.__dict__.get("name")
+        return name + Layer.sep if name and self.__dict__.get("_parent") is not None else ""
+
+    def _rename(self, name) -> None:
+        """Set this layer's full name and re-derive the names of what it owns."""
+        self.__dict__["name"] = name
+        prefix = self._prefix()
+        for attr, t in self.__dict__["_tensors"].items():
+            t.name = prefix + attr
+        for attr, child in self.__dict__["_layers"].items():
+            child._rename(prefix + attr)
+
+    def __setattr__(self, name, value):
+        if isinstance(value, Layer):
+            self.__dict__["_layers"][name] = value
+            value.__dict__["_parent"] = self
+            value._rename(self._prefix() + name)
+            return
+        if name == "name":
+            self._rename(value)
+            return
+        object.__setattr__(self, name, value)
+        if isinstance(value, Tensor) and (value._name is None or value.is_dummy()
+                                          or name in self.__dict__["_tensors"]):
+            self.__dict__["_tensors"][name] = value
+            value.name = self._prefix() + name
+
+    def __getattr__(self, name):
+        layers = self.__dict__.get("_layers")
+        if layers is not None and name in layers:
+            return layers[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def __delattr__(self, name):
+        if name in self.__dict__.get("_layers", {}):
+            del self.__dict__["_layers"][name]
+        else:
+            self.__dict__.get("_tensors", {}).pop(name, None)
+            object.__delattr__(self, name)
+
+    def register_layers(self, *args):
+        """Register a list of layers (named ``<Class>_<idx>``) or one OrderedDict of them."""
+        if len(args) == 1 and isinstance(args[0], OrderedDict):
+            items = list(args[0].items())
+        else:
+            items = [(f"{type(v).__name__}_{i}", v) for i, v in enumerate(args)]
+        for name, value in items:
+            if not isinstance(value, Layer):
+                raise TypeError(f"register_layers: {name} is a {type(value).__name__}, "
+                                "not a Layer")
+            self.__setattr__(name, value)
+
+    # ------------------------------------------------------------------ params and states
+    def get_params(self) -> dict:
+        """Trainable parameters of this layer and its initialised sub-layers, by name."""
+        params = {}
+        for child in self.__dict__["_layers"].values():
+            if child._initialized:
+                params.update(child.get_params())
+        return params
+
+    def set_params(self, parameters: dict) -> None:
+        for child in self.__dict__["_layers"].values():
+            if child._initialized:
+                child.set_params(parameters)
+
+    def get_states(self) -> dict:
+        """Parameters plus extra state (e.g. BatchNorm running statistics), by name."""
+        states = {}
+        for child in self.__dict__["_layers"].values():
+            if child._initialized:
+                states.update(child.get_states())
+        states.update(self.get_params())
+        return states
+
+    def set_states(self, states: dict) -> None:
+        for child in self.__dict__["_layers"].values():
+            if child._initialized:
+                child.set_states(states)
+        self.set_params(states)
+
+    def _set_tensors(self, values: dict, names) -> None:
+        """Copy ``values[t.name]`` into each owned tensor listed in ``names`` (if present)."""
+        for attr in names:
+            t = getattr(self, attr, None)
+            if t is not None and t.name in values:
+                _assign(t, values[t.name])
+
+    # ------------------------------------------------------------------ checks
+    def device_check(self, *inputs):
+        """Move every input to the first input's device (with the graph disabled)."""
+        dev = inputs[0].device
+        for t in inputs[1:]:
+            if t.device is not dev:
+                prev = dev.graph_enabled()
+                dev.EnableGraph(False)
+                try:
+                    t.to_device(dev)
+                finally:
+                    dev.EnableGraph(prev)
+
+    def dtype_check(self, *inputs):
+        """Convert every input in place to the first input's dtype."""
+        dt = inputs[0].dtype
+        for t in inputs[1:]:
+            if t.dtype != dt:
+                t.to_type(dt)
+
+
+def _assign(dst: Tensor, src) -> None:
+    import numpy as np
+
+    if isinstance(src, Tensor):
+        if src.shape != dst.shape:
+            raise SingaError(f"cannot load {dst.name}: shape {src.shape} != {dst.shape}")
+        dst.copy_data(src)
+    else:
+        arr = np.asarray(src)
+        if tuple(arr.shape) != dst.shape:
+            raise SingaError(f"cannot load {dst.name}: shape {arr.shape} != {dst.shape}")
+        dst.copy_from_numpy(arr)

@@ -1,0 +1,234 @@
+"""Dense layers, embeddings, activations, losses and shape layers."""
+
+from __future__ import annotations
+
+import math
+
+from .. import autograd
+from ..tensor import Tensor
+from ._base import Layer
+
+
+def _param(shape, like: Tensor, stores_grad=True) -> Tensor:
+    return Tensor(shape, like.device, like.dtype, requires_grad=stores_grad,
+                  stores_grad=stores_grad)
+
+
+class Linear(Layer):
+    """y = x W + b. ``Linear(out_features)`` or ``Linear(in_features, out_features[, bias])``;
+    ``in_features`` is inferred from the first input either way.
+
+    W (in, out) ~ N(0, 2 / (in + out)); b (out,) = 0.
+    """
+
+    def __init__(self, out_features, *args, bias=True, **kwargs):
+        super().__init__()
+        self.in_features = None
+        if args:
+            self.in_features = out_features
+            out_features = args[0]
+            if len(args) > 1:
+                bias = args[1]
+        self.out_features = int(out_features)
+        self.bias = bool(bias)
+
+    def initialize(self, x):
+        self.in_features = x.shape[1]
+        std = math.sqrt(2.0 / (self.in_features + self.out_features))
+        self.W = _param((self.in_features, self.out_features), x).gaussian(0.0, std)
+        if self.bias:
+            self.b = _param((self.out_features,), x).set_value(0.0)
+
+    def forward(self, x):
+        if self.bias:
+            self.device_check(x, self.W, self.b)
+        else:
+            self.device_check(x, self.W)
+        self.dtype_check(x, self.W, *([self.b] if self.bias else []))
+        if x.shape[-1] != self.W.shape[0]:
+            from ..errors import ShapeError
+
+            raise ShapeError(f"Linear {self.name}: input has {x.shape[-1]} features but W "
+                             f"expects {self.W.shape[0]} (input shape {x.shape})")
+        y = autograd.matmul(x, self.W)
+        if self.bias:
+            y = autograd.add_bias(y, self.b, axis=0)
+        return y
+
+    def get_params(self):
+        return {self.W.name: self.W, **({self.b.name: self.b} if self.bias else {})}
+
+    def set_params(self, parameters):
+        self._set_tensors(parameters, ["W", "b"] if self.bias else ["W"])
+
+
+class Gemm(Layer):
+    """ONNX-style Gemm layer: y = alpha op(x) op(W) + beta b."""
+
+    def __init__(self, nb_kernels, alpha=1.0, beta=1.0, transA=False, transB=True,  # noqa: N803
+                 bias=True, bias_shape=None):
+        super().__init__()
+        self.nb_kernels = int(nb_kernels)
+        self.alpha, self.beta = float(alpha), float(beta)
+        self.transA, self.transB = int(transA), int(transB)
+        self.bias, self.bias_shape = bool(bias), bias_shape
+
+    def initialize(self, x):
+        n_in = x.shape[0] if self.transA else x.shape[1]
+        w_shape = (self.nb_kernels, n_in) if self.transB else (n_in, self.nb_kernels)
+        std = math.sqrt(2.0 / (n_in + self.nb_kernels))
+        self.W = _param(w_shape, x).gaussian(0.0, std)
+        if self.bias:
+            shape = tuple(self.bias_shape) if self.bias_shape else (1, self.nb_kernels)
+            self.b = _param(shape, x).set_value(0.0)
+
+    def forward(self, x):
+        if self.bias:
+            return autograd.gemm(x, self.W, self.b, self.alpha, self.beta, self.transA,
+                                 self.transB)
+        return autograd.gemm(x, self.W, None, self.alpha, self.beta, self.transA, self.transB)
+
+    def get_params(self):
+        return {self.W.name: self.W, **({self.b.name: self.b} if self.bias else {})}
+
+    def set_params(self, parameters):
+        self._set_tensors(parameters, ["W", "b"] if self.bias else ["W"])
+
+
+class Embedding(Layer):
+    """Rows of W (input_dim, output_dim) looked up by integer ids."""
+
+    def __init__(self, input_dim, output_dim, initializer="gaussian"):
+        super().__init__()
+        self.input_dim, self.output_dim = int(input_dim), int(output_dim)
+        if initializer not in ("gaussian", "uniform"):
+            raise ValueError(f"Embedding initializer must be 'gaussian' or 'uniform', "
+                             f"got {initializer!r}")
+        self.initializer = initializer
+        self._pretrained = None
+        self.freeze = False
+
+    def initialize(self, x):
+        from .. import tensor
+
+        self.W = Tensor((self.input_dim, self.output_dim), x.device, tensor.float32,
+                        requires_grad=not self.freeze, stores_grad=not self.freeze)
+        if self._pretrained is not None:
+            self.W.copy_from_numpy(self._pretrained)
+        elif self.initializer == "gaussian":
+            self.W.gaussian(0.0, 1.0)
+        else:
+            self.W.uniform(-1.0, 1.0)
+
+    def from_pretrained(self, W, freeze=True):
+        """Use the given (input_dim, output_dim) array as W; ``freeze`` stops its updates."""
+        import numpy as np
+
+        W = np.asarray(W.to_numpy() if isinstance(W, Tensor) else W, np.float32)
+        self.input_dim, self.output_dim = W.shape
+        self._pretrained, self.freeze = W, bool(freeze)
+        if self._initialized:
+            self.W.copy_from_numpy(W)
+            self.W.requires_grad = self.W.stores_grad = not self.freeze
+
+    def forward(self, x):
+        return autograd.embedding(x, self.W)
+
+    def get_params(self):
+        return {self.W.name: self.W}
+
+    def set_params(self, parameters):
+        self._set_tensors(parameters, ["W"])
+
+
+def _stateless(name, fn, doc):
+    def forward(self, *xs):
+        return fn(*xs)
+
+    return type(name, (Layer,), {"forward": forward, "__doc__": doc})
+
+
+ReLU = _stateless("ReLU", autograd.relu, "y = max(x, 0).")
+Sigmoid = _stateless("Sigmoid", autograd.sigmoid, "y = 1 / (1 + exp(-x)).")
+Tanh = _stateless("Tanh", autograd.tanh, "y = tanh(x).")
+Add = _stateless("Add", autograd.add, "y = a + b (broadcasting); forward(a, b).")
+
+
+class Flatten(Layer):
+    """Reshape to (prod(shape[:axis]), prod(shape[axis:]))."""
+
+    def __init__(self, axis=1):
+        super().__init__()
+        self.axis = axis
+
+    def forward(self, x):
+        return autograd.flatten(x, self.axis)
+
+
+class SoftMax(Layer):
+    """Softmax along ``axis`` (default 1)."""
+
+    def __init__(self, axis=1):
+        super().__init__()
+        self.axis = axis
+
+    def forward(self, x):
+        return autograd.softmax(x, self.axis)
+
+
+class SoftMaxCrossEntropy(Layer):
+    """forward(x, t): mean cross entropy of softmax(x) against ids (N,) or dense (N, C) t."""
+
+    def forward(self, x, t):
+        return autograd.softmax_cross_entropy(x, t)
+
+
+class MeanSquareError(Layer):
+    """forward(x, t): sum((x - t)^2) / n."""
+
+    def forward(self, x, t):
+        return autograd.mse_loss(x, t)
+
+
+class CrossEntropy(Layer):
+    """forward(x, t): -sum(t log x) / N for probabilities x."""
+
+    def forward(self, x, t):
+        return autograd.cross_entropy(x, t)
+
+
+class BinaryCrossEntropy(Layer):
+    """forward(x, t): binary cross entropy of probabilities x against t."""
+
+    def forward(self, x, t):
+        return autograd.binary_cross_entropy(x, t)
+
+
+class Dropout(Layer):
+    """Zero elements with probability ``ratio`` in training and scale the rest by
+    1 / (1 - ratio). (SINGA passed ``ratio`` as the seed, so its ratio was always 0.5.)"""
+
+    def __init__(self, ratio=0.5, seed=0):
+        super().__init__()
+        self.ratio, self.seed = float(ratio), seed
+
+    def forward(self, x):
+        return autograd.dropout(x, self.seed, self.ratio)
+
+
+class Cat(Layer):
+    """forward(list_of_tensors): concatenation along ``axis``."""
+
+    def __init__(self, axis=0):
+        super().__init__()
+        self.axis = axis
+
+    def forward(self, xs):
+        return autograd.cat(xs, self.axis)
+
+
+class Reshape(Layer):
+    """forward(x, shape): ONNX reshape (0 copies a dimension, -1 is inferred)."""
+
+    def forward(self, x, shape):
+        return autograd.reshape(x, shape)

@@ -1,0 +1,249 @@
+"""Convolution, pooling and batch-normalisation layers."""
+
+from __future__ import annotations
+
+import math
+
+from .. import autograd
+from .._handles import BatchNormHandle, ConvHandle, PoolingHandle, _pair
+from ..errors import ShapeError
+from ..tensor import Tensor
+from ..utils import get_padding_shape
+from ._base import Layer
+from ._basic import _param
+
+
+def _split_padding(padding):
+    """(symmetric pads (ph, pw), odd extras (t, b, l, r)) from SINGA's padding forms."""
+    if isinstance(padding, int):
+        return (padding, padding), (0, 0, 0, 0)
+    padding = tuple(int(p) for p in padding)
+    if len(padding) == 2:
+        return padding, (0, 0, 0, 0)
+    if len(padding) == 4:
+        t, b, l, r = padding
+        ph, pw = min(t, b), min(l, r)
+        return (ph, pw), (t - ph, b - ph, l - pw, r - pw)
+    raise ShapeError(f"padding must be an int, a pair or (top, bottom, left, right): {padding}")
+
+
+_PAD_MODES = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
+
+
+class Conv2d(Layer):
+    """2-D convolution over (N, C, H, W).
+
+    ``Conv2d(nb_kernels, kernel_size, stride=1, padding=0, dilation=1, group=1, bias=True,
+    pad_mode='NOTSET', activation='NOTSET')``, or PyTorch style
+    ``Conv2d(in_channels, out_channels, kernel_size[, stride[, padding]])`` (in_channels is
+    inferred anyway). ``padding``: int, (ph, pw) or (top, bottom, left, right);
+    ``pad_mode`` SAME_UPPER/SAME_LOWER computes it from the input size; ``activation='RELU'``
+    fuses a ReLU. W (nb, in/group, kh, kw) ~ N(0, 2 / ((in/group) kh kw + nb)); b = 0.
+    """
+
+    def __init__(self, nb_kernels, kernel_size, *args, stride=1, padding=0, dilation=1,
+                 group=1, bias=True, pad_mode="NOTSET", activation="NOTSET", **kwargs):
+        super().__init__()
+        if args:
+            nb_kernels, kernel_size = kernel_size, args[0]
+        if len(args) > 1:
+            stride = args[1]
+        if len(args) > 2:
+            padding = args[2]
+        unknown = set(kwargs) - {"cudnn_prefer", "workspace_MB_limit"}
+        if unknown:
+            raise TypeError(f"Conv2d got unexpected keyword arguments {sorted(unknown)}")
+        self.nb_kernels = int(nb_kernels)
+        self.kernel_size = _pair(kernel_size, "kernel_size")
+        self.stride = _pair(stride, "stride")
+        self.dilation = _pair(dilation, "dilation")
+        self.padding, self.odd_padding = _split_padding(padding)
+        self.group = int(group)
+        self.bias = bool(bias)
+        if pad_mode.upper() not in _PAD_MODES:
+            raise ValueError(f"pad_mode must be one of {_PAD_MODES}, got {pad_mode!r}")
+        self.pad_mode = pad_mode.upper()
+        if activation.upper() not in ("NOTSET", "RELU"):
+            raise ValueError(f"activation must be 'NOTSET' or 'RELU', got {activation!r}")
+        self.activation = activation.upper()
+        self.handle = None
+
+    def initialize(self, x):
+        if len(x.shape) != 4:
+            raise ShapeError(f"Conv2d {self.name}: expects (N, C, H, W) input, got {x.shape}")
+        self.in_channels = x.shape[1]
+        if self.in_channels % self.group or self.nb_kernels % self.group:
+            raise ShapeError(f"Conv2d {self.name}: in_channels {self.in_channels} and "
+                             f"nb_kernels {self.nb_kernels} must be divisible by group "
+                             f"{self.group}")
+        kh, kw = self.kernel_size
+        cin = self.in_channels // self.group
+        std = math.sqrt(2.0 / (cin * kh * kw + self.nb_kernels))
+        self.W = _param((self.nb_kernels, cin, kh, kw), x).gaussian(0.0, std)
+        if self.bias:
+            self.b = _param((self.nb_kernels,), x).set_value(0.0)
+        self._make_handle(x)
+
+    def _make_handle(self, x):
+        if self.pad_mode in ("SAME_UPPER", "SAME_LOWER"):
+            eff = tuple(d * (k - 1) + 1 for d, k in zip(self.dilation, self.kernel_size))
+            self.padding, self.odd_padding = get_padding_shape(
+                self.pad_mode, x.shape[2:], eff, self.stride)
+        elif self.pad_mode == "VALID":
+            self.padding, self.odd_padding = (0, 0), (0, 0, 0, 0)
+        self.handle = ConvHandle(x.data, self.kernel_size, self.stride, self.padding,
+                                 self.in_channels, self.nb_kernels, self.bias, self.group,
+                                 dilation=self.dilation, odd_padding=self.odd_padding)
+
+    def forward(self, x):
+        if x.shape[1] != self.in_channels:
+            raise ShapeError(f"Conv2d {self.name}: input has {x.shape[1]} channels, the layer "
+                             f"was built for {self.in_channels}")
+        params = [self.W] + ([self.b] if self.bias else [])
+        self.device_check(x, *params)
+        self.dtype_check(x, *params)
+        h = self.handle
+        if (h.height, h.width) != tuple(x.shape[2:]):
+            self._make_handle(x)
+        y = autograd.conv2d(self.handle, x, self.W, self.b if self.bias else None)
+        return autograd.relu(y) if self.activation == "RELU" else y
+
+    def get_params(self):
+        return {self.W.name: self.W, **({self.b.name: self.b} if self.bias else {})}
+
+    def set_params(self, parameters):
+        self._set_tensors(parameters, ["W", "b"] if self.bias else ["W"])
+
+
+class SeparableConv2d(Layer):
+    """A depthwise convolution (group = in_channels) followed by a 1x1 pointwise one."""
+
+    def __init__(self, nb_kernels, kernel_size, *args, stride=1, padding=0, bias=False):
+        super().__init__()
+        if args:
+            nb_kernels, kernel_size = kernel_size, args[0]
+        self.nb_kernels, self.kernel_size = int(nb_kernels), kernel_size
+        self.stride, self.padding, self.bias = stride, padding, bias
+
+    def initialize(self, x):
+        cin = x.shape[1]
+        self.depthwise_conv = Conv2d(cin, self.kernel_size, stride=self.stride,
+                                     padding=self.padding, group=cin, bias=self.bias)
+        self.point_conv = Conv2d(self.nb_kernels, 1, bias=self.bias)
+
+    def forward(self, x):
+        return self.point_conv(self.depthwise_conv(x))
+
+
+class BatchNorm2d(Layer):
+    """Batch normalisation over channels (axis 1) of (N, C) or (N, C, H, W) input.
+
+    Params ``scale`` (1) and ``bias`` (0); states ``running_mean`` (0) and ``running_var`` (1),
+    updated as running = momentum running + (1 - momentum) batch statistic; eps = 1e-5.
+    """
+
+    def __init__(self, *args, momentum=0.9):
+        super().__init__()
+        self.channels = int(args[0]) if args else None
+        self.momentum = float(momentum)
+
+    def initialize(self, x):
+        c = x.shape[1]
+        if self.channels is not None and self.channels != c:
+            raise ShapeError(f"BatchNorm2d {self.name}: built for {self.channels} channels, "
+                             f"input has {c}")
+        self.channels = c
+        self.scale = _param((c,), x).set_value(1.0)
+        self.bias = _param((c,), x).set_value(0.0)
+        self.running_mean = Tensor((c,), x.device, x.dtype, requires_grad=False,
+                                   stores_grad=False).set_value(0.0)
+        self.running_var = Tensor((c,), x.device, x.dtype, requires_grad=False,
+                                  stores_grad=False).set_value(1.0)
+        self.handle = BatchNormHandle(self.momentum, x.data)
+
+    def forward(self, x):
+        self.device_check(x, self.scale, self.bias, self.running_mean, self.running_var)
+        self.dtype_check(x, self.scale, self.bias, self.running_mean, self.running_var)
+        return autograd.batchnorm_2d(self.handle, x, self.scale, self.bias, self.running_mean,
+                                     self.running_var)
+
+    def get_params(self):
+        return {self.scale.name: self.scale, self.bias.name: self.bias}
+
+    def set_params(self, parameters):
+        self._set_tensors(parameters, ["scale", "bias"])
+
+    def get_states(self):
+        states = self.get_params()
+        states[self.running_mean.name] = self.running_mean
+        states[self.running_var.name] = self.running_var
+        return states
+
+    def set_states(self, states):
+        self.set_params(states)
+        self._set_tensors(states, ["running_mean", "running_var"])
+
+
+class Pooling2d(Layer):
+    """Max (``is_max``) or average pooling; ``stride`` defaults to ``kernel_size``."""
+
+    def __init__(self, kernel_size, stride=None, padding=0, is_max=True, pad_mode="NOTSET"):
+        super().__init__()
+        self.kernel_size = _pair(kernel_size, "kernel_size")
+        self.stride = self.kernel_size if stride is None else _pair(stride, "stride")
+        self.padding, self.odd_padding = _split_padding(padding)
+        self.is_max = bool(is_max)
+        if pad_mode.upper() not in _PAD_MODES:
+            raise ValueError(f"pad_mode must be one of {_PAD_MODES}, got {pad_mode!r}")
+        self.pad_mode = pad_mode.upper()
+        self.count_include_pad = True
+        self.handle = None
+
+    def initialize(self, x):
+        self._make_handle(x)
+
+    def _make_handle(self, x):
+        if self.pad_mode in ("SAME_UPPER", "SAME_LOWER"):
+            self.padding, self.odd_padding = get_padding_shape(
+                self.pad_mode, x.shape[2:], self.kernel_size, self.stride)
+        elif self.pad_mode == "VALID":
+            self.padding, self.odd_padding = (0, 0), (0, 0, 0, 0)
+        self.handle = PoolingHandle(x.data, self.kernel_size, self.stride, self.padding,
+                                    self.is_max, odd_padding=self.odd_padding,
+                                    count_include_pad=self.count_include_pad)
+
+    def forward(self, x):
+        h = self.handle
+        if (h.height, h.width, h.channels) != (x.shape[2], x.shape[3], x.shape[1]):
+            self._make_handle(x)
+        return autograd.pooling_2d(self.handle, x)
+
+
+class MaxPool2d(Pooling2d):
+    """Max pooling over (N, C, H, W)."""
+
+    def __init__(self, kernel_size, stride=None, padding=0, pad_mode="NOTSET"):
+        super().__init__(kernel_size, stride, padding, True, pad_mode)
+
+
+class AvgPool2d(Pooling2d):
+    """Average pooling over (N, C, H, W) (padding cells count, as in SINGA/cuDNN)."""
+
+    def __init__(self, kernel_size, stride=None, padding=0, pad_mode="NOTSET"):
+        super().__init__(kernel_size, stride, padding, False, pad_mode)
+
+
+class MaxPool1d(Pooling2d):
+    """Max pooling along the last axis of (N, C, 1, W): kernel (1, k)."""
+
+    def __init__(self, kernel_size, stride=None, padding=0, pad_mode="NOTSET"):
+        stride = kernel_size if stride is None else stride
+        super().__init__((1, kernel_size), (1, stride), (0, padding), True, pad_mode)
+
+
+class AvgPool1d(Pooling2d):
+    """Average pooling along the last axis of (N, C, 1, W): kernel (1, k)."""
+
+    def __init__(self, kernel_size, stride=None, padding=0, pad_mode="NOTSET"):
+        stride = kernel_size if stride is None else stride
+        super().__init__((1, kernel_size), (1, stride), (0, padding), False, pad_mode)

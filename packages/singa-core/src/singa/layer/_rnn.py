@@ -1,0 +1,289 @@
+"""Recurrent layers built from autograd ops, so they run on every backend.
+
+``RNN``, ``LSTM`` and ``GRU`` take a list of per-step tensors (batch, features), as in SINGA.
+``num_layers`` stacks layers and ``bidirectional`` adds a reverse pass whose outputs are
+concatenated with the forward ones. ``CudnnRNN`` keeps SINGA's cuDNN-style interface (one
+(batch, seq, feature) tensor) on top of the same cells.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import autograd
+from ..errors import ShapeError
+from ..tensor import Tensor
+from ._base import Layer
+
+_GATES = {"rnn": ("",), "lstm": ("i", "f", "o", "g"), "gru": ("r", "z", "n")}
+
+
+def _zeros(shape, like: Tensor) -> Tensor:
+    return Tensor(shape, like.device, like.dtype, requires_grad=False).set_value(0.0)
+
+
+class RNN_Base(Layer):  # noqa: N801  (SINGA's name)
+    """Shared machinery: parameters per (layer, direction, gate), the time loop, stacking."""
+
+    kind = "rnn"
+
+    def __init__(self, input_size, hidden_size, num_layers=1, nonlinearity="tanh", bias=True,
+                 batch_first=False, dropout=0.0, bidirectional=False):
+        super().__init__()
+        if nonlinearity not in ("tanh", "relu"):
+            raise ValueError(f"nonlinearity must be 'tanh' or 'relu', got {nonlinearity!r}")
+        self.input_size, self.hidden_size = int(input_size), int(hidden_size)
+        self.num_layers, self.nonlinearity = int(num_layers), nonlinearity
+        self.bias, self.batch_first = bool(bias), bool(batch_first)
+        self.dropout, self.bidirectional = float(dropout), bool(bidirectional)
+        self.dirs = 2 if bidirectional else 1
+
+    # parameter names: SINGA's for layer 0 forward, suffixed for the others
+    def _suffix(self, layer, direction):
+        return (f"_l{layer}" if layer else "") + ("_reverse" if direction else "")
+
+    def _pname(self, stem, gate, layer, direction):
+        g = f"_{gate}" if gate else ""
+        return f"{stem}{g}{self._suffix(layer, direction)}"
+
+    def initialize(self, xs, *state):
+        x0 = xs[0]
+        if x0.shape[-1] != self.input_size:
+            raise ShapeError(f"{type(self).__name__}: inputs have {x0.shape[-1]} features, "
+                             f"input_size is {self.input_size}")
+        h = self.hidden_size
+        bound = 1.0 / math.sqrt(h)
+        self._pnames = []
+        for layer in range(self.num_layers):
+            n_in = self.input_size if layer == 0 else h * self.dirs
+            for d in range(self.dirs):
+                for gate in _GATES[self.kind]:
+                    for stem, shape in (("Wx", (n_in, h)), ("Wh", (h, h))):
+                        self._new_param(self._pname(stem, gate, layer, d), shape, x0, bound)
+                    if self.bias:
+                        stems = ("Bx", "Bh") if self.kind != "rnn" else ("b",)
+                        for stem in stems:
+                            self._new_param(self._pname(stem, gate, layer, d), (h,), x0,
+                                            bound)
+
+    def _new_param(self, attr, shape, like, bound):
+        t = Tensor(shape, like.device, like.dtype, requires_grad=True, stores_grad=True)
+        t.uniform(-bound, bound)
+        setattr(self, attr, t)
+        self._pnames.append(attr)
+
+    def get_params(self):
+        return {getattr(self, a).name: getattr(self, a) for a in self._pnames}
+
+    def set_params(self, parameters):
+        self._set_tensors(parameters, self._pnames)
+
+    # ---------------------------------------------------------------- computation
+    def _lin(self, x, h, gate, layer, d):
+        """x Wx + h Wh (+ biases) for one gate."""
+        p = self._pname
+        y = autograd.add(autograd.matmul(x, getattr(self, p("Wx", gate, layer, d))),
+                         autograd.matmul(h, getattr(self, p("Wh", gate, layer, d))))
+        if self.bias:
+            if self.kind == "rnn":
+                y = autograd.add_bias(y, getattr(self, p("b", gate, layer, d)))
+            else:
+                y = autograd.add_bias(y, getattr(self, p("Bx", gate, layer, d)))
+                y = autograd.add_bias(y, getattr(self, p("Bh", gate, layer, d)))
+        return y
+
+    def step_forward(self, x, h, c=None, layer=0, d=0):
+        """One time step; returns (h, c) (c is None except for LSTM)."""
+        raise NotImplementedError
+
+    def _run(self, xs, h0s, c0s, masks=None):
+        """The full stack. h0s/c0s: one initial state per (layer, direction)."""
+        seq = list(xs)
+        h_last, c_last = [], []
+        for layer in range(self.num_layers):
+            outs_dir = []
+            for d in range(self.dirs):
+                k = layer * self.dirs + d
+                h, c = h0s[k], (c0s[k] if c0s is not None else None)
+                order = range(len(seq)) if d == 0 else range(len(seq) - 1, -1, -1)
+                outs = [None] * len(seq)
+                for t in order:
+                    h_new, c_new = self.step_forward(seq[t], h, c, layer, d)
+                    if masks is not None:
+                        m = masks[t]
+                        keep = autograd.sub(h_new, h)
+                        h_new = autograd.add(h, autograd.mul(keep, m))
+                        if c_new is not None:
+                            c_new = autograd.add(c, autograd.mul(autograd.sub(c_new, c), m))
+                    h, c = h_new, c_new
+                    outs[t] = h
+                outs_dir.append(outs)
+                h_last.append(h)
+                c_last.append(c)
+            if self.dirs == 2:
+                seq = [autograd.cat([a, b], 1) for a, b in zip(*outs_dir)]
+            else:
+                seq = outs_dir[0]
+            if self.dropout and layer < self.num_layers - 1:
+                seq = [autograd.dropout(s, 0, self.dropout) for s in seq]
+        return seq, h_last, c_last
+
+    def _split_state(self, state, like):
+        """Per-(layer, direction) states from (batch, h) or (layers*dirs, batch, h)."""
+        n = self.num_layers * self.dirs
+        batch = like.shape[0]
+        if state is None:
+            return [_zeros((batch, self.hidden_size), like) for _ in range(n)]
+        if n == 1 and len(state.shape) == 2:
+            return [state]
+        if state.shape != (n, batch, self.hidden_size):
+            raise ShapeError(f"{type(self).__name__}: initial state must be (batch, hidden) for "
+                             f"one layer/direction or ({n}, {batch}, {self.hidden_size}); got "
+                             f"{state.shape}")
+        parts = autograd.split(state, 0, [1] * n)
+        return [autograd.reshape(p, (batch, self.hidden_size)) for p in parts]
+
+    def _join_state(self, states):
+        if len(states) == 1:
+            return states[0]
+        return autograd.cat([autograd.unsqueeze(s, 0) for s in states], 0)
+
+
+class RNN(RNN_Base):
+    """Elman RNN: h = act(x Wx + h Wh + b). ``forward(xs, h0)`` -> (list of h, last h)."""
+
+    kind = "rnn"
+
+    def step_forward(self, x, h, c=None, layer=0, d=0):
+        y = self._lin(x, h, "", layer, d)
+        return (autograd.tanh(y) if self.nonlinearity == "tanh" else autograd.relu(y)), None
+
+    def forward(self, xs, h0=None):
+        seq, hs, _ = self._run(xs, self._split_state(h0, xs[0]), None)
+        return seq, self._join_state(hs)
+
+
+class LSTM(RNN_Base):
+    """LSTM: i, f, o = sigmoid(.), g = tanh(.), c = f c + i g, h = o tanh(c).
+
+    ``forward(xs, (h0, c0))`` -> (list of h, last h, last c).
+    """
+
+    kind = "lstm"
+
+    def __init__(self, input_size, hidden_size, nonlinearity="tanh", num_layers=1, bias=True,
+                 batch_first=False, dropout=0.0, bidirectional=False):
+        super().__init__(input_size, hidden_size, num_layers, nonlinearity, bias, batch_first,
+                         dropout, bidirectional)
+
+    def step_forward(self, x, h, c=None, layer=0, d=0):
+        i = autograd.sigmoid(self._lin(x, h, "i", layer, d))
+        f = autograd.sigmoid(self._lin(x, h, "f", layer, d))
+        o = autograd.sigmoid(self._lin(x, h, "o", layer, d))
+        g = autograd.tanh(self._lin(x, h, "g", layer, d))
+        c = autograd.add(autograd.mul(f, c), autograd.mul(i, g))
+        return autograd.mul(o, autograd.tanh(c)), c
+
+    def forward(self, xs, hc=None):
+        h0, c0 = hc if hc is not None else (None, None)
+        seq, hs, cs = self._run(xs, self._split_state(h0, xs[0]),
+                                self._split_state(c0, xs[0]))
+        return seq, self._join_state(hs), self._join_state(cs)
+
+
+class GRU(RNN_Base):
+    """GRU: r, z = sigmoid(.), n = tanh(x Wx_n + Bx_n + r (h Wh_n + Bh_n)), h = (1-z) n + z h.
+
+    ``forward(xs, h0)`` -> (list of h, last h).
+    """
+
+    kind = "gru"
+
+    def step_forward(self, x, h, c=None, layer=0, d=0):
+        p = self._pname
+        r = autograd.sigmoid(self._lin(x, h, "r", layer, d))
+        z = autograd.sigmoid(self._lin(x, h, "z", layer, d))
+        xn = autograd.matmul(x, getattr(self, p("Wx", "n", layer, d)))
+        hn = autograd.matmul(h, getattr(self, p("Wh", "n", layer, d)))
+        if self.bias:
+            xn = autograd.add_bias(xn, getattr(self, p("Bx", "n", layer, d)))
+            hn = autograd.add_bias(hn, getattr(self, p("Bh", "n", layer, d)))
+        n = autograd.tanh(autograd.add(xn, autograd.mul(r, hn)))
+        # h' = n + z (h - n)
+        return autograd.add(n, autograd.mul(z, autograd.sub(h, n))), None
+
+    def forward(self, xs, h0=None):
+        seq, hs, _ = self._run(xs, self._split_state(h0, xs[0]), None)
+        return seq, self._join_state(hs)
+
+
+class CudnnRNN(Layer):
+    """SINGA's cuDNN-style RNN on one (batch, seq, feature) tensor, on every backend.
+
+    ``rnn_mode``: 'lstm', 'gru', 'tanh' / 'vanilla', 'relu'. ``forward(x, hx=None, cx=None,
+    seq_lengths=None)`` returns (batch, seq, dirs*hidden) when ``return_sequences`` else the
+    output at each sequence's last valid step, (batch, dirs*hidden). Parameters are per gate
+    (not cuDNN's flat vector).
+    """
+
+    def __init__(self, hidden_size, activation="tanh", num_layers=1, bias=True,
+                 batch_first=True, dropout=0.0, bidirectional=False, rnn_mode="lstm",
+                 use_mask=False, return_sequences=True):
+        super().__init__()
+        modes = ("lstm", "gru", "tanh", "vanilla", "relu")
+        if rnn_mode not in modes:
+            raise ValueError(f"rnn_mode must be one of {modes}, got {rnn_mode!r}")
+        self.hidden_size, self.activation = int(hidden_size), activation
+        self.num_layers, self.bias, self.batch_first = int(num_layers), bias, batch_first
+        self.dropout, self.bidirectional = float(dropout), bool(bidirectional)
+        self.rnn_mode, self.use_mask = rnn_mode, use_mask
+        self.return_sequences = return_sequences
+
+    def initialize(self, x, *args, **kwargs):
+        feat = x.shape[-1]
+        kw = dict(num_layers=self.num_layers, bias=self.bias, dropout=self.dropout,
+                  bidirectional=self.bidirectional)
+        if self.rnn_mode == "lstm":
+            self.rnn = LSTM(feat, self.hidden_size, **kw)
+        elif self.rnn_mode == "gru":
+            self.rnn = GRU(feat, self.hidden_size, **kw)
+        else:
+            act = "relu" if self.rnn_mode == "relu" else "tanh"
+            self.rnn = RNN(feat, self.hidden_size, nonlinearity=act, **kw)
+
+    def forward(self, x, hx=None, cx=None, seq_lengths=None):
+        if len(x.shape) != 3:
+            raise ShapeError(f"CudnnRNN expects a 3-D input, got {x.shape}")
+        if not self.batch_first:
+            x = autograd.transpose(x, (1, 0, 2))
+        batch, steps, feat = x.shape
+        xs = [autograd.reshape(autograd.slice(x, [t], [t + 1], [1]), (batch, feat))
+              for t in range(steps)]
+        masks = None
+        if seq_lengths is not None:
+            lens = np.asarray(seq_lengths.to_numpy() if isinstance(seq_lengths, Tensor)
+                              else seq_lengths).reshape(-1)
+            masks = []
+            for t in range(steps):
+                m = (t < lens).astype(np.float32).reshape(batch, 1)
+                masks.append(Tensor(data=m, device=x.device, requires_grad=False))
+        rnn = self.rnn
+        if not rnn._initialized:
+            rnn.initialize(xs)
+        if isinstance(rnn, LSTM):
+            seq, hs, cs = rnn._run(xs, rnn._split_state(hx, xs[0]),
+                                   rnn._split_state(cx, xs[0]), masks)
+        else:
+            seq, hs, _ = rnn._run(xs, rnn._split_state(hx, xs[0]), None, masks)
+        if masks is not None:
+            seq = [autograd.mul(s, m) for s, m in zip(seq, masks)]
+        if self.return_sequences:
+            y = autograd.cat([autograd.unsqueeze(s, 1) for s in seq], 1)
+            return y if self.batch_first else autograd.transpose(y, (1, 0, 2))
+        if self.bidirectional:
+            # last forward state and the reverse state at t = 0
+            last = self.num_layers * 2 - 2
+            return autograd.cat([hs[last], hs[last + 1]], 1)
+        return hs[-1]

@@ -1,0 +1,272 @@
+"""``singa.model``: the Model base class, graph-mode training and checkpoints.
+
+With ``compile(..., use_graph=True)`` the first ``train_one_batch`` call records every device
+operation (forward, backward, optimizer update) into the device's graph and later calls replay
+it without re-running the Python body; both return the same result Tensors.
+
+Checkpoints (``save_states``) are zip files holding ``tensor_dict.npz`` and
+``states_attr.json``, written to a temporary file in the target folder and renamed, so a crash
+mid-save never damages an existing checkpoint. Loading never unpickles.
+"""
+
+from __future__ import annotations
+
+import functools
+import gc
+import io
+import json
+import os
+import tempfile
+import zipfile
+
+import numpy as np
+
+from . import autograd
+from . import tensor as tensor_mod
+from .errors import CheckpointError
+from .layer import Layer, LayerMeta
+from .tensor import Tensor
+
+__all__ = ["Model", "ModelMeta", "TENSOR_DICT_FILENAME", "STATES_ATTR_FILENAME",
+           "MODEL_STATE_TYPE", "AUX_STATE_TYPE"]
+
+TENSOR_DICT_FILENAME = "/tensor_dict.npz"
+STATES_ATTR_FILENAME = "/states_attr.json"
+MODEL_STATE_TYPE = 0
+AUX_STATE_TYPE = 1
+_MEMBERS = (TENSOR_DICT_FILENAME.lstrip("/"), STATES_ATTR_FILENAME.lstrip("/"))
+_MAX_CHECKPOINT_BYTES = 1 << 34  # refuse archives that claim more than 16 GiB uncompressed
+
+
+def _remove_creator(x) -> None:
+    if isinstance(x, Tensor):
+        x.creator = None
+    elif isinstance(x, (list, tuple)):
+        for v in x:
+            _remove_creator(v)
+    elif isinstance(x, dict):
+        for v in x.values():
+            _remove_creator(v)
+
+
+def _first_device(args):
+    first = args[0]
+    if isinstance(first, (list, tuple)):
+        first = first[0]
+    if not isinstance(first, Tensor):
+        raise TypeError("train_one_batch's first argument must be a Tensor (or a list of them)")
+    return first.device
+
+
+class ModelMeta(LayerMeta):
+    """Wraps ``train_one_batch`` so that graph mode records once and replays afterwards."""
+
+    @staticmethod
+    def buffer_operation(func):
+        @functools.wraps(func)
+        def wrapper(self, *args, **kwargs):
+            if not (self.graph_mode and self.training):
+                return func(self, *args, **kwargs)
+            if not args:
+                raise ValueError("train_one_batch expects at least one input tensor")
+            dev = _first_device(args)
+            if not self._buffered:
+                dev.EnableGraph(True)
+                try:
+                    self._results = func(self, *args, **kwargs)
+                    dev.Sync()
+                finally:
+                    dev.EnableGraph(False)
+                self._buffered = True
+                self._graph_device = dev
+                _remove_creator(self._results)
+                gc.collect()
+            dev.RunGraph(self.sequential)
+            return self._results
+
+        return wrapper
+
+    def __new__(mcs, name, bases, attrs):
+        if "train_one_batch" in attrs:
+            attrs["train_one_batch"] = ModelMeta.buffer_operation(attrs["train_one_batch"])
+        return super().__new__(mcs, name, bases, attrs)
+
+
+class Model(Layer, metaclass=ModelMeta):
+    """Base class of models: define ``forward`` and ``train_one_batch``.
+
+    ``model(x, y)`` runs ``train_one_batch`` while training and ``forward`` in eval mode
+    (never buffered).
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.training = True
+        self.graph_mode = True
+        self.sequential = False
+        self._buffered = False
+        self._results = None
+
+    def compile(self, inputs, is_train=True, use_graph=False, sequential=False):
+        """Initialise every layer from placeholder ``inputs`` and choose the execution mode."""
+        if not isinstance(inputs, (list, tuple)) or not inputs or not all(
+                isinstance(t, Tensor) for t in inputs):
+            raise TypeError("compile expects a non-empty list of Tensors (input placeholders)")
+        dev = inputs[0].device
+        prev = dev.graph_enabled()
+        dev.EnableGraph(True)
+        try:
+            self.forward(*inputs)
+        finally:
+            dev.EnableGraph(prev)
+            dev.ResetGraph()
+        autograd.training = bool(is_train)
+        self.training = bool(is_train)
+        self.graph_mode = bool(use_graph)
+        self.sequential = bool(sequential)
+        self._buffered = False
+
+    def forward(self, *input):
+        raise NotImplementedError(f"{type(self).__name__}.forward")
+
+    def train_one_batch(self, *input, **kwargs):
+        raise NotImplementedError(f"{type(self).__name__}.train_one_batch")
+
+    def train(self, mode=True):
+        """Training mode (``mode=False`` is eval); sets ``autograd.training`` too."""
+        self.training = bool(mode)
+        autograd.training = bool(mode)
+
+    def eval(self):
+        self.train(False)
+
+    def graph(self, mode=True, sequential=False):
+        """Turn graph mode on/off for ``train_one_batch`` (re-records on the next call)."""
+        if self._buffered and (mode != self.graph_mode or sequential != self.sequential):
+            self._reset_graph()
+        self.graph_mode = bool(mode)
+        self.sequential = bool(sequential)
+
+    def _reset_graph(self):
+        dev = getattr(self, "_graph_device", None)
+        if dev is not None:
+            dev.ResetGraph()
+        self._buffered = False
+        self._results = None
+
+    def set_optimizer(self, optimizer):
+        """Attach the optimizer that ``train_one_batch`` calls as ``self.optimizer(loss)``."""
+        self.optimizer = optimizer
+
+    def __call__(self, *input, **kwargs):
+        if self.training:
+            return self.train_one_batch(*input, **kwargs)
+        return self.forward(*input, **kwargs)
+
+    # ------------------------------------------------------------------ checkpoints
+    def save_states(self, fpath, aux_states=None):
+        """Write the model states (and ``aux_states``, a dict of Tensors) to zip ``fpath``.
+
+        The file is written under a temporary name in the same folder and renamed into place,
+        so an existing checkpoint survives a crash during the save.
+        """
+        aux_states = aux_states or {}
+        states = self.get_states()
+        arrays, attrs = {}, {}
+        for kind, group in ((MODEL_STATE_TYPE, states), (AUX_STATE_TYPE, aux_states)):
+            for name, t in group.items():
+                if not isinstance(t, Tensor):
+                    raise TypeError(f"state {name!r} is a {type(t).__name__}; states must be "
+                                    "Tensors")
+                if name in arrays:
+                    raise CheckpointError(f"state name {name!r} is used twice (model and aux)")
+                arr = tensor_mod.to_numpy(t)
+                arrays[name] = arr
+                attrs[name] = {"state_type": kind, "shape": list(arr.shape),
+                               "dtype": str(arr.dtype)}
+        folder = os.path.dirname(os.path.abspath(fpath))
+        os.makedirs(folder, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".singa-ckpt-", suffix=".tmp", dir=folder)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                with zipfile.ZipFile(fh, "w", zipfile.ZIP_DEFLATED) as zf:
+                    buf = io.BytesIO()
+                    np.savez(buf, **arrays)
+                    zf.writestr(_MEMBERS[0], buf.getvalue())
+                    zf.writestr(_MEMBERS[1], json.dumps(attrs, indent=1))
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, fpath)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+
+    def load_states(self, fpath):
+        """Load states saved by :meth:`save_states`; returns the aux states as host Tensors.
+
+        Raises :class:`singa.errors.CheckpointError` listing missing, unexpected and
+        mis-shaped states, or describing a malformed/hostile file. Never unpickles.
+        """
+        arrays, attrs = read_checkpoint(fpath)
+        model_names = {n for n, a in attrs.items() if a.get("state_type") == MODEL_STATE_TYPE}
+        states = self.get_states()
+        missing = sorted(set(states) - model_names)
+        extra = sorted(model_names - set(states))
+        bad = sorted(f"{n}: checkpoint {tuple(arrays[n].shape)} vs model {states[n].shape}"
+                     for n in set(states) & model_names if tuple(arrays[n].shape) !=
+                     states[n].shape)
+        if missing or extra or bad:
+            parts = []
+            if missing:
+                parts.append(f"missing from the checkpoint: {missing}")
+            if extra:
+                parts.append(f"not in the model: {extra}")
+            if bad:
+                parts.append(f"shape mismatch: {bad}")
+            raise CheckpointError(f"checkpoint {fpath} does not match the model; "
+                                  + "; ".join(parts))
+        self.set_states({n: arrays[n] for n in model_names})
+        return {n: tensor_mod.from_numpy(arrays[n]) for n, a in attrs.items()
+                if a.get("state_type") == AUX_STATE_TYPE}
+
+
+def read_checkpoint(fpath):
+    """Validate and read a checkpoint zip: ``(arrays by name, attributes by name)``."""
+    if not os.path.isfile(fpath):
+        raise CheckpointError(f"checkpoint {fpath!r} does not exist")
+    try:
+        zf = zipfile.ZipFile(fpath)
+    except zipfile.BadZipFile as exc:
+        raise CheckpointError(f"{fpath} is not a SINGA checkpoint (not a zip file: {exc})") \
+            from None
+    with zf:
+        names = zf.namelist()
+        unexpected = [n for n in names if n not in _MEMBERS]
+        if unexpected or sorted(names) != sorted(_MEMBERS):
+            raise CheckpointError(
+                f"{fpath} is not a SINGA checkpoint: expected exactly {list(_MEMBERS)}, found "
+                f"{names} (refusing unknown or path-traversal members)")
+        if sum(i.file_size for i in zf.infolist()) > _MAX_CHECKPOINT_BYTES:
+            raise CheckpointError(f"{fpath}: declared uncompressed size is implausibly large")
+        try:
+            attrs = json.loads(zf.read(_MEMBERS[1]).decode("utf-8"))
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise CheckpointError(f"{fpath}: states_attr.json is not valid JSON ({exc})") \
+                from None
+        raw = zf.read(_MEMBERS[0])
+    try:
+        with np.load(io.BytesIO(raw), allow_pickle=False) as npz:
+            arrays = {k: npz[k] for k in npz.files}
+    except ValueError as exc:
+        raise CheckpointError(f"{fpath}: tensor_dict.npz holds non-array data (pickled "
+                              f"objects are refused): {exc}") from None
+    except Exception as exc:
+        raise CheckpointError(f"{fpath}: tensor_dict.npz is unreadable ({exc})") from None
+    if not isinstance(attrs, dict) or set(attrs) != set(arrays):
+        raise CheckpointError(f"{fpath}: states_attr.json and tensor_dict.npz list different "
+                              "states")
+    for name, arr in arrays.items():
+        if arr.dtype.kind not in "fiub":
+            raise CheckpointError(f"{fpath}: state {name!r} has unsupported dtype {arr.dtype}")
+    return arrays, attrs

@@ -1,0 +1,347 @@
+"""``singa.opt``: optimizers and learning-rate schedules.
+
+Every hyper-parameter and the step counter live in device tensors that are updated by device
+ops, so a replayed graph (``Model.compile(..., use_graph=True)``) sees schedules advance.
+"""
+
+from __future__ import annotations
+
+from . import _math as M
+from . import autograd
+from . import tensor as tensor_mod
+from .errors import DeviceUnavailableError
+from .tensor import Tensor
+
+__all__ = ["DecayScheduler", "Constant", "ExponentialDecay", "Optimizer", "SGD", "RMSProp",
+           "AdaGrad", "Adam", "AdamW"]
+
+
+class DecayScheduler:
+    """A value as a function of the step counter (a one-element float32 Tensor)."""
+
+    def __init__(self, init_value):
+        self.init_value = float(init_value)
+
+    def __call__(self, step: Tensor) -> Tensor:
+        raise NotImplementedError
+
+
+class Constant(DecayScheduler):
+    """Always ``init_value``."""
+
+    def __call__(self, step: Tensor) -> Tensor:
+        return Tensor((1,), step.device, tensor_mod.float32).set_value(self.init_value)
+
+
+class ExponentialDecay(DecayScheduler):
+    """init_value * decay_rate ** (step / decay_steps) (floor of the exponent if staircase)."""
+
+    def __init__(self, init_value, decay_steps, decay_rate, staircase=False):
+        super().__init__(init_value)
+        self.decay_steps, self.decay_rate = float(decay_steps), float(decay_rate)
+        self.staircase = bool(staircase)
+
+    def __call__(self, step: Tensor) -> Tensor:
+        e = M.mul(step.data, 1.0 / self.decay_steps)
+        if self.staircase:
+            e = M.floor(e)
+        return Tensor._wrap(M.mul(M.rpow(e, self.decay_rate), self.init_value))
+
+
+def _schedule(value, what):
+    if isinstance(value, DecayScheduler):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return Constant(value)
+    raise TypeError(f"{what} must be a number or a DecayScheduler, got {type(value).__name__}")
+
+
+class Optimizer:
+    """Base optimizer: ``opt(loss)`` runs backward, applies every gradient, then ``step()``."""
+
+    def __init__(self, lr, dtype=tensor_mod.float32):
+        self.lr = _schedule(lr, "lr")
+        self.dtype = dtype
+        self._hyper = {"lr": self.lr}
+        self.step_counter = Tensor((1,), dtype=tensor_mod.float32, requires_grad=False)
+        self.step_counter.set_value(0.0)
+        self._values = {}
+        self._refresh()
+
+    @property
+    def lr_value(self) -> Tensor:
+        return self._values["lr"]
+
+    def _register(self, name, value):
+        self._hyper[name] = _schedule(value, name)
+
+    def _refresh(self):
+        """(Re)compute every hyper-parameter tensor in place from the step counter."""
+        for name, sched in self._hyper.items():
+            if type(sched) is Constant and name in self._values:
+                continue  # constants never change; skip the per-step device work
+            v = sched(self.step_counter)
+            cur = self._values.get(name)
+            if cur is None or cur.device is not v.device:
+                self._values[name] = v
+            else:
+                cur.copy_data(v)
+
+    def hyper(self, name) -> Tensor:
+        """The device tensor holding hyper-parameter ``name`` for the current step."""
+        return self._values[name]
+
+    def device_check(self, *tensors):
+        """Move the step counter and hyper-parameter tensors to the parameters' device."""
+        dev = tensors[0].device
+        if self.step_counter.device is dev:
+            return
+        prev = dev.graph_enabled()
+        dev.EnableGraph(False)
+        try:
+            self.step_counter.to_device(dev)
+            for v in self._values.values():
+                v.to_device(dev)
+        finally:
+            dev.EnableGraph(prev)
+
+    def __call__(self, loss):
+        self.call(loss)
+        self.step()
+
+    def call(self, loss):
+        for p, g in autograd.backward(loss):
+            if p.name is None:
+                p.name = str(id(p))
+            self.apply(p.name, p, g)
+
+    def step(self):
+        """Advance the step counter and the schedules (device ops: graph-replay safe)."""
+        M.iadd(self.step_counter.data, 1.0)
+        self._refresh()
+
+    def apply(self, param_name, param_value, param_grad):
+        raise NotImplementedError
+
+    def update(self, param, grad):
+        """Deprecated alias of ``apply(param.name, param, grad)``."""
+        return self.apply(param.name, param, grad)
+
+    def backward_and_update(self, loss):
+        """Deprecated alias of ``__call__``."""
+        return self(loss)
+
+    def _state(self, store: dict, name, like: Tensor) -> Tensor:
+        """Per-parameter state, created as zeros with the graph disabled."""
+        t = store.get(name)
+        if t is None:
+            dev = like.device
+            prev = dev.graph_enabled()
+            dev.EnableGraph(False)
+            try:
+                t = Tensor(like.shape, dev, like.dtype, requires_grad=False).set_value(0.0)
+            finally:
+                dev.EnableGraph(prev)
+            store[name] = t
+        return t
+
+    def _prepare(self, p: Tensor, g: Tensor):
+        if p.dtype != self.dtype:
+            raise TypeError(f"{type(self).__name__}: parameter {p.name} is "
+                            f"{tensor_mod._dtype.name_of(p.dtype)} but the optimizer was "
+                            f"built with dtype {tensor_mod._dtype.name_of(self.dtype)}")
+        self.device_check(p)
+        gd = g.data
+        if gd.dt != p.dtype:
+            gd = M.as_type(gd, p.dtype)
+        return p.data, gd
+
+    def _hv(self, name, p):
+        v = self._values[name].data
+        return v if v.dt == p.dt else M.as_type(v, p.dt)
+
+    def get_states(self) -> dict:
+        return {"step_counter": float(tensor_mod.to_numpy(self.step_counter)[0])}
+
+    def set_states(self, states: dict) -> None:
+        if "step_counter" in states:
+            v = states["step_counter"]
+            v = float(tensor_mod.to_numpy(v)[0]) if isinstance(v, Tensor) else float(v)
+            self.step_counter.set_value(v)
+            self._refresh()
+
+
+class SGD(Optimizer):
+    """SGD with momentum, dampening, Nesterov and weight decay (PyTorch's rule).
+
+    buf = momentum buf + (1 - dampening) g; g = g + momentum buf (Nesterov) or buf;
+    p -= lr g. Weight decay adds wd p to g first. Note SINGA's positional order:
+    ``SGD(lr, momentum, dampening, weight_decay, nesterov)``.
+    """
+
+    def __init__(self, lr=0.1, momentum=0, dampening=0, weight_decay=0, nesterov=False,
+                 dtype=tensor_mod.float32):
+        super().__init__(lr, dtype)
+        self._register("momentum", momentum)
+        self._register("dampening", dampening)
+        self._register("weight_decay", weight_decay)
+        self.mom_value = float(momentum) if not isinstance(momentum, DecayScheduler) else 1.0
+        self.wd_value = float(weight_decay) if not isinstance(weight_decay, DecayScheduler) \
+            else 1.0
+        if nesterov and (self.mom_value <= 0 or
+                         not isinstance(dampening, DecayScheduler) and float(dampening) != 0):
+            raise ValueError("Nesterov momentum requires momentum > 0 and dampening = 0")
+        self.nesterov = bool(nesterov)
+        self.moments: dict = {}
+        self._refresh()
+
+    def apply(self, param_name, param_value, param_grad):
+        p, g = self._prepare(param_value, param_grad)
+        if self.wd_value != 0:
+            g = M.add(g, M.mul(p, self._hv("weight_decay", p)))
+        if self.mom_value != 0:
+            buf = self._state(self.moments, param_name, param_value).data
+            M.imul(buf, self._hv("momentum", p))
+            M.axpy(M.rsub(self._hv("dampening", p), 1.0), g, buf)
+            g = M.add(g, M.mul(buf, self._hv("momentum", p))) if self.nesterov else buf
+        M.axpy(M.neg(self._hv("lr", p)), g, p)
+
+    def get_states(self):
+        states = super().get_states()
+        states.update(self.moments)
+        return states
+
+    def set_states(self, states):
+        super().set_states(states)
+        for name, v in states.items():
+            if name in self.moments and isinstance(v, Tensor):
+                self.moments[name].copy_data(v)
+
+
+class RMSProp(Optimizer):
+    """r = rho r + (1 - rho) g^2; p -= lr g / sqrt(r + eps)."""
+
+    def __init__(self, lr=0.1, rho=0.9, epsilon=1e-8, weight_decay=0,
+                 dtype=tensor_mod.float32):
+        super().__init__(lr, dtype)
+        self._register("rho", rho)
+        self._register("weight_decay", weight_decay)
+        self.epsilon = float(epsilon)
+        self.wd_value = float(weight_decay) if not isinstance(weight_decay, DecayScheduler) \
+            else 1.0
+        self.running_average: dict = {}
+        self._refresh()
+
+    def apply(self, param_name, param_value, param_grad):
+        p, g = self._prepare(param_value, param_grad)
+        if self.wd_value != 0:
+            g = M.add(g, M.mul(p, self._hv("weight_decay", p)))
+        r = self._state(self.running_average, param_name, param_value).data
+        rho = self._hv("rho", p)
+        M.imul(r, rho)
+        M.axpy(M.rsub(rho, 1.0), M.square(g), r)
+        step = M.div(g, M.sqrt(M.add(r, self.epsilon)))
+        M.axpy(M.neg(self._hv("lr", p)), step, p)
+
+    def get_states(self):
+        states = super().get_states()
+        states.update({f"{k}:running_average": v for k, v in self.running_average.items()})
+        return states
+
+
+class AdaGrad(Optimizer):
+    """h += g^2; p -= lr g / sqrt(h + eps)."""
+
+    def __init__(self, lr=0.1, epsilon=1e-8, weight_decay=0, dtype=tensor_mod.float32):
+        super().__init__(lr, dtype)
+        self._register("weight_decay", weight_decay)
+        self.epsilon = float(epsilon)
+        self.wd_value = float(weight_decay) if not isinstance(weight_decay, DecayScheduler) \
+            else 1.0
+        self.history: dict = {}
+        self._refresh()
+
+    def apply(self, param_name, param_value, param_grad):
+        p, g = self._prepare(param_value, param_grad)
+        if self.wd_value != 0:
+            g = M.add(g, M.mul(p, self._hv("weight_decay", p)))
+        h = self._state(self.history, param_name, param_value).data
+        M.iadd(h, M.square(g))
+        M.axpy(M.neg(self._hv("lr", p)), M.div(g, M.sqrt(M.add(h, self.epsilon))), p)
+
+    def get_states(self):
+        states = super().get_states()
+        states.update({f"{k}:history": v for k, v in self.history.items()})
+        return states
+
+
+class Adam(Optimizer):
+    """m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; t = step + 1;
+    p -= lr (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)."""
+
+    decoupled = False
+
+    def __init__(self, lr=0.1, beta_1=0.9, beta_2=0.999, epsilon=1e-8, weight_decay=0,
+                 dtype=tensor_mod.float32):
+        super().__init__(lr, dtype)
+        self._register("beta_1", beta_1)
+        self._register("beta_2", beta_2)
+        self._register("weight_decay", weight_decay)
+        self.epsilon = float(epsilon)
+        self.wd_value = float(weight_decay) if not isinstance(weight_decay, DecayScheduler) \
+            else 1.0
+        self.m: dict = {}
+        self.v: dict = {}
+        self._refresh()
+
+    def apply(self, param_name, param_value, param_grad):
+        p, g = self._prepare(param_value, param_grad)
+        lr = self._hv("lr", p)
+        if self.wd_value != 0:
+            wd = self._hv("weight_decay", p)
+            if self.decoupled:
+                M.axpy(M.neg(M.mul(lr, wd)), p, p)
+            else:
+                g = M.add(g, M.mul(p, wd))
+        b1, b2 = self._hv("beta_1", p), self._hv("beta_2", p)
+        m = self._state(self.m, param_name, param_value).data
+        v = self._state(self.v, param_name, param_value).data
+        M.imul(m, b1)
+        M.axpy(M.rsub(b1, 1.0), g, m)
+        M.imul(v, b2)
+        M.axpy(M.rsub(b2, 1.0), M.square(g), v)
+        t = M.add(self.step_counter.data if self.step_counter.dtype == p.dt else
+                  M.as_type(self.step_counter.data, p.dt), 1.0)
+        bc1 = M.rsub(M.pow(b1, t), 1.0)
+        bc2 = M.rsub(M.pow(b2, t), 1.0)
+        mhat = M.div(m, bc1)
+        denom = M.add(M.sqrt(M.div(v, bc2)), self.epsilon)
+        M.axpy(M.neg(lr), M.div(mhat, denom), p)
+
+    def get_states(self):
+        states = super().get_states()
+        states.update({f"{k}:m": t for k, t in self.m.items()})
+        states.update({f"{k}:v": t for k, t in self.v.items()})
+        return states
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay: p -= lr wd p before the Adam step."""
+
+    decoupled = True
+
+    def __init__(self, lr=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-8, weight_decay=0.01,
+                 dtype=tensor_mod.float32):
+        super().__init__(lr, beta_1, beta_2, epsilon, weight_decay, dtype)
+
+
+def __getattr__(name):
+    if name == "DistOpt":
+        try:
+            from singa_dist import DistOpt
+        except ImportError as exc:
+            raise DeviceUnavailableError(
+                f"opt.DistOpt needs the distributed extension, which is not usable here "
+                f"({exc}). fix: pip install singa[dist]") from None
+        return DistOpt
+    raise AttributeError(f"module 'singa.opt' has no attribute {name!r}")
