@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from . import elementwise
+from . import elementwise, linalg, reduce
 
 
 def kernel_table(device) -> dict:
     """``{op_name: kernel}`` for an OpenCL device (kernels bind to the device's queue)."""
     table: dict = {}
-    for mod in (elementwise,):
+    for mod in (elementwise, reduce, linalg):
         table.update(mod.kernels(device))
     return table
