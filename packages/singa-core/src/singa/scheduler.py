@@ -166,6 +166,7 @@ class Graph:
         cts: dict[int, CTensor] = {}
         slots: dict[int, int] = {}
         by_block: dict[int, set[int]] = {}
+        ct = None
         for n in self.nodes:
             for ct in _held_ctensors(n.fn):
                 k = id(ct)
@@ -176,10 +177,11 @@ class Graph:
         for k, blk in self.blocks.items():
             if blk.ref_count > len(by_block.get(k, ())):
                 held.add(k)
-        for k, ct in cts.items():
-            # references: graph slots + this dict + the loop variable + getrefcount's argument
-            if sys.getrefcount(ct) - slots[k] - 3 > 0:
-                held.add(id(ct.block))
+        del ct  # the inner loop's variable must not count as a reference
+        for k in list(cts):
+            # references: the graph's slots + this dict's value + getrefcount's argument
+            if sys.getrefcount(cts[k]) - slots[k] - 2 > 0:
+                held.add(id(cts[k].block))
         return held
 
     def analyze(self, serial: bool) -> list:
