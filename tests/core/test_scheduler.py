@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from singa._ctensor import CTensor
 from singa._device import Device
 from singa.scheduler import BlockType
