@@ -144,15 +144,20 @@ class Block:
         return self.data
 
     def free_data(self) -> None:
-        """Return the memory to the pool; the Block stays usable and re-allocates on next write."""
+        """Return the memory to the pool; the Block stays usable and re-allocates on next write.
+
+        A block whose ``cls`` is 0 borrows memory it does not own (a graph's arena): it is
+        only detached.
+        """
         data = self.data
         if data is not None:
             self.data = None
-            self.pool.free(data, self.cls)
+            if self.cls:
+                self.pool.free(data, self.cls)
 
     def __del__(self):
         data = self.data
-        if data is not None:
+        if data is not None and self.cls:
             try:
                 self.pool.free(data, self.cls)
             except Exception:  # interpreter shutdown: the pool may already be gone

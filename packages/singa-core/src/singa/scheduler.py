@@ -13,12 +13,16 @@ precomputed ``(fn, blocks to allocate, blocks to free)`` steps. Nothing here is 
 
 from __future__ import annotations
 
+import bisect
+import functools
 import json
 import sys
 import time
 from collections import deque
 
 from ._ctensor import CTensor
+from .memory import size_class
+from .ops._registry import KernelCall
 
 __all__ = ["Graph", "Node", "BlockType"]
 
@@ -53,6 +57,15 @@ class Node:
         return f"<Node {self.id} {self.name}>"
 
 
+def _call_closure(fn):
+    """Adapt a plain ``fn()`` to the ``(ins, outs, attrs)`` calling convention of a step."""
+
+    def call(_i, _o, _a):
+        fn()
+
+    return call
+
+
 def _held_ctensors(fn) -> list:
     """CTensors a node's callable holds (the graph's own references to blocks)."""
     held = getattr(fn, "ctensors", None)
@@ -78,7 +91,15 @@ class Graph:
         self.device = device
         self.reset()
 
+    def __del__(self):
+        try:
+            self._release_arena()
+        except Exception:  # interpreter shutdown
+            pass
+
     def reset(self) -> None:
+        if hasattr(self, "blocks"):
+            self._release_arena()
         self.nodes: list[Node] = []
         self.blocks: dict[int, object] = {}  # id -> Block (keeps them alive)
         self.block_type: dict[int, str] = {}
@@ -97,7 +118,9 @@ class Graph:
         nid = len(self.nodes)
         node = Node(nid, fn, name, tuple(reads), tuple(writes))
         self.nodes.append(node)
-        self._plans.clear()
+        if self._plans:
+            self._plans.clear()
+            self._release_arena()
         preds = node.preds
         if not reads and not writes:  # sync op: after everything since the previous sync
             start = self._last_sync + 1 if self._last_sync is not None else 0
@@ -185,66 +208,107 @@ class Graph:
         return held
 
     def analyze(self, serial: bool) -> list:
-        """The replay plan: ``[(node, blocks to allocate, blocks to free after), ...]``."""
+        """Fix the execution order, plan the memory of intermediates, precompute the calls.
+
+        Intermediate blocks that Python cannot reach get memory from a private arena: each
+        lives from its first write to its last use in the chosen order, and blocks whose
+        lifetimes do not overlap share one buffer (best fit by size class). This is the
+        recycling SINGA does at run time (free after the last reader, reuse on the next
+        write), decided once instead of on every replay, so a replay allocates nothing and
+        every kernel call is prebuilt with its native arrays.
+        """
+        self._release_arena()
         order = list(range(len(self.nodes))) if serial else self._bfs_order()
         held = self._python_held()
-        last_use: dict[int, int] = {}
+        first: dict[int, int] = {}
+        last: dict[int, int] = {}
         for pos, i in enumerate(order):
             n = self.nodes[i]
             for b in n.reads + n.writes:
-                last_use[id(b)] = pos
-        frees: dict[int, list] = {}
-        freeable = set()
-        for k, pos in last_use.items():
-            if self.block_type[k] in (BlockType.INTER, BlockType.END) and k not in held:
-                frees.setdefault(pos, []).append(self.blocks[k])
-                freeable.add(k)
-        plan = []
-        for pos, i in enumerate(order):
-            n = self.nodes[i]
-            plan.append((n, n.writes, n.reads, tuple(frees.get(pos, ()))))
+                k = id(b)
+                first.setdefault(k, pos)
+                last[k] = pos
+        planned = {k for k in first
+                   if self.block_type[k] in (BlockType.INTER, BlockType.END) and k not in held}
+        self._plan_arena(planned, first, last)
+        for k, b in self.blocks.items():
+            if b.data is None:  # persistent blocks the graph touches get memory now
+                b.allocate(zero=self.block_type[k] in (BlockType.INPUT, BlockType.PARAM))
         self.order = order
-        self.freeable = freeable
-        return plan
+        self.planned = planned
+        return [self._prebuild(self.nodes[i]) for i in order]
+
+    def _plan_arena(self, planned, first, last) -> None:
+        starts: dict[int, list[int]] = {}
+        for k in planned:
+            starts.setdefault(first[k], []).append(k)
+        free: list[tuple[int, int]] = []  # (class bytes, slot index), kept sorted
+        ends: dict[int, list[int]] = {}
+        slot_of: dict[int, int] = {}
+        slot_cls: list[int] = []
+        for pos in range(len(self.nodes)):
+            for k in sorted(starts.get(pos, ()), key=lambda k: -self.blocks[k].nbytes):
+                cls = size_class(self.blocks[k].nbytes)
+                j = bisect.bisect_left(free, (cls, -1))
+                if j < len(free):
+                    slot = free.pop(j)[1]
+                else:
+                    slot = len(slot_cls)
+                    slot_cls.append(cls)
+                slot_of[k] = slot
+                ends.setdefault(last[k], []).append(slot)
+            for slot in ends.pop(pos, ()):  # dies after this node: reusable by later writers
+                bisect.insort(free, (slot_cls[slot], slot))
+        pool = self.device.pool
+        self.arena = [pool.malloc(cls) for cls in slot_cls]
+        for k, slot in slot_of.items():
+            b = self.blocks[k]
+            b.free_data()
+            b.data = self.arena[slot][0]
+            b.cls = 0  # arena memory: detached (not returned to the pool) on release
+        self.slot_of = slot_of
+
+    def _release_arena(self) -> None:
+        for k in getattr(self, "slot_of", {}):
+            self.blocks[k].data = None
+        pool = self.device.pool
+        for buf, cls in getattr(self, "arena", ()):
+            pool.free(buf, cls)
+        self.arena, self.slot_of = [], {}
+
+    def _prebuild(self, node):
+        """``(callable, ins, outs, attrs)`` for one node, natives resolved once."""
+        fn = node.fn
+        if isinstance(fn, KernelCall):
+            nat = self.device.native
+            return (fn.fn, [nat(x) for x in fn.ins], [nat(o) for o in fn.outs], fn.attrs,
+                    node)
+        return (_call_closure(fn), None, None, None, node)
 
     # ------------------------------------------------------------------ execution
     def run(self, serial: bool = False) -> None:
         plan = self._plans.get(serial)
-        if plan is None:
+        if plan is None:  # one plan at a time: it owns the arena
+            self._plans.clear()
             plan = self._plans[serial] = self.analyze(serial)
         dev = self.device
         if dev._verbosity > 0 and self.iteration >= dev._skip_iteration:
             self._run_profiled(plan)
         else:
-            for node, writes, reads, frees in plan:
-                for b in writes:
-                    if b.data is None:
-                        b.data, b.cls = b.pool.malloc(b.nbytes)
-                for b in reads:
-                    if b.data is None:
-                        b.allocate(zero=True)
-                node.fn()
-                for b in frees:
-                    b.free_data()
+            for f, i, o, a, _node in plan:
+                f(i, o, a)
         self.iteration += 1
 
     def _run_profiled(self, plan) -> None:
         dev = self.device
         t_iter = time.perf_counter()
-        base_us = (t_iter - _T0) * 1e6
-        cursor = base_us
-        for node, writes, reads, frees in plan:
-            for b in writes:
-                if b.data is None:
-                    b.data, b.cls = b.pool.malloc(b.nbytes)
-            for b in reads:
-                if b.data is None:
-                    b.allocate(zero=True)
+        cursor = (t_iter - _T0) * 1e6
+        for f, i, o, a, node in plan:
             if node.name == "Waiting":
-                node.fn()
+                f(i, o, a)
                 dt = 0.0
             else:
-                dt = dev._timed_call(node.fn)
+                dt = dev._timed_call(functools.partial(f, i, o, a))
                 node.time_total += dt
                 node.time_count += 1
             if len(self.trace_events) < 200000:
@@ -253,8 +317,6 @@ class Graph:
                                           "args": {"node": node.id,
                                                    "iteration": self.iteration}})
             cursor += dt * 1e6
-            for b in frees:
-                b.free_data()
         dev.synchronize()
         self.wall_time += time.perf_counter() - t_iter
         self.wall_count += 1
