@@ -305,10 +305,14 @@ class PluginRegistry:
                 lines.append(f"  cause: no installed plugin provides backend {name!r}.")
         lines.append(f"  available backends: {avail or 'none'}")
         entry = self.backends.get(name)
-        hint = (entry.spec.install_hint if entry and entry.spec.install_hint else None) or \
-            KNOWN_BACKENDS.get(name)
-        if hint:
-            lines.append(f"  fix: {hint}")
+        if cause is not None:
+            lines.append("  fix: the backend is installed; resolve the cause above (driver, "
+                         "hardware or a newer backend release)")
+        else:
+            hint = (entry.spec.install_hint if entry and entry.spec.install_hint else None) \
+                or KNOWN_BACKENDS.get(name)
+            if hint:
+                lines.append(f"  fix: {hint}")
         lines.append("  diagnose: python -m singa info")
         return "\n".join(lines)
 

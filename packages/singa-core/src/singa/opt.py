@@ -342,6 +342,7 @@ def __getattr__(name):
         except ImportError as exc:
             raise DeviceUnavailableError(
                 f"opt.DistOpt needs the distributed extension, which is not usable here "
-                f"({exc}). fix: pip install singa[dist]") from None
+                f"({exc}). fix: pip install singa[dist] (note: singa-dist 0.1.0 ships no "
+                "communicator or DistOpt yet)") from None
         return DistOpt
     raise AttributeError(f"module 'singa.opt' has no attribute {name!r}")
