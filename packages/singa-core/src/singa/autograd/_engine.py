@@ -146,6 +146,25 @@ def infer_dependency(op):
     return op_count, tensor_count
 
 
+def _slot_dependency(op):
+    """Consumers per op and per output slot ``(id(creator), output index)``.
+
+    Slots name tensors unambiguously: a Python id can be reused once an intermediate Tensor is
+    garbage collected, but creators stay alive (``src`` holds them) while the graph exists.
+    """
+    op_count: Counter = Counter()
+    slot_count: Counter = Counter()
+    queue = deque([op])
+    while queue:
+        cur = queue.pop()
+        for src_op, xid, _, _ in cur.src:
+            if src_op not in op_count:
+                queue.append(src_op)
+            op_count[src_op] += 1
+            slot_count[(id(src_op), src_op.y_id2idx[xid])] += 1
+    return op_count, slot_count
+
+
 def _accumulate(a, b):
     if a is None:
         return b
@@ -159,6 +178,9 @@ def backward(y: Tensor, dy=None):
 
     ``y`` must hold one element unless ``dy`` (a Tensor of y's shape or a number) is given.
     Each pair is yielded as soon as that gradient is complete, every parameter once.
+    An op runs its backward once all its consumers have passed their gradients; an op whose
+    outputs received no gradient at all (e.g. behind a comparison or an int cast) passes None
+    on, so the parameters behind it are still counted down and yielded.
     """
     if not isinstance(y, Tensor):
         raise TypeError(f"backward expects a Tensor, got {type(y).__name__}")
@@ -171,37 +193,44 @@ def backward(y: Tensor, dy=None):
                 "y to one element (e.g. a loss)"
             )
         dy = M.set_value(CTensor._new(y.shape, y.device, y.dtype), 1.0 if dy is None else dy)
-    op_dep, tensor_dep = infer_dependency(y.creator)
+    if dy.shp != y.shape:
+        raise SingaError(f"backward: dy has shape {dy.shp} but y has shape {y.shape}")
+    root = y.creator
     if y.stores_grad:
-        yield (y, Tensor._wrap(dy, name=y.creator.grad_name(0)))
-    ready = deque([(y.creator, (dy,))])
+        yield (y, Tensor._wrap(dy, name=root.grad_name(root.y_id2idx.get(id(y), 0))))
+    if isinstance(root, Dummy):
+        return
+    op_dep, slot_dep = _slot_dependency(root)
+    root_grads = [None] * len(root.y_id2idx)
+    root_grads[root.y_id2idx[id(y)]] = dy
+    ready = deque([(root, root_grads)])
     not_ready: dict = {}
     while ready:
         op, dys = ready.pop()
-        if not op.requires_grad or isinstance(op, Dummy):
-            continue
-        dxs = op._do_backward(*dys)
-        if len(dxs) != len(op.src):
-            raise SingaError(f"{type(op).__name__}.backward returned {len(dxs)} gradients for "
-                             f"{len(op.src)} inputs")
+        if op.requires_grad and any(g is not None for g in dys):
+            dxs = op._do_backward(*dys)
+            if len(dxs) != len(op.src):
+                raise SingaError(f"{type(op).__name__}.backward returned {len(dxs)} gradients "
+                                 f"for {len(op.src)} inputs")
+        else:
+            dxs = (None,) * len(op.src)
         for (src_op, x_id, x, x_stores_grad), dx in zip(op.src, dxs):
-            if isinstance(src_op, Dummy) and not x_stores_grad:
-                continue
             y_idx = src_op.y_id2idx[x_id]
             grads = not_ready.get(src_op)
             if grads is None:
                 grads = not_ready[src_op] = [None] * len(src_op.y_id2idx)
-            grads[y_idx] = _accumulate(grads[y_idx], dx)
+            if x_stores_grad or not isinstance(src_op, Dummy):
+                grads[y_idx] = _accumulate(grads[y_idx], dx)
             op_dep[src_op] -= 1
-            tensor_dep[x_id] -= 1
-            if x_stores_grad and tensor_dep[x_id] == 0 and grads[y_idx] is not None:
+            slot = (id(src_op), y_idx)
+            slot_dep[slot] -= 1
+            if x_stores_grad and slot_dep[slot] == 0 and grads[y_idx] is not None:
                 yield (x, Tensor._wrap(grads[y_idx], name=src_op.grad_name(y_idx)))
             if op_dep[src_op] == 0:
-                if src_op.requires_grad and not isinstance(src_op, Dummy):
-                    if any(g is not None for g in grads):
-                        ready.append((src_op, tuple(grads)))
                 del not_ready[src_op]
-        del op, dxs
+                if not isinstance(src_op, Dummy):
+                    ready.append((src_op, grads))
+        del op, dys, dxs
 
 
 def gradients(y: Tensor, dy=None) -> dict:

@@ -385,7 +385,7 @@ def _normalize_slice(x_shape, starts, ends, axes, steps):
         en.append(e)
         if step == 0:
             raise ShapeError("Slice: step cannot be 0")
-    return st, en, axes, steps
+    return st, en, steps, axes
 
 
 class Slice(Operator):
