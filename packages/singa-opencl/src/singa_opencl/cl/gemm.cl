@@ -33,25 +33,30 @@ inline int gm_batch_offset(int b, int nd, const int* shape, const int* st)
     return off;
 }
 
+// Element (i, k) of op(A) is at a[off + i*s0 + (k / kdiv)*s1hi + (k % kdiv)*s1]: kdiv = K for a
+// plain matrix; a smaller kdiv lets K run over two dims (e.g. images x pixels).
 __kernel void pack_a(int M, int K, int nb, gm_batch B_, __global const T_S* a, int ao,
-                     int s0, int s1, __global T_C* ap)
+                     int s0, int s1, int kdiv, int s1hi, __global T_C* ap)
 {
     int k = get_global_id(0), i = get_global_id(1), b = get_global_id(2);
     int Mp = (M + GM_MR - 1) / GM_MR * GM_MR;
     if (k >= K || i >= Mp) return;
     int off = ao + gm_batch_offset(b, nb, B_.shape, B_.sa);
-    T_C v = i < M ? T_LOAD(a, off + i * s0 + k * s1) : (T_C)0;
+    int kh = k / kdiv;
+    T_C v = i < M ? T_LOAD(a, off + i * s0 + kh * s1hi + (k - kh * kdiv) * s1) : (T_C)0;
     ap[(size_t)b * Mp * K + ((size_t)(i / GM_MR) * K + k) * GM_MR + i % GM_MR] = v;
 }
 
+// Element (k, j) of op(B) is at b[off + (k / kdiv)*s0hi + (k % kdiv)*s0 + j*s1].
 __kernel void pack_b(int K, int N, int nb, gm_batch B_, __global const T_S* bm, int bo,
-                     int s0, int s1, __global T_C* bp)
+                     int s0, int s1, int kdiv, int s0hi, __global T_C* bp)
 {
     int j = get_global_id(0), k = get_global_id(1), b = get_global_id(2);
     int Np = (N + GM_NR - 1) / GM_NR * GM_NR;
     if (k >= K || j >= Np) return;
     int off = bo + gm_batch_offset(b, nb, B_.shape, B_.sb);
-    T_C v = j < N ? T_LOAD(bm, off + k * s0 + j * s1) : (T_C)0;
+    int kh = k / kdiv;
+    T_C v = j < N ? T_LOAD(bm, off + kh * s0hi + (k - kh * kdiv) * s0 + j * s1) : (T_C)0;
     bp[(size_t)b * Np * K + ((size_t)(j / GM_NR) * K + k) * GM_NR + j % GM_NR] = v;
 }
 

@@ -95,13 +95,13 @@ __kernel void NAME##_final(int nout, int nk, int R, int nparts, rd_layout L,    
 #define RD_HIGHEST INT_MAX
 #define RD_MAX(x, y) max((x), (y))
 #define RD_MIN(x, y) min((x), (y))
-#define RD_ISNAN(x) 0
+#define RD_BEATS(v, best) ((v) > (best))
 #else
 #define RD_LOWEST (-INFINITY)
 #define RD_HIGHEST INFINITY
 #define RD_MAX(x, y) (((x) >= (y) || (x) != (x)) ? (x) : (y))
 #define RD_MIN(x, y) (((x) <= (y) || (x) != (x)) ? (x) : (y))
-#define RD_ISNAN(x) isnan(x)
+#define RD_BEATS(v, best) ((v) > (best) || (isnan(v) && !isnan(best)))
 #endif
 
 // Index of the first maximum along one axis (the first NaN, like numpy.argmax).
@@ -114,9 +114,9 @@ __kernel void argmax(int nout, int nk, int len, int st, rd_layout L,
     RD_KEPT_OFFSETS(L, nk, o, off, yoff)
     T_C best = T_LOAD(x, off);
     int idx = 0;
-    for (int j = 1; j < len && !RD_ISNAN(best); ++j) {
+    for (int j = 1; j < len; ++j) {
         T_C v = T_LOAD(x, off + j * st);
-        if (v > best || RD_ISNAN(v)) {
+        if (RD_BEATS(v, best)) {
             best = v;
             idx = j;
         }
