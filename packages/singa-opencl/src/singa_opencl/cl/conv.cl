@@ -50,7 +50,7 @@ __kernel void pack_b_im2col_t(int K, int N, int P, int n0, cv_geom g, __global c
 // Backward-data: dx[n, c, h, w] = sum of the column cells (c, i, j, p) that read (h, w);
 // cols holds [n - n0][group][k][p] for images n0 .. n0 + nn - 1. One work-item per dx cell,
 // so no atomics and a deterministic summation order.
-__kernel void col2im(int nn, int n0, cv_geom g, __global const T_C* cols,
+__kernel void col2im(int nn, int n0, cv_geom g, __global const T_S* cols,
                      __global O_S* dx, int dxo)
 {
     int idx = get_global_id(0);
@@ -64,7 +64,7 @@ __kernel void col2im(int nn, int n0, cv_geom g, __global const T_C* cols,
     int n = t / g.C;
     int grp = c / g.cg, cl = c - grp * g.cg;
     int K = g.cg * g.kh * g.kw, P = g.ho * g.wo;
-    __global const T_C* col = cols + ((size_t)(n * g.G + grp) * K) * P;
+    __global const T_S* col = cols + ((size_t)(n * g.G + grp) * K) * P;
     T_C acc = 0;
     for (int i = 0; i < g.kh; ++i) {
         int hh = h + g.pt - i * g.dh;
@@ -76,7 +76,7 @@ __kernel void col2im(int nn, int n0, cv_geom g, __global const T_C* cols,
             if (ww < 0 || ww % g.sw) continue;
             int pw = ww / g.sw;
             if (pw >= g.wo) continue;
-            acc += col[(size_t)((cl * g.kh + i) * g.kw + j) * P + ph * g.wo + pw];
+            acc += T_LOAD(col, (size_t)((cl * g.kh + i) * g.kw + j) * P + ph * g.wo + pw);
         }
     }
     O_STORE(dx, dxo + ((n0 + n) * g.C + c) * g.H * g.W + h * g.W + w, (O_C)acc);

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from . import elementwise, linalg, movement, random_fill, reduce
+from . import conv, elementwise, linalg, movement, random_fill, reduce
 
 
 def kernel_table(device) -> dict:
     """``{op_name: kernel}`` for an OpenCL device (kernels bind to the device's queue)."""
     table: dict = {}
-    for mod in (elementwise, reduce, linalg, movement, random_fill):
+    for mod in (elementwise, reduce, linalg, movement, random_fill, conv):
         table.update(mod.kernels(device))
     return table
