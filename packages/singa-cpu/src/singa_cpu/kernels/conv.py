@@ -1,0 +1,255 @@
+"""2-D convolution: im2col (numba, parallel) + one large BLAS GEMM per batch chunk.
+
+Layout of the column buffer: ``col[(c, i, j), (n, p, q)]`` for a chunk of ``nb`` images, i.e.
+``(C*kh*kw, nb*Ho*Wo)``. Then
+
+- forward:  ``out[O, nb*Ho*Wo] = W[O, C*kh*kw] @ col``, unpacked into ``y[n, o, p, q]`` (+ b);
+- backward-data:   ``dcol = W.T @ dyT`` with ``dyT[O, nb*Ho*Wo]`` packed from dy, then col2im;
+- backward-filter: ``dW += dyT @ col.T``.
+
+Batching images into one GEMM keeps its N dimension large even for the late 4x4 layers of a
+ResNet, where one GEMM per image would be far from BLAS peak. Chunks bound the column buffer
+(``COL_BYTES``) so that it stays cache-resident between im2col and the GEMM and the workspace
+stays small. Groups use the row blocks of the same column buffer. 1x1 stride-1 unpadded
+convolutions skip im2col: they are a GEMM per image on the NCHW data as it is.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from singa.ops import kernel_attrs
+from singa.ops._nn_ops import conv2d_geometry
+
+from ._float16 import via_float32
+from ._parallel import pjit
+from ._workspace import Workspace
+
+prange = range  # numba.prange once compiled (see _parallel.pjit)
+
+#: Upper bound of the column buffer of one chunk (bytes); at least one image is processed.
+COL_BYTES = 8 << 20
+
+
+@pjit()
+def _pad_into(x, xp, n0, nb, pt, pl):
+    """xp[n] = x[n0 + n] surrounded by zeros (top/left offsets pt, pl)."""
+    c_in, h_in, w_in = x.shape[1], x.shape[2], x.shape[3]
+    hp, wp = xp.shape[2], xp.shape[3]
+    zero = xp.dtype.type(0)
+    for t in prange(nb * c_in):
+        n = t // c_in
+        c = t - n * c_in
+        for h in range(hp):
+            hs = h - pt
+            if hs < 0 or hs >= h_in:
+                for w in range(wp):
+                    xp[n, c, h, w] = zero
+            else:
+                for w in range(pl):
+                    xp[n, c, h, w] = zero
+                for w in range(w_in):
+                    xp[n, c, h, pl + w] = x[n0 + n, c, hs, w]
+                for w in range(pl + w_in, wp):
+                    xp[n, c, h, w] = zero
+
+
+@pjit()
+def _im2col(xp, col, nb, kh, kw, sh, sw, dh, dw, ho, wo):
+    """col[(c, i, j), (n, p, q)] = xp[n, c, p*sh + i*dh, q*sw + j*dw] for a padded chunk."""
+    c_in = xp.shape[1]
+    kk = kh * kw
+    for r in prange(c_in * kk):
+        c = r // kk
+        i = (r - c * kk) // kw
+        j = r - c * kk - i * kw
+        for n in range(nb):
+            for p in range(ho):
+                h = p * sh + i * dh
+                base = (n * ho + p) * wo
+                w0 = j * dw
+                if sw == 1:
+                    for q in range(wo):
+                        col[r, base + q] = xp[n, c, h, w0 + q]
+                else:
+                    for q in range(wo):
+                        col[r, base + q] = xp[n, c, h, w0 + q * sw]
+
+
+@pjit()
+def _col2im(dcol, dxp, dx, n0, nb, kh, kw, sh, sw, pt, pl, dh, dw, ho, wo):
+    """dx[n0 + n] = the unpadded part of the sum of dcol's columns scattered back (adjoint of
+    _pad_into + _im2col); dxp is a per-chunk padded scratch plane buffer."""
+    c_in, h_in, w_in = dx.shape[1], dx.shape[2], dx.shape[3]
+    hp, wp = dxp.shape[2], dxp.shape[3]
+    zero = dxp.dtype.type(0)
+    for t in prange(nb * c_in):
+        n = t // c_in
+        c = t - n * c_in
+        for h in range(hp):
+            for w in range(wp):
+                dxp[n, c, h, w] = zero
+        for i in range(kh):
+            for j in range(kw):
+                r = (c * kh + i) * kw + j
+                w0 = j * dw
+                for p in range(ho):
+                    h = p * sh + i * dh
+                    base = (n * ho + p) * wo
+                    if sw == 1:
+                        for q in range(wo):
+                            dxp[n, c, h, w0 + q] += dcol[r, base + q]
+                    else:
+                        for q in range(wo):
+                            dxp[n, c, h, w0 + q * sw] += dcol[r, base + q]
+        for h in range(h_in):
+            for w in range(w_in):
+                dx[n0 + n, c, h, w] = dxp[n, c, pt + h, pl + w]
+
+
+@pjit()
+def _unpack(out2, y3, b, has_bias, n0, nb):
+    """y3[n0 + n, o, :] = out2[o, n*hw:(n+1)*hw] (+ b[o])."""
+    o_ch, hw = y3.shape[1], y3.shape[2]
+    for t in prange(nb * o_ch):
+        n = t // o_ch
+        o = t - n * o_ch
+        bias = b[o] if has_bias else out2.dtype.type(0)
+        for k in range(hw):
+            y3[n0 + n, o, k] = out2[o, n * hw + k] + bias
+
+
+@pjit()
+def _pack(dy3, dyt, n0, nb):
+    """dyt[o, n*hw:(n+1)*hw] = dy3[n0 + n, o, :]."""
+    o_ch, hw = dy3.shape[1], dy3.shape[2]
+    for t in prange(nb * o_ch):
+        o = t // nb
+        n = t - o * nb
+        for k in range(hw):
+            dyt[o, n * hw + k] = dy3[n0 + n, o, k]
+
+
+def _chunk(g, itemsize) -> int:
+    per_image = g.c * g.kh * g.kw * g.ho * g.wo * itemsize
+    return max(1, min(g.n, COL_BYTES // max(per_image, 1)))
+
+
+def _is_pointwise(g) -> bool:
+    """1x1, stride 1, no padding, one group: the NCHW data is already the column matrix."""
+    return (g.kh == g.kw == 1 and g.sh == g.sw == 1 and g.pt == g.pb == g.pl == g.pr == 0
+            and g.group == 1 and g.ho * g.wo >= 64)
+
+
+def _padded_shape(g, m):
+    """Padded chunk shape; rows/cols past the last window's reach are never read."""
+    hp = max(g.h + g.pt, (g.ho - 1) * g.sh + (g.kh - 1) * g.dh + 1)
+    wp = max(g.w + g.pl, (g.wo - 1) * g.sw + (g.kw - 1) * g.dw + 1)
+    return (m, g.c, hp, wp)
+
+
+def _columns(ws, x, g, n0, m):
+    """The column matrix of images n0 .. n0+m-1 (in the workspace)."""
+    shape = _padded_shape(g, m)
+    if shape[2:] == x.shape[2:]:  # no padding is read: use the images in place
+        xp = x[n0:n0 + m]
+    else:
+        xp = ws.get("xpad", shape, x.dtype)
+        _pad_into(x, xp, n0, m, g.pt, g.pl)
+    col = ws.get("col", (g.c * g.kh * g.kw, m * g.ho * g.wo), x.dtype)
+    _im2col(xp, col, m, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.ho, g.wo)
+    return col
+
+
+def kernels(device) -> dict:
+    """Convolution kernels bound to ``device``'s workspace."""
+    ws = Workspace()
+    device.conv_workspace = ws
+
+    @kernel_attrs(contiguous_inputs=True)
+    @via_float32
+    def conv2d(ins, outs, attrs):
+        x, w = ins[0], ins[1]
+        b = ins[2] if len(ins) > 2 else None
+        y = outs[0]
+        g = conv2d_geometry("Conv2d", x.shape, w.shape, attrs)
+        w2 = w.reshape(g.o, -1)
+        if _is_pointwise(g):
+            y3 = y.reshape(g.n, g.o, -1)
+            np.matmul(w2, x.reshape(g.n, g.c, -1), out=y3)
+            if b is not None:
+                y3 += b.reshape(1, -1, 1)
+            return
+        hw = g.ho * g.wo
+        nb = _chunk(g, x.itemsize)
+        y3 = y.reshape(g.n, g.o, hw)
+        bias = b if b is not None else np.zeros(1, x.dtype)
+        rows = g.c * g.kh * g.kw
+        for n0 in range(0, g.n, nb):
+            m = min(nb, g.n - n0)
+            col = _columns(ws, x, g, n0, m)
+            out2 = ws.get("out", (g.o, m * hw), x.dtype)
+            og, rg = g.o // g.group, rows // g.group
+            for k in range(g.group):
+                np.matmul(w2[k * og:(k + 1) * og], col[k * rg:(k + 1) * rg],
+                          out=out2[k * og:(k + 1) * og])
+            _unpack(out2, y3, bias, b is not None, n0, m)
+
+    @kernel_attrs(contiguous_inputs=True)
+    @via_float32
+    def conv2d_backward_x(ins, outs, attrs):
+        dy, w = ins
+        dx = outs[0]
+        g = conv2d_geometry("Conv2dBackwardX", attrs["x_shape"], w.shape, attrs)
+        w2 = w.reshape(g.o, -1)
+        if _is_pointwise(g):
+            np.matmul(w2.T, dy.reshape(g.n, g.o, -1), out=dx.reshape(g.n, g.c, -1))
+            return
+        hw = g.ho * g.wo
+        nb = _chunk(g, dy.itemsize)
+        dy3 = dy.reshape(g.n, g.o, hw)
+        rows = g.c * g.kh * g.kw
+        for n0 in range(0, g.n, nb):
+            m = min(nb, g.n - n0)
+            dyt = ws.get("dyt", (g.o, m * hw), dy.dtype)
+            dcol = ws.get("col", (rows, m * hw), dy.dtype)
+            _pack(dy3, dyt, n0, m)
+            og, rg = g.o // g.group, rows // g.group
+            for k in range(g.group):
+                np.matmul(w2[k * og:(k + 1) * og].T, dyt[k * og:(k + 1) * og],
+                          out=dcol[k * rg:(k + 1) * rg])
+            dxp = ws.get("xpad", _padded_shape(g, m), dy.dtype)
+            _col2im(dcol, dxp, dx, n0, m, g.kh, g.kw, g.sh, g.sw, g.pt, g.pl, g.dh, g.dw,
+                    g.ho, g.wo)
+
+    @kernel_attrs(contiguous_inputs=True)
+    @via_float32
+    def conv2d_backward_w(ins, outs, attrs):
+        dy, x = ins
+        dw = outs[0]
+        g = conv2d_geometry("Conv2dBackwardW", x.shape, attrs["w_shape"], attrs)
+        hw = g.ho * g.wo
+        nb = _chunk(g, x.itemsize)
+        dy3 = dy.reshape(g.n, g.o, hw)
+        dw2 = dw.reshape(g.o, -1)
+        rows = g.c * g.kh * g.kw
+        og, rg = g.o // g.group, rows // g.group
+        acc = None
+        for n0 in range(0, g.n, nb):
+            m = min(nb, g.n - n0)
+            col = _columns(ws, x, g, n0, m)
+            dyt = ws.get("dyt", (g.o, m * hw), x.dtype)
+            _pack(dy3, dyt, n0, m)
+            target = dw2 if acc is None else ws.get("dw", dw2.shape, x.dtype)
+            for k in range(g.group):
+                np.matmul(dyt[k * og:(k + 1) * og], col[k * rg:(k + 1) * rg].T,
+                          out=target[k * og:(k + 1) * og])
+            if acc is None:
+                acc = dw2
+            else:
+                acc += target
+
+    return {
+        "Conv2d": conv2d,
+        "Conv2dBackwardX": conv2d_backward_x,
+        "Conv2dBackwardW": conv2d_backward_w,
+    }

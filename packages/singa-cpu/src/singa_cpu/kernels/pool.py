@@ -1,0 +1,148 @@
+"""2-D max/average pooling and its gradient: numba loops, parallel over (n, c) planes.
+
+Windows are clipped to the input (padding never wins a max) and, for the average's divisor,
+to the padded input (count_include_pad) or the input itself; see the Pooling2d declaration.
+"""
+
+from __future__ import annotations
+
+from singa.ops import kernel_attrs
+from singa.ops._nn_ops import pool2d_geometry
+
+from ._float16 import via_float32
+from ._parallel import pjit
+
+prange = range  # numba.prange once compiled (see _parallel.pjit)
+
+
+@pjit()
+def _max_fwd(x, y, kh, kw, sh, sw, pt, pl):
+    n_, c_, h_in, w_in = x.shape
+    ho, wo = y.shape[2], y.shape[3]
+    for t in prange(n_ * c_):
+        n = t // c_
+        c = t - n * c_
+        for p in range(ho):
+            h0 = p * sh - pt
+            h1 = min(h0 + kh, h_in)
+            h0 = max(h0, 0)
+            for q in range(wo):
+                w0 = q * sw - pl
+                w1 = min(w0 + kw, w_in)
+                w0 = max(w0, 0)
+                best = x[n, c, h0, w0]
+                for h in range(h0, h1):
+                    for w in range(w0, w1):
+                        v = x[n, c, h, w]
+                        if v > best:
+                            best = v
+                y[n, c, p, q] = best
+
+
+@pjit()
+def _max_bwd(dy, x, dx, kh, kw, sh, sw, pt, pl):
+    n_, c_, h_in, w_in = x.shape
+    ho, wo = dy.shape[2], dy.shape[3]
+    for t in prange(n_ * c_):
+        n = t // c_
+        c = t - n * c_
+        for h in range(h_in):
+            for w in range(w_in):
+                dx[n, c, h, w] = 0
+        for p in range(ho):
+            h0 = p * sh - pt
+            h1 = min(h0 + kh, h_in)
+            h0 = max(h0, 0)
+            for q in range(wo):
+                w0 = q * sw - pl
+                w1 = min(w0 + kw, w_in)
+                w0 = max(w0, 0)
+                best = x[n, c, h0, w0]
+                bh, bw = h0, w0
+                for h in range(h0, h1):
+                    for w in range(w0, w1):
+                        v = x[n, c, h, w]
+                        if v > best:  # strict: the first maximal cell keeps the gradient
+                            best = v
+                            bh, bw = h, w
+                dx[n, c, bh, bw] += dy[n, c, p, q]
+
+
+@pjit()
+def _avg_fwd(x, y, kh, kw, sh, sw, pt, pb, pl, pr, include_pad):
+    n_, c_, h_in, w_in = x.shape
+    ho, wo = y.shape[2], y.shape[3]
+    for t in prange(n_ * c_):
+        n = t // c_
+        c = t - n * c_
+        for p in range(ho):
+            hs = p * sh - pt
+            h1 = min(hs + kh, h_in)
+            h0 = max(hs, 0)
+            for q in range(wo):
+                ws = q * sw - pl
+                w1 = min(ws + kw, w_in)
+                w0 = max(ws, 0)
+                acc = 0.0
+                for h in range(h0, h1):
+                    for w in range(w0, w1):
+                        acc += x[n, c, h, w]
+                if include_pad:
+                    cnt = (min(hs + kh, h_in + pb) - hs) * (min(ws + kw, w_in + pr) - ws)
+                else:
+                    cnt = (h1 - h0) * (w1 - w0)
+                y[n, c, p, q] = acc / cnt
+
+
+@pjit()
+def _avg_bwd(dy, dx, kh, kw, sh, sw, pt, pb, pl, pr, include_pad):
+    n_, c_, h_in, w_in = dx.shape
+    ho, wo = dy.shape[2], dy.shape[3]
+    for t in prange(n_ * c_):
+        n = t // c_
+        c = t - n * c_
+        for h in range(h_in):
+            for w in range(w_in):
+                dx[n, c, h, w] = 0
+        for p in range(ho):
+            hs = p * sh - pt
+            h1 = min(hs + kh, h_in)
+            h0 = max(hs, 0)
+            for q in range(wo):
+                ws = q * sw - pl
+                w1 = min(ws + kw, w_in)
+                w0 = max(ws, 0)
+                if include_pad:
+                    cnt = (min(hs + kh, h_in + pb) - hs) * (min(ws + kw, w_in + pr) - ws)
+                else:
+                    cnt = (h1 - h0) * (w1 - w0)
+                share = dy[n, c, p, q] / cnt
+                for h in range(h0, h1):
+                    for w in range(w0, w1):
+                        dx[n, c, h, w] += share
+
+
+@kernel_attrs(contiguous_inputs=True)
+@via_float32
+def pooling2d(ins, outs, attrs):
+    x, y = ins[0], outs[0]
+    g = pool2d_geometry("Pooling2d", x.shape, attrs)
+    if g.is_max:
+        _max_fwd(x, y, g.kh, g.kw, g.sh, g.sw, g.pt, g.pl)
+    else:
+        _avg_fwd(x, y, g.kh, g.kw, g.sh, g.sw, g.pt, g.pb, g.pl, g.pr, g.count_include_pad)
+
+
+@kernel_attrs(contiguous_inputs=True)
+@via_float32
+def pooling2d_backward(ins, outs, attrs):
+    dy, x = ins[0], ins[1]
+    dx = outs[0]
+    g = pool2d_geometry("Pooling2dBackward", x.shape, attrs)
+    if g.is_max:
+        _max_bwd(dy, x, dx, g.kh, g.kw, g.sh, g.sw, g.pt, g.pl)
+    else:
+        _avg_bwd(dy, dx, g.kh, g.kw, g.sh, g.sw, g.pt, g.pb, g.pl, g.pr, g.count_include_pad)
+
+
+KERNELS = {"Pooling2d": pooling2d, "Pooling2dBackward": pooling2d_backward}
