@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from . import conv, elementwise, linalg, movement, random_fill, reduce
+from . import batchnorm, conv, elementwise, linalg, loss, movement, pool, random_fill, reduce
 
 
 def kernel_table(device) -> dict:
     """``{op_name: kernel}`` for an OpenCL device (kernels bind to the device's queue)."""
     table: dict = {}
-    for mod in (elementwise, reduce, linalg, movement, random_fill, conv):
+    for mod in (elementwise, reduce, linalg, movement, random_fill, conv, pool, batchnorm,
+                loss):
         table.update(mod.kernels(device))
     return table

@@ -1,0 +1,67 @@
+"""Batch normalisation, training, inference and backward (``cl/batchnorm.cl``)."""
+
+from __future__ import annotations
+
+import math
+
+from .._build import CL_TYPES
+from ._common import make_kernel
+from ._nnprog import I, launch_1d, nn_program
+
+
+def _ncs(x):
+    n, c = x.shape[0], x.shape[1]
+    return n, c, math.prod(x.shape[2:])
+
+
+def kernels(device) -> dict:
+    progs = device.programs
+
+    def train(ins, outs, attrs):
+        x, scale, bias, rm, rv = ins
+        y, mean, inv, new_rm, new_rv = outs
+        n, c, s = _ncs(x)
+        prg = nn_program(device, "BatchNormTrain", "batchnorm.cl", x.dt)
+        sc = CL_TYPES[x.dt].scalar
+        ks = progs.kernel(prg, "bn_stats", [I, I, I, sc, sc] + [None, I] * 7)
+        launch_1d(device, ks, c, n, c, s, float(attrs.get("momentum", 0.9)),
+                  float(attrs.get("eps", 1e-5)), x.buf, x.off, rm.buf, rm.off, rv.buf, rv.off,
+                  mean.buf, mean.off, inv.buf, inv.off, new_rm.buf, new_rm.off, new_rv.buf,
+                  new_rv.off)
+        ka = progs.kernel(prg, "bn_apply", [I, I, I, I, sc] + [None, I] * 6)
+        total = n * c * s
+        launch_1d(device, ka, total, total, c, s, 0, 0.0, x.buf, x.off, mean.buf, mean.off,
+                  inv.buf, inv.off, scale.buf, scale.off, bias.buf, bias.off, y.buf, y.off)
+
+    def infer(ins, outs, attrs):
+        x, scale, bias, rm, rv = ins
+        y = outs[0]
+        n, c, s = _ncs(x)
+        prg = nn_program(device, "BatchNormInfer", "batchnorm.cl", x.dt)
+        sc = CL_TYPES[x.dt].scalar
+        ka = progs.kernel(prg, "bn_apply", [I, I, I, I, sc] + [None, I] * 6)
+        total = n * c * s
+        launch_1d(device, ka, total, total, c, s, 1, float(attrs.get("eps", 1e-5)), x.buf,
+                  x.off, rm.buf, rm.off, rv.buf, rv.off, scale.buf, scale.off, bias.buf,
+                  bias.off, y.buf, y.off)
+
+    def backward(ins, outs, attrs):
+        dy, x, scale, mean, inv = ins
+        dx, dscale, dbias = outs
+        n, c, s = _ncs(x)
+        prg = nn_program(device, "BatchNormBackward", "batchnorm.cl", x.dt)
+        ks = progs.kernel(prg, "bn_bwd_stats", [I, I, I] + [None, I] * 6)
+        launch_1d(device, ks, c, n, c, s, dy.buf, dy.off, x.buf, x.off, mean.buf, mean.off,
+                  inv.buf, inv.off, dscale.buf, dscale.off, dbias.buf, dbias.off)
+        ka = progs.kernel(prg, "bn_bwd_apply", [I, I, I, I] + [None, I] * 8)
+        total = n * c * s
+        launch_1d(device, ka, total, total, c, s, n * s, dy.buf, dy.off, x.buf, x.off,
+                  scale.buf, scale.off, mean.buf, mean.off, inv.buf, inv.off, dscale.buf,
+                  dscale.off, dbias.buf, dbias.off, dx.buf, dx.off)
+
+    return {
+        "BatchNormTrain": make_kernel(device, "BatchNormTrain", train, contiguous_inputs=True),
+        "BatchNormInfer": make_kernel(device, "BatchNormInfer", infer, contiguous_inputs=True),
+        "BatchNormBackward": make_kernel(device, "BatchNormBackward", backward,
+                                         contiguous_inputs=True),
+    }

@@ -1,0 +1,62 @@
+"""SoftmaxCrossEntropy (+Backward) and CrossEntropyFwd over (N, C) rows (``cl/loss.cl``)."""
+
+from __future__ import annotations
+
+import numpy as np
+from singa import _dtype
+
+from .._build import CL_TYPES
+from ._common import make_kernel
+from ._nnprog import I, launch_1d, nn_program
+
+
+def _target_args(t, x):
+    """(ids flag, id buffer, id offset, dense buffer, dense offset) for target view t."""
+    if t.dt == _dtype.kInt:
+        return 1, t.buf, t.off, x.buf, 0
+    return 0, x.buf, 0, t.buf, t.off
+
+
+def kernels(device) -> dict:
+    progs = device.programs
+
+    def sce(ins, outs, attrs):
+        x, t = ins
+        loss, probs = outs
+        n, c = x.shape
+        prg = nn_program(device, "SoftmaxCrossEntropy", "loss.cl", x.dt)
+        kr = progs.kernel(prg, "sce_rows", [I, I, I, None, I, None, I, None, I, None, I, None])
+        sc = np.dtype(CL_TYPES[x.dt].scalar).itemsize
+        rows, free = device.workspace(max(n, 1) * sc)
+        launch_1d(device, kr, n, n, c, *_target_args(t, x)[:1], x.buf, x.off,
+                  *_target_args(t, x)[1:], probs.buf, probs.off, rows)
+        kt = progs.kernel(prg, "sce_total", [I, None, None, I])
+        launch_1d(device, kt, 1, n, rows, loss.buf, loss.off)
+        free()
+
+    def sce_backward(ins, outs, attrs):
+        p, t = ins
+        dx = outs[0]
+        n, c = p.shape
+        prg = nn_program(device, "SoftmaxCrossEntropyBackward", "loss.cl", p.dt)
+        k = progs.kernel(prg, "sce_backward", [I, I, I, None, I, None, I, None, I, None, I])
+        ids, tb, to, db, do = _target_args(t, p)
+        launch_1d(device, k, n * c, n, c, ids, p.buf, p.off, tb, to, db, do, dx.buf, dx.off)
+
+    def ce_fwd(ins, outs, attrs):
+        p, t = ins
+        loss = outs[0]
+        n, c = p.shape
+        prg = nn_program(device, "CrossEntropyFwd", "loss.cl", p.dt)
+        k = progs.kernel(prg, "ce_fwd", [I, I, I, None, I, None, I, None, I, None, I])
+        ids, tb, to, db, do = _target_args(t, p)
+        launch_1d(device, k, n, n, c, ids, p.buf, p.off, tb, to, db, do, loss.buf, loss.off)
+
+    return {
+        "SoftmaxCrossEntropy": make_kernel(device, "SoftmaxCrossEntropy", sce,
+                                           contiguous_inputs=True),
+        "SoftmaxCrossEntropyBackward": make_kernel(device, "SoftmaxCrossEntropyBackward",
+                                                   sce_backward, contiguous_inputs=True),
+        "CrossEntropyFwd": make_kernel(device, "CrossEntropyFwd", ce_fwd,
+                                       contiguous_inputs=True),
+    }
