@@ -19,7 +19,7 @@ import numpy as np
 from singa import _dtype, autograd
 from singa.tensor import Tensor
 
-__all__ = ["check_op", "numeric_grad", "to_tensor", "run_forward"]
+__all__ = ["check_op", "check_param_grads", "numeric_grad", "to_tensor", "run_forward"]
 
 
 def to_tensor(a, dev=None, grad: bool = True) -> Tensor:
@@ -123,5 +123,55 @@ def check_op(fn: Callable, inputs: Sequence, ref: Callable | None = None, *, dev
             np.testing.assert_allclose(grads[i], num, rtol=rtol, atol=atol,
                                        err_msg=f"gradient of input {i}")
         return {"y": y_np, "grads": grads}
+    finally:
+        autograd.training = prev
+
+
+def check_param_grads(forward: Callable, params: dict, *, eps: float = 1e-6, rtol: float = 1e-5,
+                      atol: float = 1e-7, seed: int = 0) -> dict:
+    """Gradients of ``sum(forward() * dy)`` w.r.t. parameter Tensors, against finite differences.
+
+    ``forward()`` builds the output from the (float64) Tensors in ``params`` (name -> Tensor,
+    e.g. a layer's ``get_params()``); each parameter is perturbed in place. Every parameter
+    must be yielded by ``backward`` exactly once. Returns the analytic gradients by name.
+    """
+    prev = autograd.training
+    autograd.training = True
+    try:
+        y = forward()
+        rng = np.random.default_rng(seed)
+        dy_np = rng.standard_normal(y.shape)
+        dy = Tensor(data=dy_np.astype(y.to_numpy().dtype), device=y.device, dtype=y.dtype,
+                    requires_grad=False)
+        by_id = {id(t): name for name, t in params.items()}
+        grads: dict = {}
+        for p, g in autograd.backward(y, dy):
+            name = by_id.get(id(p))
+            if name is not None:
+                assert name not in grads, f"{name} yielded twice"
+                grads[name] = g.to_numpy()
+        missing = sorted(set(params) - set(grads))
+        assert not missing, f"no gradient yielded for {missing}"
+
+        def objective():
+            return float(np.sum(forward().to_numpy().astype(np.float64) * dy_np))
+
+        for name, t in params.items():
+            values = t.to_numpy().astype(np.float64)
+            num = np.zeros_like(values)
+            for idx in np.ndindex(values.shape):
+                orig = values[idx]
+                values[idx] = orig + eps
+                t.copy_from_numpy(values)
+                fp = objective()
+                values[idx] = orig - eps
+                t.copy_from_numpy(values)
+                fm = objective()
+                values[idx] = orig
+                t.copy_from_numpy(values)
+                num[idx] = (fp - fm) / (2 * eps)
+            np.testing.assert_allclose(grads[name], num, rtol=rtol, atol=atol,
+                                       err_msg=f"gradient of {name}")
+        return grads
     finally:
         autograd.training = prev

@@ -13,6 +13,14 @@ import numpy as np
 from . import _dtype
 from . import _math as M
 from ._ctensor import CTensor
+from ._handles import (  # noqa: F401  (SINGA's native module exports the handles)
+    BatchNormHandle,
+    ConvHandle,
+    CudnnBatchNormHandle,
+    CudnnConvHandle,
+    CudnnPoolingHandle,
+    PoolingHandle,
+)
 from .errors import ShapeError
 
 Tensor = CTensor

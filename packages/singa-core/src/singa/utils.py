@@ -24,11 +24,12 @@ def update_progress(progress: float, info: str = "") -> None:
 
 def get_padding_shape(pad_mode: str, input_spatial_shape, kernel_spatial_shape,
                       strides_spatial):
-    """ONNX SAME padding: returns ``(pads, odd_pads)``.
+    """ONNX SAME padding, in SINGA's format: ``(pads, odd_pads)``, two lists.
 
-    ``pads`` is the symmetric part per spatial axis; ``odd_pads`` are the extra cells
-    (top, bottom, left, right): SAME_UPPER puts the odd cell at the end, SAME_LOWER at the
-    beginning.
+    ``pads`` is ``[begin_0, end_0, begin_1, end_1, ...]`` with the symmetric part (``begin_i ==
+    end_i``) of each spatial axis; ``odd_pads`` has the same layout and holds the one extra cell
+    of an odd total: at the end for SAME_UPPER, at the beginning for SAME_LOWER. The total per
+    axis is ``max((ceil(in / s) - 1) * s + k - in, 0)``.
     """
     mode = pad_mode.upper()
     if mode not in ("SAME_UPPER", "SAME_LOWER"):
@@ -38,9 +39,9 @@ def get_padding_shape(pad_mode: str, input_spatial_shape, kernel_spatial_shape,
         out = math.ceil(size / s)
         total = max((out - 1) * s + k - size, 0)
         small, extra = total // 2, total % 2
-        pads.append(small)
+        pads.extend((small, small))
         odd.extend((extra, 0) if mode == "SAME_LOWER" else (0, extra))
-    return tuple(pads), tuple(odd)
+    return pads, odd
 
 
 def get_output_shape(pad_mode: str, input_spatial_shape, kernel_spatial_shape,

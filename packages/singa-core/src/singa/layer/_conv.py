@@ -87,8 +87,8 @@ class Conv2d(Layer):
     def _make_handle(self, x):
         if self.pad_mode in ("SAME_UPPER", "SAME_LOWER"):
             eff = tuple(d * (k - 1) + 1 for d, k in zip(self.dilation, self.kernel_size))
-            self.padding, self.odd_padding = get_padding_shape(
-                self.pad_mode, x.shape[2:], eff, self.stride)
+            pads, odd = get_padding_shape(self.pad_mode, x.shape[2:], eff, self.stride)
+            self.padding, self.odd_padding = (pads[0], pads[2]), tuple(odd)
         elif self.pad_mode == "VALID":
             self.padding, self.odd_padding = (0, 0), (0, 0, 0, 0)
         self.handle = ConvHandle(x.data, self.kernel_size, self.stride, self.padding,
@@ -204,8 +204,9 @@ class Pooling2d(Layer):
 
     def _make_handle(self, x):
         if self.pad_mode in ("SAME_UPPER", "SAME_LOWER"):
-            self.padding, self.odd_padding = get_padding_shape(
-                self.pad_mode, x.shape[2:], self.kernel_size, self.stride)
+            pads, odd = get_padding_shape(self.pad_mode, x.shape[2:], self.kernel_size,
+                                          self.stride)
+            self.padding, self.odd_padding = (pads[0], pads[2]), tuple(odd)
         elif self.pad_mode == "VALID":
             self.padding, self.odd_padding = (0, 0), (0, 0, 0, 0)
         self.handle = PoolingHandle(x.data, self.kernel_size, self.stride, self.padding,

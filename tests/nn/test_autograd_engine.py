@@ -1,0 +1,205 @@
+"""The autograd contract: Operator calls, the backward generator, gradients, dependencies."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from singa import autograd, tensor
+from singa import singa_wrap as singa
+from singa.errors import SingaError
+from singa.tensor import Tensor
+
+
+def param(values):
+    return Tensor(data=np.asarray(values, np.float64), dtype=tensor.float64,
+                  requires_grad=True, stores_grad=True)
+
+
+def const(values):
+    return Tensor(data=np.asarray(values, np.float64), dtype=tensor.float64,
+                  requires_grad=False)
+
+
+class Scale(autograd.Operator):
+    """A user-defined operator written against SINGA's CTensor API: y = 3 x."""
+
+    calls = []
+
+    def forward(self, x):
+        assert isinstance(x, singa.Tensor)
+        return singa.MultFloat(x, 3.0)
+
+    def backward(self, dy):
+        assert isinstance(dy, singa.Tensor)
+        Scale.calls.append(self.name)
+        return singa.MultFloat(dy, 3.0)
+
+
+def test_operator_call_returns_tuple_and_records_sources():
+    autograd.training = True
+    x = param([1.0, 2.0])
+    op = Scale()
+    ys = op(x)
+    assert isinstance(ys, tuple) and len(ys) == 1
+    y = ys[0]
+    assert isinstance(y, Tensor) and y.creator is op and y.requires_grad
+    src_op, xid, kept, stores = op.src[0]
+    assert src_op is x.creator and xid == id(x) and kept is x and stores
+    assert op.y_id2idx == {id(y): 0}
+    np.testing.assert_array_equal(y.to_numpy(), [3.0, 6.0])
+    assert autograd.Operation is autograd.Operator
+
+
+def test_functional_wrappers_return_one_tensor():
+    x = const([[1.0, -1.0]])
+    for y in (autograd.relu(x), autograd.add(x, x), autograd.softmax(x)):
+        assert isinstance(y, Tensor)
+    parts = autograd.split(const([[1.0, 2.0, 3.0, 4.0]]), 1, [1, 3])
+    assert isinstance(parts, tuple) and [p.shape for p in parts] == [(1, 1), (1, 3)]
+
+
+def test_operator_rejects_non_tensor_inputs():
+    with pytest.raises(TypeError, match="Tensor"):
+        autograd.ReLU()(np.ones(3))
+
+
+def test_requires_grad_propagates():
+    y = autograd.add(const([1.0]), const([2.0]))
+    assert not y.requires_grad
+    assert autograd.add(const([1.0]), param([2.0])).requires_grad
+
+
+def test_backward_needs_training_flag_for_cached_inputs():
+    autograd.training = False
+    x = param([1.0, 2.0])
+    y = autograd.reduce_sum(autograd.mul(x, x), None, 0)
+    with pytest.raises(SingaError, match="autograd.training"):
+        list(autograd.backward(y))
+
+
+def test_backward_is_a_lazy_generator_yielding_each_param_when_complete():
+    """Parameters come out in reverse-use order, before the rest of the graph is processed."""
+    autograd.training = True
+    Scale.calls.clear()
+    w1, w2 = param([1.0, 2.0]), param([3.0, 4.0])
+    h = Scale()(autograd.mul(w1, const([1.0, 1.0])))[0]  # w1 is used first
+    y = autograd.reduce_sum(Scale()(autograd.mul(h, w2))[0], None, 0)
+    gen = autograd.backward(y)
+    p, g = next(gen)
+    assert p is w2
+    np.testing.assert_allclose(g.to_numpy(), 3 * h.to_numpy())
+    assert len(Scale.calls) == 1  # the op before w2's use has not run its backward yet
+    p, g = next(gen)
+    assert p is w1
+    np.testing.assert_allclose(g.to_numpy(), 9 * w2.to_numpy())
+    assert list(gen) == []
+
+
+def test_shared_parameter_accumulates_and_is_yielded_once():
+    autograd.training = True
+    w = param([1.0, -2.0])
+    a = autograd.mul(w, const([2.0, 2.0]))
+    b = autograd.mul(w, w)
+    y = autograd.reduce_sum(autograd.add(a, autograd.add(b, w)), None, 0)
+    out = list(autograd.backward(y))
+    assert len(out) == 1 and out[0][0] is w
+    np.testing.assert_allclose(out[0][1].to_numpy(), 2 + 2 * w.to_numpy() + 1)
+
+
+def test_gradients_returns_dict_by_param_id():
+    autograd.training = True
+    w, b = param([[1.0, 2.0]]), param([0.5])
+    y = autograd.reduce_sum(autograd.add(w, b), None, 0)
+    grads = autograd.gradients(y)
+    assert set(grads) == {id(w), id(b)}
+    np.testing.assert_array_equal(grads[id(w)].to_numpy(), [[1.0, 1.0]])
+    np.testing.assert_array_equal(grads[id(b)].to_numpy(), [2.0])
+
+
+def test_backward_with_explicit_dy_and_non_scalar_root():
+    autograd.training = True
+    w = param([1.0, 2.0, 3.0])
+    y = autograd.mul(w, w)
+    with pytest.raises(SingaError, match="dy"):
+        list(autograd.backward(y))
+    (_, g), = list(autograd.backward(y, const([1.0, 0.5, 0.0])))
+    np.testing.assert_allclose(g.to_numpy(), [2.0, 2.0, 0.0])
+    (_, g), = list(autograd.backward(y, 2.0))
+    np.testing.assert_allclose(g.to_numpy(), [4.0, 8.0, 12.0])
+
+
+def test_backward_from_a_secondary_output():
+    """The root's cotangent goes to the output slot it came from (here split's second)."""
+    autograd.training = True
+    x = param([[1.0, 2.0, 3.0]])
+    _, second = autograd.split(x, 1, [1, 2])
+    (_, g), = list(autograd.backward(second, const([[5.0, 7.0]])))
+    np.testing.assert_array_equal(g.to_numpy(), [[0.0, 5.0, 7.0]])
+
+
+def test_param_behind_a_path_without_gradient_is_still_yielded():
+    """An int cast stops the gradient on one path; the param must still come out once."""
+    autograd.training = True
+    w = param([1.5, -2.5])
+    dead = autograd.cast(autograd.mul(w, const([2.0, 2.0])), tensor.int32)
+    live = autograd.mul(w, w)
+    y = autograd.reduce_sum(autograd.add(live, autograd.cast(dead, tensor.float64)), None, 0)
+    out = list(autograd.backward(y))
+    assert [p for p, _ in out] == [w]
+    np.testing.assert_allclose(out[0][1].to_numpy(), 2 * w.to_numpy())
+
+
+def test_root_that_stores_grad_is_yielded_first():
+    autograd.training = True
+    w = param([2.0])
+    y = autograd.mul(w, w)
+    y.stores_grad = True
+    out = list(autograd.backward(y))
+    assert out[0][0] is y and out[1][0] is w
+    np.testing.assert_array_equal(out[0][1].to_numpy(), [1.0])
+    np.testing.assert_array_equal(out[1][1].to_numpy(), [4.0])
+
+
+def test_infer_dependency_counts_consumers():
+    autograd.training = True
+    w = param([1.0])
+    a = autograd.mul(w, w)          # w consumed twice by one op
+    b = autograd.add(a, a)          # a consumed twice
+    y = autograd.add(b, w)
+    op_count, tensor_count = autograd.infer_dependency(y.creator)
+    assert op_count[w.creator] == 3
+    assert op_count[a.creator] == 2 and op_count[b.creator] == 1
+    assert tensor_count[id(w)] == 3 and tensor_count[id(a)] == 2
+
+
+def test_operator_names_and_grad_names():
+    autograd.training = True
+    w = param([1.0])
+    w.name = "w"
+    op = autograd.ReLU()
+    y = op(w)[0]
+    assert op.name.startswith("ReLU#")
+    assert op.output_name(0) == op.name + ":0"
+    (p, g), = list(autograd.backward(y))
+    assert g.name == "w_g"
+
+
+def test_dummy_forwards_attributes_to_its_tensor():
+    x = const([1.0, 2.0])
+    d = x.creator
+    assert isinstance(d, autograd.Dummy)
+    assert d.shape == (2,) and d.src == [] and not d.requires_grad
+
+
+def test_add_all_sums_tensors():
+    s = autograd.add_all(const([1.0]), const([2.0]), const([3.0]))
+    np.testing.assert_array_equal(s.to_numpy(), [6.0])
+
+
+def test_back_broadcast_and_axis_helper():
+    dx = singa.Tensor([2, 3, 4])
+    singa.Gaussian(0.0, 1.0, dx)
+    r = autograd.back_broadcast((2, 3, 4), (3, 1), dx)
+    want = dx.to_numpy().sum(axis=(0, 2)).reshape(3, 1)
+    np.testing.assert_allclose(r.to_numpy(), want, rtol=1e-6)
+    assert autograd.axis_helper((2, 3, 4), (3, 1)) == (0, 2)
