@@ -36,18 +36,21 @@ def claim(device, op_name: str, only=None) -> tuple:
     return dts
 
 
-def make_kernel(device, op_name: str, body, dtypes=None, contiguous_inputs: bool = False):
+def make_kernel(device, op_name: str, body, dtypes=None, contiguous_inputs: bool = False,
+                check_output: bool = False):
     """Wrap ``body(ins, outs, attrs)`` as the device's kernel for ``op_name``.
 
     The wrapper rejects dtypes the kernel does not declare and turns OpenCL runtime errors
-    (out of resources, invalid launch) into KernelError naming the op and the device.
+    (out of resources, invalid launch) into KernelError naming the op and the device. The
+    dtype checked is the first input's, or the first output's with ``check_output`` (ops whose
+    first input is an index or a condition).
     """
     dts = claim(device, op_name) if dtypes is None else tuple(dtypes)
     allowed = frozenset(dts)
 
     @functools.wraps(body)
     def kernel(ins, outs, attrs):
-        first = ins[0] if ins else outs[0]
+        first = outs[0] if check_output or not ins else ins[0]
         if first.dt not in allowed:
             raise KernelError(
                 f"{op_name}: dtype {_dtype.name_of(first.dt)} is not supported by the OpenCL "
