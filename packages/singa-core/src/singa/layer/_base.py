@@ -51,11 +51,45 @@ class LayerMeta(type):
 
         return wrapper
 
+    @staticmethod
+    def getter_wrapper(func):
+        """Parameters exist only after initialisation: report none before."""
+
+        @functools.wraps(func)
+        def wrapper(self):
+            if not self.__dict__.get("_initialized", False):
+                return {}
+            return func(self)
+
+        return wrapper
+
+    @staticmethod
+    def setter_wrapper(func):
+        @functools.wraps(func)
+        def wrapper(self, values):
+            if not self.__dict__.get("_initialized", False):
+                raise SingaError(
+                    f"{type(self).__name__} {self.name or ''} has no parameters yet: layers "
+                    "create them from their first input; run a forward pass (or "
+                    "Model.compile) before setting params or states")
+            return func(self, values)
+
+        return wrapper
+
     def __new__(mcs, name, bases, attrs):
         if "initialize" in attrs:
             attrs["initialize"] = LayerMeta.init_wrapper(attrs["initialize"])
         if "forward" in attrs:
             attrs["forward"] = LayerMeta.forward_wrapper(attrs["forward"])
+        # built-in parametric layers create their tensors in initialize(); user layers may
+        # create them in __init__, so only ours are guarded (the base Layer just recurses)
+        if bases and attrs.get("__module__", "").startswith("singa.layer."):
+            for getter in ("get_params", "get_states"):
+                if getter in attrs:
+                    attrs[getter] = LayerMeta.getter_wrapper(attrs[getter])
+            for setter in ("set_params", "set_states"):
+                if setter in attrs:
+                    attrs[setter] = LayerMeta.setter_wrapper(attrs[setter])
         return super().__new__(mcs, name, bases, attrs)
 
 

@@ -145,6 +145,10 @@ class BatchNorm2d(Layer):
     def __init__(self, *args, momentum=0.9):
         super().__init__()
         self.channels = int(args[0]) if args else None
+        if len(args) > 1:  # BatchNorm2d(channels, momentum), SINGA's positional form
+            momentum = args[1]
+        if not 0.0 <= float(momentum) <= 1.0:
+            raise ValueError(f"BatchNorm2d: momentum must be in [0, 1], got {momentum}")
         self.momentum = float(momentum)
 
     def initialize(self, x):

@@ -268,7 +268,8 @@ class CudnnRNN(Layer):
             masks = []
             for t in range(steps):
                 m = (t < lens).astype(np.float32).reshape(batch, 1)
-                masks.append(Tensor(data=m, device=x.device, requires_grad=False))
+                masks.append(Tensor(data=m, device=x.device, dtype=x.dtype,
+                                    requires_grad=False))
         rnn = self.rnn
         if not rnn._initialized:
             rnn.initialize(xs)
