@@ -1,0 +1,259 @@
+"""NN kernels against their numpy references on realistic shapes (larger than the conformance
+kit draws): the seed CNN's and ResNet-18's layers, grouped/depthwise and dilated convolutions,
+stride 2, asymmetric padding, batch-norm running statistics updated in place, big losses and
+index ops.
+
+Runs on the device under test (``--singa-backend``, default cpu); ops without a kernel there
+are skipped. Tests of CPU internals (workspace chunking) run on the CPU backend only.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from singa import _dtype
+from singa.ops import OPS, run
+from singa.tensor import CTensor
+
+TOL = {np.float32: (2e-4, 2e-4), np.float64: (1e-10, 1e-10), np.float16: (2e-2, 5e-2)}
+
+
+@pytest.fixture
+def dev(singa_device):
+    return singa_device
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(7)
+
+
+def upload(dev, a):
+    t = CTensor(a.shape, dev, _dtype.code_of(a.dtype))
+    t.copy_from_numpy(a)
+    return t
+
+
+def run_op(dev, name, arrays, attrs, outs=None):
+    if name not in dev.kernels:
+        pytest.skip(f"{dev.name} has no {name} kernel")
+    ins = [upload(dev, a) for a in arrays]
+    res = run(OPS[name], ins, attrs, outs)
+    return [r.to_numpy() for r in res]
+
+
+def check(dev, name, arrays, attrs, scale_atol=True):
+    """Run ``name`` on the device and compare every output with the float64 reference."""
+    got = run_op(dev, name, arrays, attrs)
+    ins64 = [a.astype(np.float64) if a.dtype.kind == "f" else a for a in arrays]
+    want = OPS[name].reference(*ins64, **attrs)
+    want = want if isinstance(want, tuple) else (want,)
+    dt = next((a.dtype.type for a in arrays if a.dtype.kind == "f"), np.float32)
+    rtol, atol = TOL[dt]
+    for g, w in zip(got, want):
+        assert g.shape == w.shape
+        # accumulated sums grow with the reduction length: scale atol by the output magnitude
+        tol_a = atol * max(1.0, float(np.abs(w).max())) if scale_atol else atol
+        np.testing.assert_allclose(g.astype(np.float64), w, rtol=rtol, atol=tol_a)
+    return got
+
+
+def randn(rng, shape, dtype=np.float32):
+    return rng.standard_normal(shape).astype(dtype)
+
+
+# ============================================================== convolution
+# x shape, (O, C/group, kh, kw), attrs
+CONV = {
+    "cnn.conv1": ((16, 1, 28, 28), (20, 1, 5, 5), {}),
+    "cnn.conv2": ((16, 20, 12, 12), (50, 20, 5, 5), {}),
+    "r18.stem": ((4, 3, 32, 32), (64, 3, 3, 3), {"pads": (1, 1, 1, 1)}),
+    "r18.l1": ((2, 64, 16, 16), (64, 64, 3, 3), {"pads": (1, 1, 1, 1)}),
+    "r18.down": ((3, 64, 16, 16), (128, 64, 3, 3), {"stride": (2, 2), "pads": (1, 1, 1, 1)}),
+    "r18.shortcut": ((3, 64, 16, 16), (128, 64, 1, 1), {"stride": (2, 2)}),
+    "r18.l4": ((8, 128, 4, 4), (128, 128, 3, 3), {"pads": (1, 1, 1, 1)}),
+    "imagenet.stem7x7": ((2, 3, 40, 40), (16, 3, 7, 7), {"stride": (2, 2),
+                                                          "pads": (3, 3, 3, 3)}),
+    "pointwise": ((4, 32, 12, 12), (48, 32, 1, 1), {}),
+    "group4": ((3, 16, 11, 9), (12, 4, 3, 3), {"group": 4, "pads": (1, 1, 1, 1)}),
+    "depthwise": ((2, 12, 10, 10), (12, 1, 3, 3), {"group": 12, "stride": (2, 2),
+                                                   "pads": (1, 1, 1, 1)}),
+    "dilated": ((2, 8, 15, 13), (6, 8, 3, 3), {"dilation": (2, 3), "pads": (2, 2, 3, 3)}),
+    "asymmetric": ((2, 5, 13, 10), (7, 5, 4, 3), {"stride": (2, 3), "pads": (0, 3, 2, 1)}),
+    "big pads": ((1, 2, 3, 3), (3, 2, 2, 2), {"pads": (3, 2, 4, 1)}),
+}
+
+
+def _conv_arrays(rng, xs, ws, dtype=np.float32):
+    x, w = randn(rng, xs, dtype), randn(rng, ws, dtype)
+    return x, w, randn(rng, (ws[0],), dtype)
+
+
+@pytest.mark.parametrize("case", list(CONV))
+def test_conv2d_forward_and_backward(dev, rng, case):
+    xs, ws, attrs = CONV[case]
+    x, w, b = _conv_arrays(rng, xs, ws)
+    y = check(dev, "Conv2d", [x, w, b], attrs)[0]
+    check(dev, "Conv2d", [x, w], attrs)
+    dy = randn(rng, y.shape)
+    check(dev, "Conv2dBackwardX", [dy, w], {**attrs, "x_shape": xs})
+    check(dev, "Conv2dBackwardW", [dy, x], {**attrs, "w_shape": ws})
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float16])
+@pytest.mark.parametrize("case", ["r18.down", "group4", "pointwise"])
+def test_conv2d_other_dtypes(dev, rng, case, dtype):
+    xs, ws, attrs = CONV[case]
+    x, w, b = (a * 0.5 for a in _conv_arrays(rng, xs, ws, dtype))
+    x, w, b = x.astype(dtype), w.astype(dtype), b.astype(dtype)
+    y = check(dev, "Conv2d", [x, w, b], attrs)[0]
+    dy = randn(rng, y.shape, dtype)
+    check(dev, "Conv2dBackwardX", [dy, w], {**attrs, "x_shape": xs})
+    check(dev, "Conv2dBackwardW", [dy, x], {**attrs, "w_shape": ws})
+
+
+def test_conv2d_batch_chunks_cover_every_image(dev, rng, monkeypatch):
+    """Force the im2col workspace to hold a few images so the batch runs in chunks."""
+    if dev.backend != "cpu":
+        pytest.skip("CPU workspace internals")
+    from singa_cpu.kernels import conv
+
+    xs, ws, attrs = (7, 6, 9, 9), (4, 3, 3, 3), {"pads": (1, 0, 1, 2), "group": 2}
+    x, w, b = _conv_arrays(rng, xs, ws)
+    per_image = 6 * 9 * 9 * 9 * 4
+    monkeypatch.setattr(conv, "COL_BYTES", 2 * per_image + 1)
+    y = check(dev, "Conv2d", [x, w, b], attrs)[0]
+    dy = randn(rng, y.shape)
+    check(dev, "Conv2dBackwardX", [dy, w], {**attrs, "x_shape": xs})
+    check(dev, "Conv2dBackwardW", [dy, x], {**attrs, "w_shape": ws})
+
+
+def test_conv2d_workspace_is_reused(dev, rng):
+    if dev.backend != "cpu":
+        pytest.skip("CPU workspace internals")
+    xs, ws, attrs = CONV["r18.down"]
+    x, w, _ = _conv_arrays(rng, xs, ws)
+    run_op(dev, "Conv2d", [x, w], attrs)
+    held = dev.conv_workspace.nbytes()
+    run_op(dev, "Conv2d", [x, w], attrs)
+    assert dev.conv_workspace.nbytes() == held > 0
+
+
+# ============================================================== pooling
+POOL = {
+    "cnn.pool1": ((16, 20, 24, 24), dict(kernel=(2, 2), stride=(2, 2))),
+    "cnn.pool2": ((16, 50, 8, 8), dict(kernel=(2, 2), stride=(2, 2))),
+    "r18.stem.pool": ((4, 64, 32, 32), dict(kernel=(3, 3), stride=(2, 2), pads=(1, 1, 1, 1))),
+    "global avg": ((8, 128, 4, 4), dict(kernel=(4, 4), stride=(1, 1))),
+    "asymmetric": ((3, 5, 13, 11), dict(kernel=(3, 4), stride=(2, 3), pads=(2, 0, 1, 3))),
+    "overlap ceil": ((2, 4, 10, 9), dict(kernel=(3, 3), stride=(2, 2), pads=(1, 1, 0, 2),
+                                         ceil_mode=True)),
+}
+
+
+@pytest.mark.parametrize("case", list(POOL))
+@pytest.mark.parametrize("mode, cip", [("max", True), ("avg", True), ("avg", False)])
+def test_pooling_forward_and_backward(dev, rng, case, mode, cip):
+    xs, geo = POOL[case]
+    attrs = dict(geo, mode=mode, count_include_pad=cip)
+    x = randn(rng, xs)
+    y = check(dev, "Pooling2d", [x], attrs)[0]
+    check(dev, "Pooling2dBackward", [randn(rng, y.shape), x, y], attrs)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float16])
+def test_pooling_other_dtypes_and_ties(dev, rng, dtype):
+    xs, geo = POOL["r18.stem.pool"]
+    x = (np.round(randn(rng, xs)) / 2).astype(dtype)  # many ties: first maximum wins
+    attrs = dict(geo, mode="max")
+    y = check(dev, "Pooling2d", [x], attrs)[0]
+    check(dev, "Pooling2dBackward", [randn(rng, y.shape, dtype), x, y], attrs)
+
+
+# ============================================================== batch normalisation
+BN_SHAPES = [(32, 64, 8, 8), (16, 128, 4, 4), (64, 500), (4, 3, 17, 5)]
+
+
+@pytest.mark.parametrize("shape", BN_SHAPES)
+def test_batchnorm_train_infer_backward(dev, rng, shape):
+    c = shape[1]
+    x = (randn(rng, shape) * 2 + 0.5).astype(np.float32)
+    scale, bias, rm = randn(rng, (c,)), randn(rng, (c,)), randn(rng, (c,))
+    rv = (rng.random(c) + 0.5).astype(np.float32)
+    attrs = {"momentum": 0.9, "eps": 1e-5}
+    _, mean, inv, _, _ = check(dev, "BatchNormTrain", [x, scale, bias, rm, rv], attrs)
+    check(dev, "BatchNormInfer", [x, scale, bias, rm, rv], {"eps": 1e-3})
+    check(dev, "BatchNormBackward", [randn(rng, shape), x, scale, mean, inv], {})
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+def test_batchnorm_updates_running_stats_in_place(dev, rng, dtype):
+    """The autograd layer passes outs[3], outs[4] aliasing ins[3], ins[4]."""
+    if "BatchNormTrain" not in dev.kernels:
+        pytest.skip(f"{dev.name} has no BatchNormTrain kernel")
+    shape = (8, 16, 5, 5)
+    x = randn(rng, shape, dtype)
+    scale, bias, rm = randn(rng, (16,), dtype), randn(rng, (16,), dtype), randn(rng, (16,), dtype)
+    rv = (rng.random(16) + 0.5).astype(dtype)
+    ins = [upload(dev, a) for a in (x, scale, bias, rm, rv)]
+    outs = [CTensor(shape, dev, ins[0].dt)] + [CTensor((16,), dev, ins[0].dt)
+                                               for _ in range(2)] + ins[3:]
+    res = run(OPS["BatchNormTrain"], ins, {"momentum": 0.7, "eps": 1e-5}, outs)
+    assert res[3] is ins[3] and res[4] is ins[4]
+    want = OPS["BatchNormTrain"].reference(*(a.astype(np.float64) for a in
+                                             (x, scale, bias, rm, rv)), momentum=0.7, eps=1e-5)
+    rtol, atol = TOL[dtype]
+    np.testing.assert_allclose(ins[3].to_numpy(), want[3], rtol=rtol, atol=atol)
+    np.testing.assert_allclose(ins[4].to_numpy(), want[4], rtol=rtol, atol=atol)
+    np.testing.assert_allclose(res[0].to_numpy(), want[0], rtol=rtol, atol=atol * 10)
+
+
+# ============================================================== losses
+@pytest.mark.parametrize("dense", [False, True])
+def test_losses_on_a_training_batch(dev, rng, dense):
+    n, c = 64, 10
+    logits = randn(rng, (n, c)) * 4
+    ids = rng.integers(0, c, n).astype(np.int32)
+    t = np.eye(c, dtype=np.float32)[ids] if dense else ids
+    loss, probs = check(dev, "SoftmaxCrossEntropy", [logits, t], {})
+    check(dev, "SoftmaxCrossEntropyBackward", [probs, t], {})
+    check(dev, "CrossEntropyFwd", [probs, t], {})
+    big = check(dev, "SoftmaxCrossEntropy", [logits * 100, t], {})[0]  # no overflow
+    assert np.isfinite(big).all() and np.isfinite(loss).all()
+
+
+# ============================================================== index, pad, resample
+def test_scatter_add_embedding_gradient(dev, rng):
+    idx = rng.integers(-1000, 1000, (16, 20)).astype(np.int32)  # many duplicates
+    src = randn(rng, (16, 20, 32))
+    check(dev, "ScatterAdd", [idx, src], {"shape": (1000, 32)})
+    src1 = randn(rng, (4, 16, 20, 3))
+    check(dev, "ScatterAdd", [idx, src1], {"shape": (4, 1000, 3), "axis": 1})
+
+
+@pytest.mark.parametrize("mode", ["constant", "reflect", "edge"])
+def test_pad_and_backward_on_images(dev, rng, mode):
+    x = randn(rng, (4, 8, 20, 17))
+    attrs = {"pads": (0, 0, 3, 1, 0, 0, 2, 4), "mode": mode, "value": 0.5}
+    y = check(dev, "Pad", [x], attrs)[0]
+    check(dev, "PadBackward", [randn(rng, y.shape)],
+          {"pads": attrs["pads"], "mode": mode, "x_shape": x.shape})
+
+
+def test_where_onehot_gather_scatter_upsample(dev, rng):
+    a, b = randn(rng, (8, 1, 30)), randn(rng, (6, 30))
+    check(dev, "Where", [(rng.random((8, 6, 1)) < 0.5).astype(np.int32), a, b], {})
+    check(dev, "OneHot", [rng.integers(-12, 12, (64, 3)).astype(np.int32)],
+          {"depth": 10, "axis": 1, "on_value": 1.0, "off_value": 0.0,
+           "dtype": _dtype.kFloat32})
+    x = randn(rng, (16, 40, 7))
+    idx = rng.integers(-40, 40, (16, 25, 7)).astype(np.int32)
+    check(dev, "GatherElements", [x, idx], {"axis": 1})
+    check(dev, "ScatterElements", [x, idx, randn(rng, idx.shape)],
+          {"axis": 1, "reduction": "add"})
+    perm = np.argsort(rng.random((16, 40, 7)), axis=1)[:, :25].astype(np.int32)
+    check(dev, "ScatterElements", [x, perm, randn(rng, perm.shape)], {"axis": 1})
+    img = randn(rng, (4, 16, 8, 8))
+    y = check(dev, "UpsampleNearest", [img], {"scales": (1, 1, 2, 2)})[0]
+    check(dev, "UpsampleNearestBackward", [randn(rng, y.shape)],
+          {"scales": (1, 1, 2, 2), "x_shape": img.shape})
