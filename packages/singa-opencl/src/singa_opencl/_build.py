@@ -92,7 +92,7 @@ class ProgramCache:
     def __init__(self, device):
         self.device = device
         self._programs: dict[str, object] = {}
-        self._kernels: dict[tuple[int, str], object] = {}
+        self._kernels: dict[tuple, object] = {}
 
     def program(self, source: str, op: str, what: str = ""):
         """Build ``source`` (once) or raise KernelError naming ``op`` and the device."""
@@ -103,8 +103,12 @@ class ProgramCache:
         return prg
 
     def kernel(self, program, name: str, scalar_types=None):
-        """The kernel ``name`` of ``program`` (one object per program and name)."""
-        key = (id(program), name)
+        """The kernel ``name`` of ``program`` (one object per program, name and argument types).
+
+        ``scalar_types`` lists a numpy type per argument (None for buffers and structs), so
+        that launches can pass Python numbers.
+        """
+        key = (id(program), name, None if scalar_types is None else tuple(scalar_types))
         k = self._kernels.get(key)
         if k is None:
             import pyopencl as cl
