@@ -160,15 +160,43 @@ class Optimizer:
         v = self._values[name].data
         return v if v.dt == p.dt else M.as_type(v, p.dt)
 
+    #: names of the per-parameter state dicts (``{"moments": self.moments}`` for SGD ...)
+    _slots: tuple = ()
+
     def get_states(self) -> dict:
-        return {"step_counter": float(tensor_mod.to_numpy(self.step_counter)[0])}
+        """``{"step_counter": float, <slot>: {param name: Tensor}}`` (SINGA's layout).
+
+        The slot dicts hold the optimizer's own tensors (not copies).
+        """
+        states = {"step_counter": float(tensor_mod.to_numpy(self.step_counter)[0])}
+        for slot in self._slots:
+            states[slot] = dict(getattr(self, slot))
+        return states
 
     def set_states(self, states: dict) -> None:
+        """Restore what :meth:`get_states` returned (values are copied into the existing state
+        tensors, so a recorded graph keeps using them)."""
         if "step_counter" in states:
             v = states["step_counter"]
-            v = float(tensor_mod.to_numpy(v)[0]) if isinstance(v, Tensor) else float(v)
+            v = float(tensor_mod.to_numpy(v).reshape(-1)[0]) if isinstance(v, Tensor) \
+                else float(v)
             self.step_counter.set_value(v)
             self._refresh()
+        for slot in self._slots:
+            if slot not in states:
+                continue
+            store = getattr(self, slot)
+            for name, value in states[slot].items():
+                if not isinstance(value, Tensor):
+                    value = tensor_mod.from_numpy(value)
+                cur = store.get(name)
+                if cur is None:
+                    store[name] = value.clone()
+                elif cur.shape != value.shape:
+                    raise ValueError(f"{type(self).__name__}.set_states: {slot}[{name!r}] has "
+                                     f"shape {value.shape}, the optimizer holds {cur.shape}")
+                else:
+                    cur.copy_data(value)
 
 
 class SGD(Optimizer):
@@ -178,6 +206,8 @@ class SGD(Optimizer):
     p -= lr g. Weight decay adds wd p to g first. Note SINGA's positional order:
     ``SGD(lr, momentum, dampening, weight_decay, nesterov)``.
     """
+
+    _slots = ("moments",)
 
     def __init__(self, lr=0.1, momentum=0, dampening=0, weight_decay=0, nesterov=False,
                  dtype=tensor_mod.float32):
@@ -206,20 +236,12 @@ class SGD(Optimizer):
             g = M.add(g, M.mul(buf, self._hv("momentum", p))) if self.nesterov else buf
         M.axpy(M.neg(self._hv("lr", p)), g, p)
 
-    def get_states(self):
-        states = super().get_states()
-        states.update(self.moments)
-        return states
-
-    def set_states(self, states):
-        super().set_states(states)
-        for name, v in states.items():
-            if name in self.moments and isinstance(v, Tensor):
-                self.moments[name].copy_data(v)
 
 
 class RMSProp(Optimizer):
     """r = rho r + (1 - rho) g^2; p -= lr g / sqrt(r + eps)."""
+
+    _slots = ("running_average",)
 
     def __init__(self, lr=0.1, rho=0.9, epsilon=1e-8, weight_decay=0,
                  dtype=tensor_mod.float32):
@@ -243,14 +265,12 @@ class RMSProp(Optimizer):
         step = M.div(g, M.sqrt(M.add(r, self.epsilon)))
         M.axpy(M.neg(self._hv("lr", p)), step, p)
 
-    def get_states(self):
-        states = super().get_states()
-        states.update({f"{k}:running_average": v for k, v in self.running_average.items()})
-        return states
 
 
 class AdaGrad(Optimizer):
     """h += g^2; p -= lr g / sqrt(h + eps)."""
+
+    _slots = ("history",)
 
     def __init__(self, lr=0.1, epsilon=1e-8, weight_decay=0, dtype=tensor_mod.float32):
         super().__init__(lr, dtype)
@@ -269,10 +289,6 @@ class AdaGrad(Optimizer):
         M.iadd(h, M.square(g))
         M.axpy(M.neg(self._hv("lr", p)), M.div(g, M.sqrt(M.add(h, self.epsilon))), p)
 
-    def get_states(self):
-        states = super().get_states()
-        states.update({f"{k}:history": v for k, v in self.history.items()})
-        return states
 
 
 class Adam(Optimizer):
@@ -280,6 +296,7 @@ class Adam(Optimizer):
     p -= lr (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)."""
 
     decoupled = False
+    _slots = ("m", "v")
 
     def __init__(self, lr=0.1, beta_1=0.9, beta_2=0.999, epsilon=1e-8, weight_decay=0,
                  dtype=tensor_mod.float32):
@@ -318,11 +335,6 @@ class Adam(Optimizer):
         denom = M.add(M.sqrt(M.div(v, bc2)), self.epsilon)
         M.axpy(M.neg(lr), M.div(mhat, denom), p)
 
-    def get_states(self):
-        states = super().get_states()
-        states.update({f"{k}:m": t for k, t in self.m.items()})
-        states.update({f"{k}:v": t for k, t in self.v.items()})
-        return states
 
 
 class AdamW(Adam):
