@@ -81,6 +81,10 @@ CONV = {
     "dilated": ((2, 8, 15, 13), (6, 8, 3, 3), {"dilation": (2, 3), "pads": (2, 2, 3, 3)}),
     "asymmetric": ((2, 5, 13, 10), (7, 5, 4, 3), {"stride": (2, 3), "pads": (0, 3, 2, 1)}),
     "big pads": ((1, 2, 3, 3), (3, 2, 2, 2), {"pads": (3, 2, 4, 1)}),
+    # 3x3 stride-1 layers with >= 16 channels take the Winograd path on the CPU
+    "winograd odd": ((3, 16, 9, 7), (24, 16, 3, 3), {"pads": (0, 2, 1, 2)}),
+    "winograd pad3": ((2, 20, 6, 5), (16, 20, 3, 3), {"pads": (3, 0, 1, 2)}),
+    "winograd nopad": ((5, 32, 7, 8), (32, 32, 3, 3), {}),
 }
 
 
@@ -101,7 +105,7 @@ def test_conv2d_forward_and_backward(dev, rng, case):
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float16])
-@pytest.mark.parametrize("case", ["r18.down", "group4", "pointwise"])
+@pytest.mark.parametrize("case", ["r18.down", "group4", "pointwise", "winograd odd"])
 def test_conv2d_other_dtypes(dev, rng, case, dtype):
     xs, ws, attrs = CONV[case]
     x, w, b = (a * 0.5 for a in _conv_arrays(rng, xs, ws, dtype))

@@ -20,6 +20,7 @@ import numpy as np
 from singa.ops import kernel_attrs
 from singa.ops._nn_ops import conv2d_geometry
 
+from . import winograd
 from ._float16 import via_float32
 from ._parallel import pjit
 from ._workspace import Workspace
@@ -173,6 +174,9 @@ def kernels(device) -> dict:
         y = outs[0]
         g = conv2d_geometry("Conv2d", x.shape, w.shape, attrs)
         w2 = w.reshape(g.o, -1)
+        if winograd.eligible(g):
+            winograd.conv3x3(ws, x, w, b, y, (g.pt, g.pb, g.pl, g.pr), _pad_into)
+            return
         if _is_pointwise(g):
             y3 = y.reshape(g.n, g.o, -1)
             np.matmul(w2, x.reshape(g.n, g.c, -1), out=y3)
@@ -201,6 +205,9 @@ def kernels(device) -> dict:
         dx = outs[0]
         g = conv2d_geometry("Conv2dBackwardX", attrs["x_shape"], w.shape, attrs)
         w2 = w.reshape(g.o, -1)
+        if winograd.eligible_backward_x(g):
+            winograd.conv3x3_backward_x(ws, dy, w, dx, (g.pt, g.pb, g.pl, g.pr), _pad_into)
+            return
         if _is_pointwise(g):
             np.matmul(w2.T, dy.reshape(g.n, g.o, -1), out=dx.reshape(g.n, g.c, -1))
             return
@@ -227,6 +234,9 @@ def kernels(device) -> dict:
         dy, x = ins
         dw = outs[0]
         g = conv2d_geometry("Conv2dBackwardW", x.shape, attrs["w_shape"], attrs)
+        if winograd.eligible(g):
+            winograd.conv3x3_backward_w(ws, dy, x, dw, (g.pt, g.pb, g.pl, g.pr), _pad_into)
+            return
         hw = g.ho * g.wo
         nb = _chunk(g, x.itemsize)
         dy3 = dy.reshape(g.n, g.o, hw)
