@@ -83,13 +83,17 @@ def test_two_stage_reductions(cl_device):
     np.testing.assert_allclose(_math.nrm2(t).to_numpy(), np.linalg.norm(x), rtol=1e-5)
 
 
-def test_convolution_in_image_chunks(cl_device, monkeypatch):
+@pytest.mark.parametrize("attrs,wshape", [
+    ({"stride": (2, 1), "pads": (1, 0, 1, 1), "group": 2}, (6, 2, 3, 3)),  # columns + col2im
+    ({"pads": (2, 0, 1, 3), "dilation": (2, 1), "group": 2}, (4, 2, 3, 3)),  # flipped conv
+    ({"pads": (3, 3, 0, 0)}, (5, 4, 2, 2)),  # flipped, padding larger than the kernel
+])
+def test_convolution_in_image_chunks(cl_device, monkeypatch, attrs, wshape):
     from singa_opencl.kernels import conv
 
     monkeypatch.setattr(conv, "WORKSPACE_BYTES", 4096)  # force one image per chunk
     x = RNG.standard_normal((3, 4, 9, 8)).astype(np.float32)
-    w = RNG.standard_normal((6, 2, 3, 3)).astype(np.float32)
-    attrs = {"stride": (2, 1), "pads": (1, 0, 1, 1), "group": 2}
+    w = RNG.standard_normal(wshape).astype(np.float32)
     op = OPS["Conv2d"]
     y = run(op, [to_device(x, cl_device), to_device(w, cl_device)], attrs)[0].to_numpy()
     np.testing.assert_allclose(y, op.reference(x.astype(np.float64), w.astype(np.float64),

@@ -1,28 +1,37 @@
 // GEMM: Y = alpha * op(A) @ op(B) + beta * C, batched, for any strided A, B, C, Y.
 //
-// Three kernels. pack_a and pack_b copy op(A) and op(B) (any strides, any storage type) into
-// panels in the compute type: A in row panels of GM_MR rows, k-major (Ap[panel][k][r]), B in
-// column panels of GM_NR columns (Bp[panel][k][c]), zero-padded to whole panels. gemm_tile then
-// gives each work-item one GM_MR x GM_NR tile of Y: it streams the two panels from memory and
-// keeps the tile in GM_MR * 2 vector registers (register blocking), so each loaded B vector is
-// used GM_MR times and each A value GM_NR times. On a CPU runtime (pocl) a work-group is one
-// work-item, so the vector types map straight onto SIMD registers.
+// Packing kernels copy op(A) and op(B) (any strides, any storage type) into panels in the
+// compute type: A in row panels of GM_MR rows, k-major (Ap[batch][panel][k][r]), B in column
+// panels of GM_NR columns (Bp[batch][panel][k][c]), zero-padded to whole panels. One
+// packing work-item writes one k-row of one panel, so index arithmetic is paid once per row.
+// A batch dim along which an operand does not change (stride 0, e.g. the shared filter of a
+// convolution or a broadcast Matmul operand) is packed once.
 //
-// Batch dims: work-item dim 2 is the (collapsed) batch index; ew_layout gives per-batch-dim
-// strides of Y (sy), A (sa), B (sb) and C (sc).
+// gemm_tile gives each work-item one GM_MR x GM_NR tile of Y: it streams the two panels and
+// keeps the tile in GM_MR * 2 vector registers (register blocking), so each loaded B vector is
+// used GM_MR times and each A value GM_NR times. With work-groups of one work-item, a CPU
+// runtime (pocl) maps the vector types straight onto SIMD registers.
 
 #define GM_MAXD 6
 
+// Batch dims of a call: strides of Y, A, B, C (elements) and of the packed panels of A, B.
 typedef struct {
     int shape[GM_MAXD];
     int sy[GM_MAXD];
     int sa[GM_MAXD];
     int sb[GM_MAXD];
     int sc[GM_MAXD];
+    int pa[GM_MAXD];
+    int pb[GM_MAXD];
 } gm_batch;
 
-// element offset of batch `b` in the operand whose strides are `st`
-inline int gm_batch_offset(int b, int nd, const int* shape, const int* st)
+// The batches one operand is packed for: their dims and the operand's strides.
+typedef struct {
+    int shape[GM_MAXD];
+    int st[GM_MAXD];
+} gm_pack;
+
+inline int gm_offset(int b, int nd, const int* shape, const int* st)
 {
     int off = 0;
     for (int d = nd - 1; d >= 0; --d) {
@@ -35,43 +44,50 @@ inline int gm_batch_offset(int b, int nd, const int* shape, const int* st)
 
 // Element (i, k) of op(A) is at a[off + i*s0 + (k / kdiv)*s1hi + (k % kdiv)*s1]: kdiv = K for a
 // plain matrix; a smaller kdiv lets K run over two dims (e.g. images x pixels).
-__kernel void pack_a(int M, int K, int nb, gm_batch B_, __global const T_S* a, int ao,
+__kernel void pack_a(int total, int M, int K, int nd, gm_pack L, __global const T_S* a, int ao,
                      int s0, int s1, int kdiv, int s1hi, __global T_C* ap)
 {
-    int k = get_global_id(0), i = get_global_id(1), b = get_global_id(2);
-    int Mp = (M + GM_MR - 1) / GM_MR * GM_MR;
-    if (k >= K || i >= Mp) return;
-    int off = ao + gm_batch_offset(b, nb, B_.shape, B_.sa);
+    int id = get_global_id(0);
+    if (id >= total) return;
+    int nib = (M + GM_MR - 1) / GM_MR;
+    int k = id % K, t = id / K;
+    int ib = t % nib, b = t / nib;
     int kh = k / kdiv;
-    T_C v = i < M ? T_LOAD(a, off + i * s0 + kh * s1hi + (k - kh * kdiv) * s1) : (T_C)0;
-    ap[(size_t)b * Mp * K + ((size_t)(i / GM_MR) * K + k) * GM_MR + i % GM_MR] = v;
+    int off = ao + gm_offset(b, nd, L.shape, L.st) + kh * s1hi + (k - kh * kdiv) * s1;
+    __global T_C* dst = ap + ((size_t)(b * nib + ib) * K + k) * GM_MR;
+    for (int r = 0; r < GM_MR; ++r) {
+        int i = ib * GM_MR + r;
+        dst[r] = i < M ? T_LOAD(a, off + i * s0) : (T_C)0;
+    }
 }
 
 // Element (k, j) of op(B) is at b[off + (k / kdiv)*s0hi + (k % kdiv)*s0 + j*s1].
-__kernel void pack_b(int K, int N, int nb, gm_batch B_, __global const T_S* bm, int bo,
+__kernel void pack_b(int total, int K, int N, int nd, gm_pack L, __global const T_S* bm, int bo,
                      int s0, int s1, int kdiv, int s0hi, __global T_C* bp)
 {
-    int j = get_global_id(0), k = get_global_id(1), b = get_global_id(2);
-    int Np = (N + GM_NR - 1) / GM_NR * GM_NR;
-    if (k >= K || j >= Np) return;
-    int off = bo + gm_batch_offset(b, nb, B_.shape, B_.sb);
+    int id = get_global_id(0);
+    if (id >= total) return;
+    int njb = (N + GM_NR - 1) / GM_NR;
+    int k = id % K, t = id / K;
+    int jb = t % njb, b = t / njb;
     int kh = k / kdiv;
-    T_C v = j < N ? T_LOAD(bm, off + kh * s0hi + (k - kh * kdiv) * s0 + j * s1) : (T_C)0;
-    bp[(size_t)b * Np * K + ((size_t)(j / GM_NR) * K + k) * GM_NR + j % GM_NR] = v;
+    int off = bo + gm_offset(b, nd, L.shape, L.st) + kh * s0hi + (k - kh * kdiv) * s0;
+    __global T_C* dst = bp + ((size_t)(b * njb + jb) * K + k) * GM_NR;
+    for (int c = 0; c < GM_NR; ++c) {
+        int j = jb * GM_NR + c;
+        dst[c] = j < N ? T_LOAD(bm, off + j * s1) : (T_C)0;
+    }
 }
 
-__kernel void gemm_tile(int M, int N, int K, int nb, gm_batch B_,
+__kernel void gemm_tile(int M, int N, int K, int nd, gm_batch B_,
                         __global const T_C* ap, __global const T_C* bp,
                         T_C alpha, T_C beta, int has_c,
                         __global const T_S* c, int co, int c0, int c1,
                         __global O_S* y, int yo, int y0, int y1)
 {
     int jb = get_global_id(0), ib = get_global_id(1), b = get_global_id(2);
-    int Mp = (M + GM_MR - 1) / GM_MR * GM_MR;
-    int Np = (N + GM_NR - 1) / GM_NR * GM_NR;
-    if (jb * GM_NR >= Np || ib * GM_MR >= Mp) return;
-    __global const T_C* pa = ap + (size_t)b * Mp * K + (size_t)ib * K * GM_MR;
-    __global const T_C* pb = bp + (size_t)b * Np * K + (size_t)jb * K * GM_NR;
+    __global const T_C* pa = ap + gm_offset(b, nd, B_.shape, B_.pa) + (size_t)ib * K * GM_MR;
+    __global const T_C* pb = bp + gm_offset(b, nd, B_.shape, B_.pb) + (size_t)jb * K * GM_NR;
     GM_VT acc0[GM_MR], acc1[GM_MR];
     for (int r = 0; r < GM_MR; ++r) {
         acc0[r] = (GM_VT)0;
@@ -87,8 +103,8 @@ __kernel void gemm_tile(int M, int N, int K, int nb, gm_batch B_,
             acc1[r] = mad(av, b1, acc1[r]);
         }
     }
-    int yb = yo + gm_batch_offset(b, nb, B_.shape, B_.sy);
-    int cb = co + gm_batch_offset(b, nb, B_.shape, B_.sc);
+    int yb = yo + gm_offset(b, nd, B_.shape, B_.sy);
+    int cb = co + gm_offset(b, nd, B_.shape, B_.sc);
     T_C t[GM_NR];
     for (int r = 0; r < GM_MR; ++r) {
         int i = ib * GM_MR + r;

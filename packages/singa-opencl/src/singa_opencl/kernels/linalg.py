@@ -15,7 +15,7 @@ from singa import _dtype
 from singa.errors import KernelError
 
 from .._build import CL_TYPES, CLType, prelude, read_source
-from ._common import EW_LAYOUT, bcast_strides, claim, collapse, make_kernel
+from ._common import bcast_strides, claim, collapse, make_kernel
 
 GM_MAXD = 6
 #: (rows per tile, vector width); a tile is MR x (2 * width): float 12 x 32 in 24 float16
@@ -26,74 +26,123 @@ _I = np.int32
 
 
 def gemm_program(device, op: str, t: CLType):
-    """``(program, MR, NR)``: gemm.cl and conv.cl built for type t."""
+    """gemm.cl and conv.cl built for type t (tile shape: :func:`_tile`)."""
     mr, vw = TILES[t.compute]
     defs = (f"#define GM_MR {mr}\n#define GM_NR {2 * vw}\n"
             f"#define GM_VT {t.compute}{vw}\n#define GM_VLOAD vload{vw}\n"
             f"#define GM_VSTORE vstore{vw}\n")
     src = prelude(T=t, O=t) + defs + read_source("gemm.cl") + read_source("conv.cl")
-    return device.programs.program(src, op, f"gemm[{t.name}]"), mr, 2 * vw
+    prg = device.programs.program(src, op, f"gemm[{t.name}]")
+    _TILE_OF[id(prg)] = (mr, 2 * vw)
+    return prg
 
 
-def batch_layout(op: str, batch_shape, sts):
-    """``(nb, ndims, layout)`` of the batch dims with strides (y, a, b, c), collapsed."""
-    cshape, csts = collapse(tuple(batch_shape), [tuple(s) for s in sts])
-    if len(cshape) > GM_MAXD:
-        raise KernelError(f"{op}: more than {GM_MAXD} non-mergeable batch dims")
-    lay = np.zeros((), EW_LAYOUT)
-    lay["shape"][:len(cshape)] = cshape
-    for field, s in zip(("sy", "sa", "sb", "sc"), csts):
-        lay[field][:len(cshape)] = s
-    return math.prod(cshape), len(cshape), lay
+GM_BATCH = np.dtype([(f, np.int32, GM_MAXD) for f in ("shape", "sy", "sa", "sb", "sc", "pa",
+                                                     "pb")])
+GM_PACK = np.dtype([("shape", np.int32, GM_MAXD), ("st", np.int32, GM_MAXD)])
+
+
+class Batch:
+    """The batch dims of one GEMM call, collapsed, with each operand's strides.
+
+    ``sts`` are the strides of (Y, A, B, C) per batch dim. A dim along which A (or B) has
+    stride 0 is packed once for all its batches (:meth:`packing`).
+    """
+
+    def __init__(self, op: str, shape, sts):
+        cshape, csts = collapse(tuple(shape), [tuple(s) for s in sts])
+        if len(cshape) > GM_MAXD:
+            raise KernelError(f"{op}: more than {GM_MAXD} non-mergeable batch dims")
+        self.shape, self.sts = cshape, csts
+        self.nd = len(cshape)
+        self.count = math.prod(cshape)
+
+    def packing(self, which: int, panel: int):
+        """``(count, gm_pack layout, packed strides)`` of operand 1 (A) or 2 (B)."""
+        st = self.sts[which]
+        dims = [d for d in range(self.nd) if st[d] != 0]
+        packed = [0] * self.nd
+        acc = panel
+        for d in reversed(dims):
+            packed[d] = acc
+            acc *= self.shape[d]
+        lay = np.zeros((), GM_PACK)
+        lay["shape"][:len(dims)] = [self.shape[d] for d in dims]
+        lay["st"][:len(dims)] = [st[d] for d in dims]
+        return acc // panel, len(dims), lay, packed
 
 
 def pack_matrix_a(device, prg, a, st, kdiv=None, s_hi=0):
     """Packer for A[i, k] at a.off + i*st[0] + (k // kdiv)*s_hi + (k % kdiv)*st[1]."""
-    kern = device.programs.kernel(prg, "pack_a", [_I] * 3 + [None, None] + [_I] * 5 + [None])
+    kern = device.programs.kernel(prg, "pack_a", [_I] * 4 + [None, None] + [_I] * 5 + [None])
 
-    def pack(ap, m, k, mp, nb, nd, lay):
-        device.launch(kern, (k, mp, nb), None, m, k, nd, lay, a.buf, a.off, st[0], st[1],
-                      kdiv or k, s_hi, ap)
+    def pack(ap, m, k, count, nd, lay):
+        total = count * -(-m // _tile(prg)[0]) * k
+        _launch(device, kern, total, m, k, nd, lay, a.buf, a.off, st[0], st[1], kdiv or k,
+                s_hi, ap)
 
     return pack
 
 
 def pack_matrix_b(device, prg, b, st, kdiv=None, s_hi=0):
     """Packer for B[k, j] at b.off + (k // kdiv)*s_hi + (k % kdiv)*st[0] + j*st[1]."""
-    kern = device.programs.kernel(prg, "pack_b", [_I] * 3 + [None, None] + [_I] * 5 + [None])
+    kern = device.programs.kernel(prg, "pack_b", [_I] * 4 + [None, None] + [_I] * 5 + [None])
 
-    def pack(bp, k, n, np_, nb, nd, lay):
-        device.launch(kern, (np_, k, nb), None, k, n, nd, lay, b.buf, b.off, st[0], st[1],
-                      kdiv or k, s_hi, bp)
+    def pack(bp, k, n, count, nd, lay):
+        total = count * -(-n // _tile(prg)[1]) * k
+        _launch(device, kern, total, k, n, nd, lay, b.buf, b.off, st[0], st[1], kdiv or k,
+                s_hi, bp)
 
     return pack
 
 
-def gemm_call(device, op: str, prg, mr: int, nr: int, y, y_st, m: int, n: int, k: int,
-              nb: int, nd: int, lay, pack_a, pack_b, alpha=1.0, beta=0.0, c=None,
-              c_st=(0, 0)) -> None:
-    """Y[b] = alpha * A[b] @ B[b] + beta * C[b] for the nb batches of ``lay``.
+_TILE_OF: dict[int, tuple] = {}
 
-    ``pack_a(ap, m, k, mp, nb, nd, lay)`` and ``pack_b(bp, k, n, np, nb, nd, lay)`` enqueue the
-    packing of A and B; ``y_st``/``c_st`` are the (row, col) strides of Y and of C broadcast to
-    (m, n). C may alias Y (it is read before Y is written, element by element).
-    """
-    if m == 0 or n == 0 or nb == 0:
+
+def _tile(prg) -> tuple:
+    return _TILE_OF[id(prg)]
+
+
+def _launch(device, kern, total, *args) -> None:
+    if total <= 0:
         return
+    ls = device.local_size
+    device.launch(kern, (-(-total // ls) * ls,), (ls,), total, *args)
+
+
+def gemm_call(device, op: str, prg, y, y_st, m: int, n: int, k: int, batch: Batch,
+              pack_a, pack_b, alpha=1.0, beta=0.0, c=None, c_st=(0, 0)) -> None:
+    """Y[b] = alpha * A[b] @ B[b] + beta * C[b] for every batch b of ``batch``.
+
+    ``pack_a(ap, m, k, count, nd, layout)`` and ``pack_b(bp, k, n, count, nd, layout)`` enqueue
+    the packing of the operand's distinct batches (see :meth:`Batch.packing`); ``y_st``/``c_st``
+    are the (row, col) strides of Y and of C broadcast to (m, n). C may alias Y (each element
+    is read before it is written, by the same work-item).
+    """
+    if m == 0 or n == 0 or batch.count == 0:
+        return
+    mr, nr = _tile(prg)
     t = CL_TYPES[y.dt]
     sc = t.scalar
     mp, np_ = -(-m // mr) * mr, -(-n // nr) * nr
     isz = np.dtype(sc).itemsize
-    ap, free_a = device.workspace(nb * mp * max(k, 1) * isz)
-    bp, free_b = device.workspace(nb * np_ * max(k, 1) * isz)
+    na, nda, lay_a, pa = batch.packing(1, mp * k)
+    nbb, ndb, lay_b, pb = batch.packing(2, np_ * k)
+    ap, free_a = device.workspace(na * mp * max(k, 1) * isz)
+    bp, free_b = device.workspace(nbb * np_ * max(k, 1) * isz)
     if k > 0:
-        pack_a(ap, m, k, mp, nb, nd, lay)
-        pack_b(bp, k, n, np_, nb, nd, lay)
+        pack_a(ap, m, k, na, nda, lay_a)
+        pack_b(bp, k, n, nbb, ndb, lay_b)
+    lay = np.zeros((), GM_BATCH)
+    nd = batch.nd
+    lay["shape"][:nd] = batch.shape
+    for field, s in zip(("sy", "sa", "sb", "sc", "pa", "pb"), (*batch.sts, pa, pb)):
+        lay[field][:nd] = s
     g = device.programs.kernel(prg, "gemm_tile", [_I] * 4 + [None, None, None, sc, sc, _I,
                                                              None, _I, _I, _I,
                                                              None, _I, _I, _I])
     cv = c if c is not None else y
-    device.launch(g, (np_ // nr, mp // mr, nb), (1, 1, 1), m, n, k, nd, lay, ap, bp,
+    device.launch(g, (np_ // nr, mp // mr, batch.count), (1, 1, 1), m, n, k, nd, lay, ap, bp,
                   sc(alpha), sc(beta), int(c is not None and beta != 0.0), cv.buf, cv.off,
                   c_st[0], c_st[1], y.buf, y.off, y_st[0], y_st[1])
     free_a()
@@ -126,9 +175,8 @@ def kernels(device) -> dict:
         batch = y.shape[:-2]
         sts = [y.strides[:-2], bcast_strides(_sub(a, a.shape[:-2], a.strides[:-2]), batch),
                bcast_strides(_sub(b, b.shape[:-2], b.strides[:-2]), batch), (0,) * len(batch)]
-        nb, nd, lay = batch_layout("Matmul", batch, sts)
-        prg, mr, nr = gemm_program(device, "Matmul", CL_TYPES[y.dt])
-        gemm_call(device, "Matmul", prg, mr, nr, y, y.strides[-2:], m, n, k, nb, nd, lay,
+        prg = gemm_program(device, "Matmul", CL_TYPES[y.dt])
+        gemm_call(device, "Matmul", prg, y, y.strides[-2:], m, n, k, Batch("Matmul", batch, sts),
                   pack_matrix_a(device, prg, a, a.strides[-2:]),
                   pack_matrix_b(device, prg, b, b.strides[-2:]))
 
@@ -140,9 +188,8 @@ def kernels(device) -> dict:
         m, n = y.shape
         k = a.shape[0] if attrs.get("transA") else a.shape[1]
         beta = float(attrs.get("beta", 0.0))
-        nb, nd, lay = batch_layout("GEMM", (), [(), (), (), ()])
-        prg, mr, nr = gemm_program(device, "GEMM", CL_TYPES[y.dt])
-        gemm_call(device, "GEMM", prg, mr, nr, y, y.strides, m, n, k, nb, nd, lay,
+        prg = gemm_program(device, "GEMM", CL_TYPES[y.dt])
+        gemm_call(device, "GEMM", prg, y, y.strides, m, n, k, Batch("GEMM", (), [()] * 4),
                   pack_matrix_a(device, prg, a, a_st), pack_matrix_b(device, prg, b, b_st),
                   float(attrs.get("alpha", 1.0)), beta, c if beta != 0.0 else None,
                   bcast_strides(c, (m, n)))
