@@ -28,20 +28,3 @@ def rng():
 def cpu():
     return get_default_device()
 
-
-@pytest.fixture
-def nn_fallback():
-    """TEMPORARY: run NN ops whose CPU kernels are still being written through their numpy
-    references. Scoped to the requesting test; removes the fallback entries it cached."""
-    import warnings
-
-    dev = get_default_device()
-    before = set(dev.kernels)
-    prev = dev.host_fallback
-    dev.host_fallback = True
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        yield dev
-    dev.host_fallback = prev
-    for name in set(dev.kernels) - before:
-        del dev.kernels[name]

@@ -135,7 +135,7 @@ POOL_CASES = [
 
 @pytest.mark.parametrize("case", POOL_CASES)
 @pytest.mark.parametrize("is_max", [True, False])
-def test_pooling2d(case, is_max, rng, nn_fallback):
+def test_pooling2d(case, is_max, rng):
     xs, k, s, padding, odd = case
     # distinct values keep the arg-max unique, so max pooling is differentiable there
     x = rng.permutation(np.prod(xs)).reshape(xs) * 0.1 + rng.uniform(0, 0.01, xs)
@@ -145,7 +145,7 @@ def test_pooling2d(case, is_max, rng, nn_fallback):
              lambda x: pool_ref(x, k, s, pads, is_max), eps=1e-5)
 
 
-def test_max_pooling_gradient_goes_to_the_maximum(nn_fallback):
+def test_max_pooling_gradient_goes_to_the_maximum():
     autograd.training = True
     x = Tensor(data=np.array([[[[1.0, 5.0], [3.0, 2.0]]]]), dtype=tensor.float64,
                stores_grad=True)
@@ -172,7 +172,7 @@ def bn_train_ref(x, scale, bias, eps=1e-5):
 
 
 @pytest.mark.parametrize("shape", [(3, 2, 2, 3), (4, 3), (2, 1, 3, 1)])
-def test_batchnorm_training_forward_backward_and_running_stats(shape, rng, nn_fallback):
+def test_batchnorm_training_forward_backward_and_running_stats(shape, rng):
     x = rng.standard_normal(shape) * 2 + 1
     c = shape[1]
     scale, bias = rng.uniform(0.5, 2, c), rng.standard_normal(c)
@@ -198,7 +198,7 @@ def test_batchnorm_training_forward_backward_and_running_stats(shape, rng, nn_fa
 
 
 @pytest.mark.parametrize("shape", [(2, 3, 2, 2), (5, 2)])
-def test_batchnorm_inference_uses_running_stats(shape, rng, nn_fallback):
+def test_batchnorm_inference_uses_running_stats(shape, rng):
     x = rng.standard_normal(shape)
     c = shape[1]
     scale, bias = rng.uniform(0.5, 2, c), rng.standard_normal(c)
@@ -221,7 +221,7 @@ def _log_softmax(x):
 
 
 @pytest.mark.parametrize("target", ["ids", "onehot", "soft", "onehot_int", "ids_column"])
-def test_softmax_cross_entropy(target, rng, nn_fallback):
+def test_softmax_cross_entropy(target, rng):
     n, c = 4, 3
     x = rng.standard_normal((n, c)) * 2
     ids = rng.integers(0, c, n).astype(np.int32)
@@ -240,7 +240,7 @@ def test_softmax_cross_entropy(target, rng, nn_fallback):
     assert out["y"][0].shape == (1,)
 
 
-def test_softmax_cross_entropy_operator_backward_default_dy(nn_fallback):
+def test_softmax_cross_entropy_operator_backward_default_dy():
     """``loss.creator.backward()`` without dy gives (softmax(x) - t) / N."""
     autograd.training = True
     x = np.array([[1.0, 2.0, 0.5], [0.0, -1.0, 3.0]])
@@ -252,7 +252,7 @@ def test_softmax_cross_entropy_operator_backward_default_dy(nn_fallback):
                                (p - np.eye(3)[t]) / 2, rtol=1e-12)
 
 
-def test_softmax_cross_entropy_rejects_bad_targets(nn_fallback):
+def test_softmax_cross_entropy_rejects_bad_targets():
     x = T(np.zeros((2, 3)))
     with pytest.raises(ShapeError):
         autograd.softmax_cross_entropy(x, T(np.zeros((3,), np.int32)))
@@ -261,7 +261,7 @@ def test_softmax_cross_entropy_rejects_bad_targets(nn_fallback):
 
 
 @pytest.mark.parametrize("target", ["dense", "ids"])
-def test_cross_entropy(target, rng, nn_fallback):
+def test_cross_entropy(target, rng):
     n, c = 3, 4
     p = rng.uniform(0.1, 1.0, (n, c))
     ids = rng.integers(0, c, n).astype(np.int32)

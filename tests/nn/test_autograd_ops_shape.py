@@ -216,7 +216,7 @@ def test_slice(starts, ends, axes, steps, rng):
 
 @pytest.mark.parametrize("axis,indices", [(0, [2, 0]), (1, [[0, 2], [1, 1]]), (-1, [-1, 0, 0]),
                                           (0, [1])])
-def test_gather(axis, indices, rng, nn_fallback):
+def test_gather(axis, indices, rng):
     x = rng.standard_normal((3, 4, 3))
     out = check_op(lambda t: autograd.gather(t, axis, indices), [x],
                    lambda x: np.take(x, np.asarray(indices), axis))
@@ -243,7 +243,7 @@ def test_expand(shape, target, rng):
 
 @pytest.mark.parametrize("mode", ["constant", "reflect", "edge"])
 @pytest.mark.parametrize("pads", [[0, 1, 2, 0], [1, 0, 1, 2], [2, 2, 2, 2]])
-def test_pad(mode, pads, rng, nn_fallback):
+def test_pad(mode, pads, rng):
     x = rng.standard_normal((3, 4))
     nd = x.ndim
     width = list(zip(pads[:nd], pads[nd:]))
@@ -257,7 +257,7 @@ def test_pad(mode, pads, rng, nn_fallback):
 
 
 @pytest.mark.parametrize("scales", [(1, 1, 2, 2), (1, 2, 1, 3), (2, 1, 1, 1)])
-def test_upsample_nearest(scales, rng, nn_fallback):
+def test_upsample_nearest(scales, rng):
     x = rng.standard_normal((1, 2, 2, 3))
 
     def ref(x):
@@ -297,7 +297,7 @@ def test_depth_to_space_and_back(mode, rng):
 
 
 @pytest.mark.parametrize("cond_kind", ["list", "ndarray", "tensor"])
-def test_where(cond_kind, rng, nn_fallback):
+def test_where(cond_kind, rng):
     a = rng.standard_normal((3, 4))
     b = rng.standard_normal((4,))
     cond = rng.uniform(size=(3, 4)) > 0.5
@@ -308,7 +308,7 @@ def test_where(cond_kind, rng, nn_fallback):
 
 
 @pytest.mark.parametrize("axis", [0, 1, -1])
-def test_scatter_elements(axis, rng, nn_fallback):
+def test_scatter_elements(axis, rng):
     x = rng.standard_normal((3, 4))
     ax = axis % 2
     idx_shape = (2, 4) if ax == 0 else (3, 2)
@@ -331,7 +331,7 @@ def test_scatter_elements(axis, rng, nn_fallback):
 
 
 @pytest.mark.parametrize("axis", [-1, 0, 1])
-def test_onehot(axis, nn_fallback):
+def test_onehot(axis):
     idx = np.array([[0, 2], [1, -1]], np.int32)
     depth, values = 3, [-1.0, 4.0]
     y = autograd.onehot(axis, Tensor(data=idx, dtype=tensor.int32, requires_grad=False),
@@ -363,7 +363,7 @@ def test_cossim(rng):
 
 
 @pytest.mark.parametrize("ids", [[0, 2, 2, 1], [[1, 0], [3, 3]]])
-def test_embedding(ids, rng, nn_fallback):
+def test_embedding(ids, rng):
     w = rng.standard_normal((4, 3))
     ids = np.asarray(ids, np.int32)
     out = check_op(lambda i, w: autograd.embedding(i, w), [ids, w], lambda i, w: w[i])

@@ -68,7 +68,7 @@ def _compiled(use_graph=False):
 
 
 @pytest.mark.parametrize("use_graph", [False, True])
-def test_save_train_load_round_trip(use_graph, tmp_path, nn_fallback):
+def test_save_train_load_round_trip(use_graph, tmp_path):
     m = _compiled(use_graph)
     states = {k: tensor.Tensor(shape).set_value(v) for k, (shape, v) in STATES.items()}
     m.set_states(states)
@@ -92,7 +92,7 @@ def test_save_train_load_round_trip(use_graph, tmp_path, nn_fallback):
         assert not np.allclose(m.get_states()["conv1.W"].to_numpy(), 0.1)
 
 
-def test_checkpoint_layout_is_a_zip_of_npz_and_json(tmp_path, nn_fallback):
+def test_checkpoint_layout_is_a_zip_of_npz_and_json(tmp_path):
     m = _compiled()
     path = tmp_path / "ck.zip"
     m.save_states(str(path), {"extra": tensor.Tensor((3,)).set_value(2.0)})
@@ -108,7 +108,7 @@ def test_checkpoint_layout_is_a_zip_of_npz_and_json(tmp_path, nn_fallback):
     assert oct(path.stat().st_mode & 0o777) == oct(0o644)
 
 
-def test_save_overwrites_atomically_and_leaves_no_temp_files(tmp_path, nn_fallback):
+def test_save_overwrites_atomically_and_leaves_no_temp_files(tmp_path):
     m = _compiled()
     path = tmp_path / "ck.zip"
     m.save_states(str(path))
@@ -272,7 +272,7 @@ def _valid_arrays_attrs():
     return arrays, attrs
 
 
-def test_pickle_payload_is_refused_and_never_executed(tmp_path, nn_fallback):
+def test_pickle_payload_is_refused_and_never_executed(tmp_path):
     m = _compiled()
     _Payload.marker = tmp_path / "pwned"
     arrays, attrs = _valid_arrays_attrs()
@@ -284,7 +284,7 @@ def test_pickle_payload_is_refused_and_never_executed(tmp_path, nn_fallback):
     assert not _Payload.marker.exists()
 
 
-def test_path_traversal_member_is_refused(tmp_path, nn_fallback):
+def test_path_traversal_member_is_refused(tmp_path):
     m = _compiled()
     arrays, attrs = _valid_arrays_attrs()
     path = tmp_path / "sub" / "evil.zip"
@@ -296,7 +296,7 @@ def test_path_traversal_member_is_refused(tmp_path, nn_fallback):
     assert not (tmp_path.parent / "escaped.txt").exists()
 
 
-def test_missing_extra_and_misshaped_states_are_listed(tmp_path, nn_fallback):
+def test_missing_extra_and_misshaped_states_are_listed(tmp_path):
     m = _compiled()
     arrays, attrs = _valid_arrays_attrs()
     del arrays["bn1.running_var"], attrs["bn1.running_var"]
@@ -317,7 +317,7 @@ def test_missing_extra_and_misshaped_states_are_listed(tmp_path, nn_fallback):
 
 
 @pytest.mark.parametrize("content", [b"not a zip", b""])
-def test_garbage_file_is_refused(content, tmp_path, nn_fallback):
+def test_garbage_file_is_refused(content, tmp_path):
     m = _compiled()
     path = tmp_path / "garbage.zip"
     path.write_bytes(content)
@@ -325,7 +325,7 @@ def test_garbage_file_is_refused(content, tmp_path, nn_fallback):
         m.load_states(str(path))
 
 
-def test_json_and_npz_disagreeing_is_refused(tmp_path, nn_fallback):
+def test_json_and_npz_disagreeing_is_refused(tmp_path):
     m = _compiled()
     arrays, attrs = _valid_arrays_attrs()
     del attrs["conv1.W"]
@@ -335,7 +335,7 @@ def test_json_and_npz_disagreeing_is_refused(tmp_path, nn_fallback):
         m.load_states(str(path))
 
 
-def test_missing_file_and_uncompiled_model(tmp_path, nn_fallback):
+def test_missing_file_and_uncompiled_model(tmp_path):
     with pytest.raises(CheckpointError, match="does not exist"):
         _compiled().load_states(str(tmp_path / "nope.zip"))
     m = _compiled()
@@ -345,7 +345,7 @@ def test_missing_file_and_uncompiled_model(tmp_path, nn_fallback):
         MyModel().load_states(str(path))
 
 
-def test_aux_states_must_be_tensors(tmp_path, nn_fallback):
+def test_aux_states_must_be_tensors(tmp_path):
     m = _compiled()
     with pytest.raises(TypeError, match="Tensors"):
         m.save_states(str(tmp_path / "x.zip"), {"lr": 0.1})

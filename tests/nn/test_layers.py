@@ -182,7 +182,7 @@ def test_separable_conv2d(rng):
 
 # ---------------------------------------------------------------- BatchNorm2d
 @pytest.mark.parametrize("shape", [(4, 3, 2, 2), (5, 3)])
-def test_batchnorm2d_layer(shape, rng, nn_fallback):
+def test_batchnorm2d_layer(shape, rng):
     bn = layer.BatchNorm2d(3, momentum=0.7)
     x = rng.standard_normal(shape) * 3 + 2
     autograd.training = True
@@ -238,7 +238,7 @@ def _distinct(shape, rng):
 @pytest.mark.parametrize("cls,is_max", [(layer.MaxPool2d, True), (layer.AvgPool2d, False)])
 @pytest.mark.parametrize("mode", ["SAME_UPPER", "SAME_LOWER"])
 @pytest.mark.parametrize("k,s", [(2, 2), (3, 1), (3, 2)])
-def test_pool2d_same_padding(cls, is_max, mode, k, s, rng, nn_fallback):
+def test_pool2d_same_padding(cls, is_max, mode, k, s, rng):
     pool = cls(k, s, pad_mode=mode)
     x = _distinct((1, 2, 5, 6), rng)
     y = pool(T(x))
@@ -251,7 +251,7 @@ def test_pool2d_same_padding(cls, is_max, mode, k, s, rng, nn_fallback):
 
 @pytest.mark.parametrize("is_max", [True, False])
 @pytest.mark.parametrize("padding", [0, 1, (1, 0), (0, 1, 1, 0), (1, 0, 0, 1)])
-def test_pooling2d_explicit_padding(is_max, padding, rng, nn_fallback):
+def test_pooling2d_explicit_padding(is_max, padding, rng):
     pool = layer.Pooling2d(2, 1, padding, is_max)
     x = _distinct((2, 1, 4, 5), rng)
     p = padding
@@ -261,7 +261,7 @@ def test_pooling2d_explicit_padding(is_max, padding, rng, nn_fallback):
 
 
 @pytest.mark.parametrize("cls,is_max", [(layer.MaxPool1d, True), (layer.AvgPool1d, False)])
-def test_pool1d(cls, is_max, rng, nn_fallback):
+def test_pool1d(cls, is_max, rng):
     pool = cls(3, 2, 1)
     x = _distinct((2, 3, 1, 7), rng)
     y = pool(T(x))
@@ -270,7 +270,7 @@ def test_pool1d(cls, is_max, rng, nn_fallback):
     assert layer.MaxPool1d(2).stride == (1, 2)
 
 
-def test_pooling_stride_defaults_to_kernel(nn_fallback):
+def test_pooling_stride_defaults_to_kernel():
     pool = layer.MaxPool2d(2)
     assert pool.stride == (2, 2)
     assert pool(Tensor((1, 1, 4, 6))).shape == (1, 1, 2, 3)
@@ -416,7 +416,7 @@ def test_cudnn_rnn_seq_lengths_stop_at_each_sequence_end(rng):
 
 
 # ---------------------------------------------------------------- other layers
-def test_embedding_layer(rng, nn_fallback):
+def test_embedding_layer(rng):
     emb = layer.Embedding(5, 3)
     ids = Tensor(data=np.array([[0, 4], [2, 2]], np.int32), dtype=tensor.int32,
                  requires_grad=False)
@@ -497,7 +497,7 @@ class Net(layer.Layer):
         return self.Linear_1(self.Linear_0(y))
 
 
-def test_attribute_path_names_and_register_layers(nn_fallback):
+def test_attribute_path_names_and_register_layers():
     net = Net()
     net(Tensor((2, 1, 3, 3)))
     assert set(net.get_params()) == {
@@ -514,7 +514,7 @@ def test_register_layers_with_ordered_dict():
     assert isinstance(net.first, layer.Linear) and isinstance(net.second, layer.ReLU)
 
 
-def test_set_params_and_set_states_round_trip(rng, nn_fallback):
+def test_set_params_and_set_states_round_trip(rng):
     net = Net()
     net(Tensor((2, 1, 3, 3)))
     new = {k: rng.standard_normal(v.shape).astype(np.float32)

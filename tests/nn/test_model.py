@@ -75,7 +75,7 @@ def _fresh_device_graph():
 
 
 @pytest.mark.parametrize("use_graph,sequential", [(False, False), (True, False), (True, True)])
-def test_mlp_training_matches_numpy_reference(use_graph, sequential, rng, nn_fallback):
+def test_mlp_training_matches_numpy_reference(use_graph, sequential, rng):
     dev = _fresh_device_graph()
     xs, ys = _data(rng)
     m = MLP()
@@ -100,7 +100,7 @@ def test_mlp_training_matches_numpy_reference(use_graph, sequential, rng, nn_fal
         np.testing.assert_allclose(v.to_numpy(), ref.p[k], rtol=1e-4, atol=1e-5, err_msg=k)
 
 
-def test_graph_bfs_serial_and_eager_agree_exactly(rng, nn_fallback):
+def test_graph_bfs_serial_and_eager_agree_exactly(rng):
     """Same initial parameters and data: the three execution modes give identical numbers."""
     xs, ys = _data(rng)
     finals = []
@@ -124,7 +124,7 @@ def test_graph_bfs_serial_and_eager_agree_exactly(rng, nn_fallback):
             np.testing.assert_array_equal(other[k], finals[0][k], err_msg=k)
 
 
-def test_compile_initialises_lazily_without_running_forward(nn_fallback):
+def test_compile_initialises_lazily_without_running_forward():
     class Net(model.Model):
         def __init__(self):
             super().__init__()
@@ -152,7 +152,7 @@ def test_compile_rejects_non_tensor_inputs():
         MLP().compile(np.zeros((2, 5)))
 
 
-def test_eval_runs_forward_and_is_never_buffered(rng, nn_fallback):
+def test_eval_runs_forward_and_is_never_buffered(rng):
     dev = _fresh_device_graph()
     m = MLP()
     m.set_optimizer(opt.SGD(0.1))
@@ -177,7 +177,7 @@ def test_eval_runs_forward_and_is_never_buffered(rng, nn_fallback):
     assert autograd.training and m.training
 
 
-def test_graph_method_switches_modes_and_rerecords(rng, nn_fallback):
+def test_graph_method_switches_modes_and_rerecords(rng):
     dev = _fresh_device_graph()
     xs, ys = _data(rng)
     m = MLP()
@@ -198,7 +198,7 @@ def test_graph_method_switches_modes_and_rerecords(rng, nn_fallback):
         np.testing.assert_allclose(v.to_numpy(), ref.p[k], rtol=1e-4, atol=1e-5, err_msg=k)
 
 
-def test_graph_replay_sees_schedule_changes(rng, nn_fallback):
+def test_graph_replay_sees_schedule_changes(rng):
     """The learning rate lives in a device tensor updated by graph ops: a decaying schedule
     keeps decaying across replays, exactly as in eager mode."""
     xs, ys = _data(rng)
@@ -222,7 +222,7 @@ def test_graph_replay_sees_schedule_changes(rng, nn_fallback):
         np.testing.assert_allclose(finals[1][k], finals[0][k], rtol=1e-6, err_msg=k)
 
 
-def test_graph_replay_sees_a_hyper_parameter_set_by_the_user(rng, nn_fallback):
+def test_graph_replay_sees_a_hyper_parameter_set_by_the_user(rng):
     dev = _fresh_device_graph()
     xs, ys = _data(rng)
     m = MLP()
@@ -239,7 +239,7 @@ def test_graph_replay_sees_a_hyper_parameter_set_by_the_user(rng, nn_fallback):
         np.testing.assert_array_equal(v.to_numpy(), before[k])
 
 
-def test_conv_bn_model_graph_matches_eager(rng, nn_fallback):
+def test_conv_bn_model_graph_matches_eager(rng):
     class CNN(model.Model):
         def __init__(self):
             super().__init__()
