@@ -85,3 +85,27 @@ __kernel void pool_bwd(int total, pl_geom g, __global const T_S* dy, int dyo,
     }
     O_STORE(dx, dxo + idx, (O_C)acc);
 }
+
+// Backward for non-overlapping windows (stride >= kernel on both axes), into a zeroed dx: one
+// work-item per window finds its maximum once (or spreads the average) and writes its cells;
+// no two windows share a cell, so there are no races.
+__kernel void pool_bwd_windows(int total, pl_geom g, __global const T_S* dy, int dyo,
+                               __global const T_S* x, int xo, __global O_S* dx, int dxo)
+{
+    int idx = get_global_id(0);
+    if (idx >= total) return;
+    int q = idx % g.wo, t = idx / g.wo;
+    int p = t % g.ho, plane = t / g.ho;
+    int base = plane * g.H * g.W;
+    int h0 = p * g.sh - g.pt, w0 = q * g.sw - g.pl;
+    T_C d = T_LOAD(dy, dyo + idx);
+    if (g.is_max) {
+        int at = pl_argmax(x, xo + base, g, h0, w0);
+        O_STORE(dx, dxo + base + at, (O_C)d);
+    } else {
+        T_C share = d / (T_C)pl_divisor(g, h0, w0);
+        for (int i = max(h0, 0); i < min(h0 + g.kh, g.H); ++i)
+            for (int j = max(w0, 0); j < min(w0 + g.kw, g.W); ++j)
+                O_STORE(dx, dxo + base + i * g.W + j, (O_C)share);
+    }
+}

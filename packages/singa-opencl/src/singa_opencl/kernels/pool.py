@@ -7,6 +7,7 @@ from singa.ops._nn_ops import pool2d_geometry
 
 from ._common import make_kernel
 from ._nnprog import I, launch_1d, nn_program
+from .elementwise import fill_view
 
 PL_GEOM = np.dtype([(f, np.int32) for f in ("H", "W", "kh", "kw", "sh", "sw", "pt", "pl", "ho",
                                              "wo", "is_max", "count_pad", "Hend", "Wend")])
@@ -37,9 +38,16 @@ def kernels(device) -> dict:
         dx = outs[0]
         g, geo = _geom("Pooling2dBackward", x.shape, attrs)
         prg = nn_program(device, "Pooling2dBackward", "pool.cl", x.dt)
-        k = device.programs.kernel(prg, "pool_bwd", [I, None, None, I, None, I, None, I])
-        total = g.n * g.c * g.h * g.w
-        launch_1d(device, k, total, total, geo, dy.buf, dy.off, x.buf, x.off, dx.buf, dx.off)
+        args = (geo, dy.buf, dy.off, x.buf, x.off, dx.buf, dx.off)
+        types = [I, None, None, I, None, I, None, I]
+        if g.sh >= g.kh and g.sw >= g.kw:  # windows do not overlap: one work-item per window
+            fill_view(device, dx, 0)
+            k = device.programs.kernel(prg, "pool_bwd_windows", types)
+            total = g.n * g.c * g.ho * g.wo
+        else:  # one work-item per dx cell, gathering from the windows that cover it
+            k = device.programs.kernel(prg, "pool_bwd", types)
+            total = g.n * g.c * g.h * g.w
+        launch_1d(device, k, total, total, *args)
 
     return {
         "Pooling2d": make_kernel(device, "Pooling2d", forward, contiguous_inputs=True),
