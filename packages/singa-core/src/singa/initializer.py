@@ -14,7 +14,8 @@ from .errors import ShapeError
 from .tensor import Tensor
 
 __all__ = ["he_uniform", "he_normal", "glorot_uniform", "glorot_normal", "lecun_uniform",
-           "lecun_normal", "eye", "orthogonal", "gaussian", "xavier", "glorot", "msra"]
+           "lecun_normal", "eye", "orthogonal", "gaussian", "uniform", "xavier", "glorot",
+           "msra"]
 
 
 def _fans(t: Tensor) -> tuple[float, float]:
@@ -74,7 +75,7 @@ def eye(t: Tensor) -> Tensor:
     """The identity matrix (2-D tensors only; SINGA's check was inverted)."""
     if len(t.shape) != 2:
         raise ShapeError(f"eye() needs a 2-D tensor, got shape {t.shape}")
-    t.copy_from_numpy(np.eye(*t.shape, dtype=np.float32))
+    t.copy_from_numpy(np.eye(*t.shape))
     return t
 
 
@@ -83,32 +84,60 @@ def orthogonal(t: Tensor, gain: float = 1.0) -> Tensor:
     if len(t.shape) != 2:
         raise ShapeError(f"orthogonal() needs a 2-D tensor, got shape {t.shape}")
     rows, cols = t.shape
-    rng = np.random.default_rng(t.device._seed_value)
-    a = rng.standard_normal((max(rows, cols), min(rows, cols)))
+    # draw from the device's generator (seeded by SetRandSeed, advancing with every call)
+    a = Tensor((max(rows, cols), min(rows, cols)), t.device, requires_grad=False)
+    a = a.gaussian(0.0, 1.0).to_numpy().astype(np.float64)
     q, r = np.linalg.qr(a)
     q *= np.sign(np.diag(r))
     q = q if rows >= cols else q.T
-    t.copy_from_numpy((gain * q[:rows, :cols]).astype(np.float32))
+    t.copy_from_numpy(gain * q[:rows, :cols])
     return t
 
 
-def gaussian(t: Tensor, fan_in=0, fan_out=0) -> Tensor:
-    """Deprecated: N(0, 2 / (fan_in + fan_out)) with fans given or inferred."""
+def _deprecated_scale(t: Tensor, fan_in, fan_out) -> float:
+    """``avg / (fan_in + fan_out)`` with avg = 2 when both fans are given, 1 otherwise."""
     if fan_in == 0 and fan_out == 0:
         fan_in, fan_out = _fans(t)
-    return t.gaussian(0.0, math.sqrt(2.0 / (fan_in + fan_out)))
+    if fan_in < 0 or fan_out < 0 or fan_in + fan_out == 0:
+        raise ValueError(f"fan_in={fan_in} and fan_out={fan_out}: give at least one positive fan")
+    avg = 2 if fan_in * fan_out else 1
+    return avg / (fan_in + fan_out)
+
+
+def gaussian(t: Tensor, fan_in=0, fan_out=0) -> Tensor:
+    """Deprecated: N(0, 2 avg / (fan_in + fan_out)), avg = 2 with both fans, 1 with one.
+
+    Both fans 0 (SINGA asserted) infers them from the shape.
+    """
+    return t.gaussian(0.0, math.sqrt(2.0 * _deprecated_scale(t, fan_in, fan_out)))
+
+
+def uniform(t: Tensor, fan_in=0, fan_out=0) -> Tensor:
+    """Deprecated: U(-x, x) with x = sqrt(3 avg / (fan_in + fan_out)) (avg as in gaussian)."""
+    limit = math.sqrt(3.0 * _deprecated_scale(t, fan_in, fan_out))
+    return t.uniform(-limit, limit)
+
+
+def _rows_cols(t: Tensor, what: str) -> tuple[int, int]:
+    if len(t.shape) != 2:
+        raise ShapeError(f"{what}() needs a 2-D tensor, got shape {t.shape}")
+    return t.shape
 
 
 def xavier(t: Tensor) -> Tensor:
-    """Deprecated alias of glorot_uniform."""
-    return glorot_uniform(t)
+    """Deprecated: U(-sqrt(6 / (rows + cols)), +...) for a 2-D tensor."""
+    rows, cols = _rows_cols(t, "xavier")
+    limit = math.sqrt(6.0 / (rows + cols))
+    return t.uniform(-limit, limit)
 
 
 def glorot(t: Tensor) -> Tensor:
-    """Deprecated alias of glorot_normal."""
-    return glorot_normal(t)
+    """Deprecated: N(0, 2 / (rows + cols)) for a 2-D tensor."""
+    rows, cols = _rows_cols(t, "glorot")
+    return t.gaussian(0.0, math.sqrt(2.0 / (rows + cols)))
 
 
 def msra(t: Tensor) -> Tensor:
-    """Deprecated alias of he_normal."""
-    return he_normal(t)
+    """Deprecated: N(0, 2 / rows) for a 2-D tensor (He et al.)."""
+    rows, _ = _rows_cols(t, "msra")
+    return t.gaussian(0.0, math.sqrt(2.0 / rows))
