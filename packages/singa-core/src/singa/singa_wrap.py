@@ -302,14 +302,51 @@ def AddRowWithScale(alpha: float, beta: float, v: CTensor, m: CTensor) -> None:
     M.iadd(m, M.mul(_row(v, m), float(alpha)))
 
 
-def SumColumns(m: CTensor) -> CTensor:
-    """Sum of the columns of a matrix: a vector of length rows."""
-    return M.sum(m, 1)
+def _into(out: CTensor | None, value: CTensor) -> CTensor:
+    if out is None:
+        return value
+    M.copy_into(out, value)
+    return out
 
 
-def SumRows(m: CTensor) -> CTensor:
-    """Sum of the rows of a matrix: a vector of length cols."""
-    return M.sum(m, 0)
+def SumColumns(m: CTensor, out: CTensor | None = None) -> CTensor:
+    """Sum of the columns of a matrix: a vector of length rows (written into ``out`` if
+    given, as SINGA's ``SumColumns(M, &out)``)."""
+    return _into(out, M.sum(m, 1))
+
+
+def SumRows(m: CTensor, out: CTensor | None = None) -> CTensor:
+    """Sum of the rows of a matrix: a vector of length cols (into ``out`` if given)."""
+    return _into(out, M.sum(m, 0))
+
+
+# ---------------------------------------------------------------- cross-entropy
+def _dense_target(t: CTensor, p: CTensor) -> CTensor:
+    """t as a (N, C) distribution of p's dtype: one-hot rows for int32 class ids."""
+    from .ops import OPS, run
+
+    if len(t.shp) == 2 and t.shp == p.shp:
+        return t if t.dt == p.dt else M.as_type(t, p.dt)
+    ids = M.reshape(t, (t.size,))
+    ids = ids if ids.dt == kInt else M.as_type(ids, kInt)
+    return run(OPS["OneHot"], [ids], {"depth": p.shp[1], "axis": -1, "on_value": 1.0,
+                                      "off_value": 0.0, "dtype": p.dt})[0]
+
+
+def CrossEntropyFwd(p: CTensor, t: CTensor) -> CTensor:
+    """Per-sample cross-entropy ``-log p[n, t[n]]`` (or ``-sum t log p`` for a dense target)
+    of probabilities ``p`` (N, C); returns a (N,) tensor."""
+    from .ops import OPS, run
+
+    if t.dt != kInt and t.shp != p.shp:
+        t = M.as_type(M.reshape(t, (t.size,)), kInt)
+    return run(OPS["CrossEntropyFwd"], [p, t])[0]
+
+
+def SoftmaxCrossEntropyBwd(p: CTensor, t: CTensor) -> CTensor:
+    """``p - t``: the gradient of the summed softmax cross-entropy w.r.t. the logits, given
+    the softmax output ``p`` (SINGA's autograd divides it by the batch size itself)."""
+    return M.sub(p, _dense_target(t, p))
 
 
 # ---------------------------------------------------------------- copies
