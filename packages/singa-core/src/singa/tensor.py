@@ -18,7 +18,7 @@ from . import _dtype
 from . import _math as M
 from ._ctensor import CTensor
 from ._device_api import get_default_device, get_device
-from .errors import DtypeMismatchError, ShapeError
+from .errors import DeviceMismatchError, DtypeMismatchError, ShapeError
 
 __all__ = [
     "CTensor", "PlaceHolder", "Tensor", "float16", "float32", "float64", "int32", "kFloat16",
@@ -62,9 +62,10 @@ class Tensor:
                  stores_grad=False, creator=None, name=None):
         if isinstance(data, CTensor):
             if device is not None and _resolve_device(device) is not data.dev:
-                raise ShapeError(
-                    f"Tensor(data=CTensor on {data.dev.name}, device={_resolve_device(device)})"
-                    ": the CTensor's device must match; move it with ct.ToDevice(...)"
+                raise DeviceMismatchError(
+                    f"Tensor(data=<CTensor on {data.dev.name}>, device="
+                    f"{_resolve_device(device).name}): the CTensor's device must match; move "
+                    "it first with ct.ToDevice(device) or omit device="
                 )
             ct = data
         elif data is not None:
@@ -151,11 +152,6 @@ class Tensor:
 
     def memsize(self) -> int:
         return self.data.MemSize()
-
-    def __len__(self) -> int:
-        if not self.data.shp:
-            raise TypeError("len() of a 0-d tensor")
-        return self.data.shp[0]
 
     def __repr__(self) -> str:
         return f"{np.array2string(to_numpy(self))}, {_dtype.name_of(self.dtype)}"
@@ -562,6 +558,8 @@ def copy_data_to_from(dst: Tensor, src: Tensor, size: int, dst_offset=0, src_off
         sv = M.to_device(sv, d.dev)
     if not d.contig:
         raise ShapeError("copy_data_to_from: the destination must be contiguous")
+    if size < d.size:
+        d._zero_fresh_block()
     dv = M.slice_view(d._view_as((d.size,), (1,)), [dst_offset], [dst_offset + size])
     if sv.dt != dv.dt:
         sv = M.as_type(sv, dv.dt)
