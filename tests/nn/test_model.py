@@ -281,3 +281,141 @@ def test_conv_bn_model_graph_matches_eager(rng):
         for k in finals[0]:
             np.testing.assert_allclose(other[k], finals[0][k], rtol=1e-6, atol=1e-7,
                                        err_msg=k)
+
+
+def _train(models, xs, ys, use_graph):
+    dev = _fresh_device_graph()
+    txs = []
+    for m in models:
+        m.set_optimizer(opt.SGD(LR, momentum=MOMENTUM))
+        tx, ty = Tensor((16, 5), dev), Tensor((16,), dev, tensor.int32)
+        m.compile([tx], is_train=True, use_graph=use_graph)
+        txs.append((tx, ty))
+    for x, y in zip(xs, ys):
+        for m, (tx, ty) in zip(models, txs):
+            tx.copy_from_numpy(x)
+            ty.copy_from_numpy(y)
+            m(tx, ty)
+    return [{k: v.to_numpy() for k, v in m.get_params().items()} for m in models]
+
+
+def test_two_graph_models_on_one_device_do_not_interfere(rng):
+    """Each model replays only its own graph (a GAN trains two models on one device)."""
+    xs, ys = _data(rng)
+    a, b = MLP(), MLP(hidden=4)
+    eager = _train([a, b], xs, ys, use_graph=False)
+    a2, b2 = MLP(), MLP(hidden=4)
+    a2.compile([Tensor((16, 5))])
+    b2.compile([Tensor((16, 5))])
+    # same starting point as the eager pair
+    a2.set_params({k: v for k, v in _initial(a).items()})
+    b2.set_params({k: v for k, v in _initial(b).items()})
+    graph = _train([a2, b2], xs, ys, use_graph=True)
+    for e, g in zip(eager, graph):
+        for k in e:
+            np.testing.assert_allclose(g[k], e[k], rtol=1e-5, atol=1e-6, err_msg=k)
+
+
+_INITIAL: dict = {}
+
+
+def _initial(m):
+    return _INITIAL[id(m)]
+
+
+@pytest.fixture(autouse=True)
+def _record_initial_params(monkeypatch):
+    """Remember each model's parameters right after compile (for replays from that point)."""
+    orig = model.Model.compile
+
+    def compile_and_record(self, *args, **kwargs):
+        orig(self, *args, **kwargs)
+        if id(self) not in _INITIAL:
+            _INITIAL[id(self)] = {k: v.to_numpy() for k, v in self.get_params().items()}
+
+    monkeypatch.setattr(model.Model, "compile", compile_and_record)
+    yield
+    _INITIAL.clear()
+
+
+def test_compiling_another_model_keeps_a_recorded_graph(rng):
+    dev = _fresh_device_graph()
+    xs, ys = _data(rng)
+    m = MLP()
+    m.set_optimizer(opt.SGD(0.1))
+    tx, ty = Tensor((16, 5), dev), Tensor((16,), dev, tensor.int32)
+    m.compile([tx], is_train=True, use_graph=True)
+    tx.copy_from_numpy(xs[0])
+    ty.copy_from_numpy(ys[0])
+    m(tx, ty)  # records
+    MLP().compile([Tensor((2, 5), dev)])  # its probe forward must not touch m's graph
+    before = m.linear1.W.to_numpy()
+    m(tx, ty)
+    assert not np.array_equal(m.linear1.W.to_numpy(), before)
+
+
+def test_replay_warns_when_called_with_different_tensors(rng):
+    dev = _fresh_device_graph()
+    m = MLP()
+    m.set_optimizer(opt.SGD(0.1))
+    tx, ty = Tensor((16, 5), dev), Tensor((16,), dev, tensor.int32)
+    m.compile([tx], is_train=True, use_graph=True)
+    m(tx, ty)
+    with pytest.warns(UserWarning, match="placeholders"):
+        m(Tensor((16, 5), dev), ty)
+
+
+def test_nested_train_one_batch_records_once(rng):
+    class Base(MLP):
+        pass
+
+    class Child(Base):
+        def train_one_batch(self, x, y):
+            out, loss = super().train_one_batch(x, y)
+            return out, loss
+
+    xs, ys = _data(rng)
+    finals = []
+    for use_graph in (False, True):
+        dev = _fresh_device_graph()
+        m = Child()
+        m.set_optimizer(opt.SGD(0.1))
+        tx, ty = Tensor((16, 5), dev), Tensor((16,), dev, tensor.int32)
+        m.compile([tx], is_train=True, use_graph=use_graph)
+        m.set_params(_initial(m) if not finals else finals[0][1])
+        start = {k: v.to_numpy() for k, v in m.get_params().items()}
+        for x, y in zip(xs[:3], ys[:3]):
+            tx.copy_from_numpy(x)
+            ty.copy_from_numpy(y)
+            m(tx, ty)
+        finals.append(({k: v.to_numpy() for k, v in m.get_params().items()}, start))
+    for k in finals[0][0]:
+        np.testing.assert_allclose(finals[1][0][k], finals[0][0][k], rtol=1e-5, atol=1e-6)
+
+
+def test_dropout_draws_a_new_mask_at_every_replay():
+    class Drop(model.Model):
+        def __init__(self):
+            super().__init__()
+            self.fc = layer.Linear(1)
+            self.drop = layer.Dropout(0.5)
+
+        def forward(self, x):
+            return self.fc(self.drop(x))
+
+        def train_one_batch(self, x, y):
+            out = self.forward(x)
+            loss = autograd.mse_loss(out, y)
+            self.optimizer(loss)
+            return out, loss
+
+    dev = _fresh_device_graph()
+    m = Drop()
+    m.set_optimizer(opt.SGD(0.0))
+    tx, ty = Tensor((64, 8), dev).set_value(1.0), Tensor((64, 1), dev)
+    m.compile([tx], is_train=True, use_graph=True)
+    outs = []
+    for _ in range(3):
+        out, _ = m(tx, ty)
+        outs.append(out.to_numpy().copy())
+    assert not np.array_equal(outs[0], outs[1]) and not np.array_equal(outs[1], outs[2])

@@ -11,6 +11,7 @@ mid-save never damages an existing checkpoint. Loading never unpickles.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gc
 import io
@@ -18,6 +19,7 @@ import json
 import os
 import tempfile
 import time
+import warnings
 import zipfile
 
 import numpy as np
@@ -26,6 +28,7 @@ from . import autograd
 from . import tensor as tensor_mod
 from .errors import CheckpointError
 from .layer import Layer, LayerMeta
+from .scheduler import Graph
 from .tensor import Tensor
 
 __all__ = ["Model", "ModelMeta", "TENSOR_DICT_FILENAME", "STATES_ATTR_FILENAME",
@@ -59,6 +62,19 @@ def _first_device(args):
     return first.device
 
 
+@contextlib.contextmanager
+def _own_graph(dev, graph):
+    """Make ``graph`` the device's graph while recording or replaying one model.
+
+    A device has one graph slot; each Model keeps its own Graph in it only while it records or
+    runs, so two graph-mode models on one device (a GAN's generator and discriminator) and
+    ``compile``'s probe forward never append to, run, or reset each other's nodes. The graph
+    stays installed afterwards so ``dev.PrintTimeProfiling()`` reports the last model run.
+    """
+    dev._graph = graph  # Device has no public setter for its graph slot
+    yield graph
+
+
 class ModelMeta(LayerMeta):
     """Wraps ``train_one_batch`` so that graph mode records once and replays afterwards."""
 
@@ -66,23 +82,32 @@ class ModelMeta(LayerMeta):
     def buffer_operation(func):
         @functools.wraps(func)
         def wrapper(self, *args, **kwargs):
-            if not (self.graph_mode and self.training):
+            if not (self.graph_mode and self.training) or self.__dict__.get("_recording"):
+                # eager, or a nested train_one_batch (super() call) inside a recording
                 return func(self, *args, **kwargs)
             if not args:
                 raise ValueError("train_one_batch expects at least one input tensor")
             dev = _first_device(args)
             if not self._buffered:
-                dev.EnableGraph(True)
-                try:
-                    self._results = func(self, *args, **kwargs)
-                    dev.Sync()
-                finally:
-                    dev.EnableGraph(False)
+                graph = Graph(dev)
+                with _own_graph(dev, graph):
+                    dev.EnableGraph(True)
+                    self._recording = True
+                    try:
+                        self._results = func(self, *args, **kwargs)
+                        dev.Sync()
+                    finally:
+                        self._recording = False
+                        dev.EnableGraph(False)
+                self._graph, self._graph_device = graph, dev
+                self._recorded_inputs = _input_blocks(args, kwargs)
                 self._buffered = True
-                self._graph_device = dev
                 _remove_creator(self._results)
                 gc.collect()
-            dev.RunGraph(self.sequential)
+            else:
+                _warn_if_new_inputs(self._recorded_inputs, _input_blocks(args, kwargs))
+            with _own_graph(dev, self._graph):
+                dev.RunGraph(self.sequential)
             return self._results
 
         return wrapper
@@ -91,6 +116,24 @@ class ModelMeta(LayerMeta):
         if "train_one_batch" in attrs:
             attrs["train_one_batch"] = ModelMeta.buffer_operation(attrs["train_one_batch"])
         return super().__new__(mcs, name, bases, attrs)
+
+
+def _input_blocks(args, kwargs) -> list:
+    blocks = []
+    for a in list(args) + list(kwargs.values()):
+        for t in (a if isinstance(a, (list, tuple)) else (a,)):
+            blocks.append(t.data.block if isinstance(t, Tensor) else None)
+    return blocks
+
+
+def _warn_if_new_inputs(recorded: list, now: list) -> None:
+    if len(recorded) != len(now) or any(a is not b for a, b in zip(recorded, now)):
+        warnings.warn(
+            "train_one_batch replays the graph recorded at its first call, which reads the "
+            "input tensors of that call; the tensors passed now are different objects and "
+            "their values are ignored. Copy each batch into the same placeholders "
+            "(tx.copy_from_numpy(x)) or call model.graph(False) for eager training.",
+            stacklevel=3)
 
 
 class Model(Layer, metaclass=ModelMeta):
@@ -107,6 +150,7 @@ class Model(Layer, metaclass=ModelMeta):
         self.sequential = False
         self._buffered = False
         self._results = None
+        self._graph = None
 
     def compile(self, inputs, is_train=True, use_graph=False, sequential=False):
         """Initialise every layer from placeholder ``inputs`` and choose the execution mode."""
@@ -114,18 +158,19 @@ class Model(Layer, metaclass=ModelMeta):
                 isinstance(t, Tensor) for t in inputs):
             raise TypeError("compile expects a non-empty list of Tensors (input placeholders)")
         dev = inputs[0].device
-        prev = dev.graph_enabled()
-        dev.EnableGraph(True)
-        try:
-            self.forward(*inputs)
-        finally:
-            dev.EnableGraph(prev)
-            dev.ResetGraph()
+        prev, prev_graph = dev.graph_enabled(), dev._graph
+        with _own_graph(dev, Graph(dev)):  # the probe forward is recorded, then dropped
+            dev.EnableGraph(True)
+            try:
+                self.forward(*inputs)
+            finally:
+                dev.EnableGraph(prev)
+        dev._graph = prev_graph
         autograd.training = bool(is_train)
         self.training = bool(is_train)
         self.graph_mode = bool(use_graph)
         self.sequential = bool(sequential)
-        self._buffered = False
+        self._reset_graph()
 
     def forward(self, *input):
         raise NotImplementedError(f"{type(self).__name__}.forward")
@@ -149,9 +194,10 @@ class Model(Layer, metaclass=ModelMeta):
         self.sequential = bool(sequential)
 
     def _reset_graph(self):
-        dev = getattr(self, "_graph_device", None)
-        if dev is not None:
-            dev.ResetGraph()
+        graph = self.__dict__.get("_graph")
+        if graph is not None:
+            graph.reset()
+        self._graph = None
         self._buffered = False
         self._results = None
 
