@@ -471,6 +471,18 @@ def test_parameterless_layers(rng):
     np.testing.assert_allclose(layer.SoftMax()(T(a)).to_numpy(), e / e.sum(1, keepdims=True))
     np.testing.assert_allclose(layer.MeanSquareError()(T(a), T(b)).to_numpy(),
                                [((a - b) ** 2).mean()])
+    p = 1 / (1 + np.exp(-a))
+    t = (b > 0).astype(np.float64)
+    np.testing.assert_allclose(layer.CrossEntropy()(T(p), T(t)).to_numpy(),
+                               [-(t * np.log(p)).sum() / 2])
+    np.testing.assert_allclose(
+        layer.BinaryCrossEntropy()(T(p), T(t)).to_numpy(),
+        [-(t * np.log(p + 1e-4) + (1 - t) * np.log(1 - p + 1e-4)).sum() / 2])
+    ids = np.array([2, 0], np.int32)
+    z = a - a.max(1, keepdims=True)
+    logp = z - np.log(np.exp(z).sum(1, keepdims=True))
+    np.testing.assert_allclose(layer.SoftMaxCrossEntropy()(T(a), T(ids)).to_numpy(),
+                               [-logp[[0, 1], ids].mean()])
 
 
 # ---------------------------------------------------------------- naming, params and states
