@@ -8,6 +8,10 @@ two libraries and each side reports its median, so machine noise hits both alike
 Usage::
 
     python benchmarks/nn_kernels.py [--threads 2] [--repeat 15] [--only conv|pool|bn]
+                                    [--clock wall|cpu]
+
+``--clock cpu`` times process CPU time instead of wall time; with ``--threads 1`` that is
+robust to other processes loading the machine (wall-clock ratios are not).
 
 Ours is timed through ``singa.ops.run`` on preallocated outputs (dispatch included, as in
 training). Ratio = ours / torch (lower is better; 1.0 = parity).
@@ -56,19 +60,29 @@ BN_CASES = [
 ]
 
 
-def _median_pair(ours, theirs, repeat):
-    """Alternate the two callables; return their median seconds per call."""
+_clock = time.perf_counter
+
+
+def _median_pair(ours, theirs, repeat, rounds=3):
+    """Median seconds per call of each callable.
+
+    Calls run in blocks (``repeat`` calls of one library, then of the other, ``rounds`` times)
+    with a pause between blocks: each library's idle worker threads (torch's OpenMP, OpenBLAS)
+    may spin for a while after a call, and must not be timed against the other library.
+    """
     for _ in range(2):  # warm-up (numba compilation, workspace allocation, torch caches)
         ours()
         theirs()
     a, b = [], []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        ours()
-        a.append(time.perf_counter() - t)
-        t = time.perf_counter()
-        theirs()
-        b.append(time.perf_counter() - t)
+    per_block = max(1, repeat // rounds)
+    for _ in range(rounds):
+        for fn, acc in ((ours, a), (theirs, b)):
+            time.sleep(0.05)
+            fn()
+            for _ in range(per_block):
+                t = _clock()
+                fn()
+                acc.append(_clock() - t)
     return statistics.median(a), statistics.median(b)
 
 
@@ -198,7 +212,13 @@ def main():
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--repeat", type=int, default=15)
     ap.add_argument("--only", choices=("conv", "pool", "bn"), default=None)
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall")
     args = ap.parse_args()
+    global _clock
+    if args.clock == "cpu":
+        _clock = time.process_time
+    if args.threads == 1:  # before numpy's BLAS starts its threads
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     import torch
 
     torch.set_num_threads(args.threads)
@@ -208,7 +228,7 @@ def main():
         numba.set_num_threads(args.threads)
     except ImportError:
         pass
-    print(f"threads={args.threads} machine={platform.machine()} cpus={os.cpu_count()} "
+    print(f"clock={args.clock} threads={args.threads} machine={platform.machine()} cpus={os.cpu_count()} "
           f"numpy={np.__version__} torch={torch.__version__}")
     b = Bench(args.repeat)
     if args.only in (None, "conv"):

@@ -23,10 +23,18 @@ from ._parallel import pjit
 
 prange = range  # numba.prange once compiled (see _parallel.pjit)
 
-#: Upper bound of the transformed-input buffer of one batch chunk (bytes).
-TILE_BYTES = 8 << 20
+#: Target size of the transformed-input buffer of one batch chunk (bytes): small enough that
+#: the transforms and the GEMMs of a chunk work in cache.
+TILE_BYTES = 4 << 20
+#: ... but at least this many tiles per chunk, so that the 16 GEMMs stay efficient.
+MIN_TILES = 256
 
 _G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
+
+
+def _chunk(n: int, per_image: int, tiles_per_image: int) -> int:
+    nb = max(TILE_BYTES // per_image, -(-MIN_TILES // tiles_per_image), 1)
+    return min(n, nb)
 
 
 def eligible(g) -> bool:
@@ -40,25 +48,45 @@ def eligible_backward_x(g) -> bool:
 
 
 @pjit()
-def _weight_transform(w, u):
-    """u[a, b, o, c] = (G w[o, c] G^T)[a, b]."""
-    o_ch, c_in = w.shape[0], w.shape[1]
+def _weight_transform(w, u, flip):
+    """u[a, b, o, c] = (G g G^T)[a, b] with g = w[o, c], or with ``flip`` the kernel of the
+    backward-data convolution, g[i, j] = w[c, o, 2 - i, 2 - j]."""
+    o_ch, c_in = u.shape[2], u.shape[3]
     half = w.dtype.type(0.5)
     for o in prange(o_ch):
-        r = np.empty((4, 3), w.dtype)
         for c in range(c_in):
-            for j in range(3):  # R = G g, column j
-                g0, g1, g2 = w[o, c, 0, j], w[o, c, 1, j], w[o, c, 2, j]
-                r[0, j] = g0
-                r[1, j] = half * (g0 + g1 + g2)
-                r[2, j] = half * (g0 - g1 + g2)
-                r[3, j] = g2
-            for a in range(4):  # U = R G^T, row a
-                q0, q1, q2 = r[a, 0], r[a, 1], r[a, 2]
-                u[a, 0, o, c] = q0
-                u[a, 1, o, c] = half * (q0 + q1 + q2)
-                u[a, 2, o, c] = half * (q0 - q1 + q2)
-                u[a, 3, o, c] = q2
+            if flip:
+                g00, g01, g02 = w[c, o, 2, 2], w[c, o, 2, 1], w[c, o, 2, 0]
+                g10, g11, g12 = w[c, o, 1, 2], w[c, o, 1, 1], w[c, o, 1, 0]
+                g20, g21, g22 = w[c, o, 0, 2], w[c, o, 0, 1], w[c, o, 0, 0]
+            else:
+                g00, g01, g02 = w[o, c, 0, 0], w[o, c, 0, 1], w[o, c, 0, 2]
+                g10, g11, g12 = w[o, c, 1, 0], w[o, c, 1, 1], w[o, c, 1, 2]
+                g20, g21, g22 = w[o, c, 2, 0], w[o, c, 2, 1], w[o, c, 2, 2]
+            # R = G g (4x3), row by row
+            r10 = half * (g00 + g10 + g20)
+            r11 = half * (g01 + g11 + g21)
+            r12 = half * (g02 + g12 + g22)
+            r20 = half * (g00 - g10 + g20)
+            r21 = half * (g01 - g11 + g21)
+            r22 = half * (g02 - g12 + g22)
+            # U = R G^T, row a from (q0, q1, q2) = R[a]
+            u[0, 0, o, c] = g00
+            u[0, 1, o, c] = half * (g00 + g01 + g02)
+            u[0, 2, o, c] = half * (g00 - g01 + g02)
+            u[0, 3, o, c] = g02
+            u[1, 0, o, c] = r10
+            u[1, 1, o, c] = half * (r10 + r11 + r12)
+            u[1, 2, o, c] = half * (r10 - r11 + r12)
+            u[1, 3, o, c] = r12
+            u[2, 0, o, c] = r20
+            u[2, 1, o, c] = half * (r20 + r21 + r22)
+            u[2, 2, o, c] = half * (r20 - r21 + r22)
+            u[2, 3, o, c] = r22
+            u[3, 0, o, c] = g20
+            u[3, 1, o, c] = half * (g20 + g21 + g22)
+            u[3, 2, o, c] = half * (g20 - g21 + g22)
+            u[3, 3, o, c] = g22
 
 
 @pjit()
@@ -94,36 +122,35 @@ def _input_transform(xp, v, nb, th, tw):
 def _output_transform(m, y, b, has_bias, n0, nb, th, tw):
     """y[n0 + n, o, 2ty + i, 2tx + j] = (A^T M A)[i, j] (+ b[o]), clipped to y's extent."""
     o_ch, ho, wo = y.shape[1], y.shape[2], y.shape[3]
+    tw_full = wo // 2  # tiles whose two columns both lie inside y
     for t in prange(nb * o_ch):
         n = t // o_ch
         o = t - n * o_ch
         bias = b[o] if has_bias else m.dtype.type(0)
         ta = np.empty((4, tw), m.dtype)
         tb = np.empty((4, tw), m.dtype)
-        row0 = np.empty(2 * tw, m.dtype)
-        row1 = np.empty(2 * tw, m.dtype)
         for ty in range(th):
             base = (n * th + ty) * tw
             for j in range(4):  # T = A^T M: rows a (ta) and b (tb) of every tile
-                m0, m1 = m[j, o], m[4 + j, o]
-                m2, m3 = m[8 + j, o], m[12 + j, o]
+                m0, m1 = m[j, o, base:base + tw], m[4 + j, o, base:base + tw]
+                m2, m3 = m[8 + j, o, base:base + tw], m[12 + j, o, base:base + tw]
                 for tx in range(tw):
-                    k = base + tx
-                    ta[j, tx] = m0[k] + m1[k] + m2[k]
-                    tb[j, tx] = m1[k] - m2[k] - m3[k]
-            for tx in range(tw):  # Y = T A
-                row0[2 * tx] = ta[0, tx] + ta[1, tx] + ta[2, tx] + bias
-                row0[2 * tx + 1] = ta[1, tx] - ta[2, tx] - ta[3, tx] + bias
-                row1[2 * tx] = tb[0, tx] + tb[1, tx] + tb[2, tx] + bias
-                row1[2 * tx + 1] = tb[1, tx] - tb[2, tx] - tb[3, tx] + bias
+                    ta[j, tx] = m0[tx] + m1[tx] + m2[tx]
+                    tb[j, tx] = m1[tx] - m2[tx] - m3[tx]
             h = 2 * ty
-            yr = y[n0 + n, o, h]
-            for w in range(wo):
-                yr[w] = row0[w]
+            y0 = y[n0 + n, o, h]
+            for tx in range(tw_full):  # Y = T A
+                y0[2 * tx] = ta[0, tx] + ta[1, tx] + ta[2, tx] + bias
+                y0[2 * tx + 1] = ta[1, tx] - ta[2, tx] - ta[3, tx] + bias
+            if tw_full < tw:
+                y0[wo - 1] = ta[0, tw - 1] + ta[1, tw - 1] + ta[2, tw - 1] + bias
             if h + 1 < ho:
-                yr = y[n0 + n, o, h + 1]
-                for w in range(wo):
-                    yr[w] = row1[w]
+                y1 = y[n0 + n, o, h + 1]
+                for tx in range(tw_full):
+                    y1[2 * tx] = tb[0, tx] + tb[1, tx] + tb[2, tx] + bias
+                    y1[2 * tx + 1] = tb[1, tx] - tb[2, tx] - tb[3, tx] + bias
+                if tw_full < tw:
+                    y1[wo - 1] = tb[0, tw - 1] + tb[1, tw - 1] + tb[2, tw - 1] + bias
 
 
 @pjit()
@@ -131,34 +158,39 @@ def _grad_output_transform(dy, z, n0, nb, th, tw):
     """z[k, o, (n*th + ty)*tw + tx] = (A dY A^T)[k] for the 2x2 tile of dy at (2ty, 2tx)
     (cells past dy's extent count as 0); the adjoint of _output_transform."""
     o_ch, ho, wo = dy.shape[1], dy.shape[2], dy.shape[3]
-    zero = dy.dtype.type(0)
     for t in prange(nb * o_ch):
         n = t // o_ch
         o = t - n * o_ch
+        r0 = np.zeros(2 * tw, dy.dtype)  # rows 2ty, 2ty + 1 of dy, zero past wo / ho
+        r1 = np.zeros(2 * tw, dy.dtype)
         for ty in range(th):
             h = 2 * ty
+            for w in range(wo):
+                r0[w] = dy[n0 + n, o, h, w]
+            if h + 1 < ho:
+                for w in range(wo):
+                    r1[w] = dy[n0 + n, o, h + 1, w]
+            else:
+                r1[:] = 0
             base = (n * th + ty) * tw
-            for tx in range(tw):
-                w = 2 * tx
-                y00 = dy[n0 + n, o, h, w]
-                y01 = dy[n0 + n, o, h, w + 1] if w + 1 < wo else zero
-                y10 = dy[n0 + n, o, h + 1, w] if h + 1 < ho else zero
-                y11 = dy[n0 + n, o, h + 1, w + 1] if h + 1 < ho and w + 1 < wo else zero
-                k = base + tx
-                # R = A Y (rows: Y0, Y0 + Y1, Y0 - Y1, -Y1), then Z = R A^T per row
-                for i in range(4):
+            # R = A Y has rows Y0, Y0 + Y1, Y0 - Y1, -Y1; each row (q0, q1) gives Z's row
+            # (q0, q0 + q1, q0 - q1, -q1)
+            for i in range(4):
+                z0, z1, z2, z3 = z[4 * i, o], z[4 * i + 1, o], z[4 * i + 2, o], z[4 * i + 3, o]
+                for tx in range(tw):
+                    a = 2 * tx
                     if i == 0:
-                        r0, r1 = y00, y01
+                        q0, q1 = r0[a], r0[a + 1]
                     elif i == 1:
-                        r0, r1 = y00 + y10, y01 + y11
+                        q0, q1 = r0[a] + r1[a], r0[a + 1] + r1[a + 1]
                     elif i == 2:
-                        r0, r1 = y00 - y10, y01 - y11
+                        q0, q1 = r0[a] - r1[a], r0[a + 1] - r1[a + 1]
                     else:
-                        r0, r1 = -y10, -y11
-                    z[4 * i, o, k] = r0
-                    z[4 * i + 1, o, k] = r0 + r1
-                    z[4 * i + 2, o, k] = r0 - r1
-                    z[4 * i + 3, o, k] = -r1
+                        q0, q1 = -r1[a], -r1[a + 1]
+                    z0[base + tx] = q0
+                    z1[base + tx] = q0 + q1
+                    z2[base + tx] = q0 - q1
+                    z3[base + tx] = -q1
 
 
 @pjit()
@@ -181,19 +213,19 @@ def _weight_grad_transform(du, dw):
                 dw[o, c, i, 2] = half * (q1 + q2) + q3
 
 
-def conv3x3(ws, x, w, b, y, pads, pad_into):
+def conv3x3(ws, x, w, b, y, pads, pad_into, flip=False):
     """y = conv2d(x, w) (+ b) for 3x3 stride-1 kernels; ``pads`` = (top, bottom, left, right).
 
-    ``pad_into(x, xp, n0, nb, pt, pl)`` copies images into the zero-padded chunk buffer.
+    ``pad_into(x, xp, n0, nb, pt, pl)`` copies images into the zero-padded chunk buffer. With
+    ``flip``, the kernel is w transposed (O <-> C) and rotated by 180 degrees.
     """
     n, c = x.shape[:2]
     o, ho, wo = y.shape[1:]
     th, tw = (ho + 1) // 2, (wo + 1) // 2
     u = ws.get("wino_u", (4, 4, o, c), x.dtype)
-    _weight_transform(np.ascontiguousarray(w), u)
+    _weight_transform(w, u, flip)
     u = u.reshape(16, o, c)
-    per_image = 16 * c * th * tw * x.itemsize
-    nb = max(1, min(n, TILE_BYTES // per_image))
+    nb = _chunk(n, 16 * c * th * tw * x.itemsize, th * tw)
     bias = b if b is not None else np.zeros(1, x.dtype)
     pt, _, pl, _ = pads
     for n0 in range(0, n, nb):
@@ -210,8 +242,7 @@ def conv3x3(ws, x, w, b, y, pads, pad_into):
 def conv3x3_backward_x(ws, dy, w, dx, pads, pad_into):
     """dx of a 3x3 stride-1 convolution: the convolution of dy with flipped, transposed w."""
     pt, pb, pl, pr = pads
-    wt = w.transpose(1, 0, 2, 3)[:, :, ::-1, ::-1]
-    conv3x3(ws, dy, wt, None, dx, (2 - pt, 2 - pb, 2 - pl, 2 - pr), pad_into)
+    conv3x3(ws, dy, w, None, dx, (2 - pt, 2 - pb, 2 - pl, 2 - pr), pad_into, flip=True)
 
 
 def conv3x3_backward_w(ws, dy, x, dw, pads, pad_into):
@@ -220,8 +251,7 @@ def conv3x3_backward_w(ws, dy, x, dw, pads, pad_into):
     n, c = x.shape[:2]
     o, ho, wo = dy.shape[1:]
     th, tw = (ho + 1) // 2, (wo + 1) // 2
-    per_image = 16 * max(c, o) * th * tw * x.itemsize
-    nb = max(1, min(n, TILE_BYTES // per_image))
+    nb = _chunk(n, 16 * max(c, o) * th * tw * x.itemsize, th * tw)
     du = ws.get("wino_u", (4, 4, o, c), x.dtype)
     du16 = du.reshape(16, o, c)
     pt, _, pl, _ = pads
