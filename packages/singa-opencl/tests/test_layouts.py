@@ -105,3 +105,21 @@ def test_convolution_in_image_chunks(cl_device, monkeypatch, attrs, wshape):
         got = run(op, [to_device(a, cl_device) for a in args], {**attrs, **extra})[0]
         want = op.reference(*(a.astype(np.float64) for a in args), **attrs, **extra)
         np.testing.assert_allclose(got.to_numpy(), want, rtol=1e-4, atol=1e-4, err_msg=name)
+
+
+@pytest.mark.parametrize("inplace", [False, True])
+def test_gemm_long_k_in_chunks(cl_device, monkeypatch, inplace):
+    from singa_opencl.kernels import linalg
+
+    monkeypatch.setattr(linalg, "K_CHUNK", 64)  # 200 = 64 + 64 + 64 + 8
+    a = RNG.standard_normal((37, 200)).astype(np.float32)
+    b = RNG.standard_normal((200, 45)).astype(np.float32)
+    c = RNG.standard_normal((37, 45)).astype(np.float32)
+    tc = to_device(c, cl_device)
+    out = _math.gemm(to_device(a, cl_device), to_device(b, cl_device), tc, 1.5, 0.5,
+                     out=tc if inplace else None)
+    np.testing.assert_allclose(out.to_numpy(), 1.5 * (a @ b) + 0.5 * c, rtol=1e-4, atol=1e-4)
+    y16 = _math.matmul(to_device(a.astype(np.float16), cl_device),
+                       to_device(b.astype(np.float16), cl_device)).to_numpy()
+    np.testing.assert_allclose(y16, a.astype(np.float16).astype(np.float32)
+                               @ b.astype(np.float16).astype(np.float32), rtol=2e-2, atol=0.2)

@@ -10,7 +10,10 @@
 // gemm_tile gives each work-item one GM_MR x GM_NR tile of Y: it streams the two panels and
 // keeps the tile in GM_MR * 2 vector registers (register blocking), so each loaded B vector is
 // used GM_MR times and each A value GM_NR times. With work-groups of one work-item, a CPU
-// runtime (pocl) maps the vector types straight onto SIMD registers.
+// runtime (pocl) maps the vector types straight onto SIMD registers. Tiles are visited in
+// blocks of GM_BI x GM_BJ (A panel fastest), so work-items that run close together share
+// panels while those are in cache, and a call may cover only the k range [k0, k0 + kc): the
+// host splits a long K into such chunks (accumulating into Y) to keep the panels cached.
 
 #define GM_MAXD 6
 
@@ -79,13 +82,22 @@ __kernel void pack_b(int total, int K, int N, int nd, gm_pack L, __global const 
     }
 }
 
-__kernel void gemm_tile(int M, int N, int K, int nd, gm_batch B_,
+#define GM_BI 16
+#define GM_BJ 8
+
+__kernel void gemm_tile(int M, int N, int K, int k0, int kc, int nd, gm_batch B_,
                         __global const T_C* ap, __global const T_C* bp,
                         T_C alpha, T_C beta, int has_c,
                         __global const T_S* c, int co, int c0, int c1,
                         __global O_S* y, int yo, int y0, int y1)
 {
-    int jb = get_global_id(0), ib = get_global_id(1), b = get_global_id(2);
+    int nib = (M + GM_MR - 1) / GM_MR, njb = (N + GM_NR - 1) / GM_NR;
+    int id = get_global_id(0), b = get_global_id(1);
+    int blk = id / (GM_BI * GM_BJ), r_ = id - blk * (GM_BI * GM_BJ);
+    int nbj = (njb + GM_BJ - 1) / GM_BJ;
+    int bi = blk / nbj, bj = blk - bi * nbj;
+    int ib = bi * GM_BI + r_ % GM_BI, jb = bj * GM_BJ + r_ / GM_BI;
+    if (ib >= nib || jb >= njb) return;
     __global const T_C* pa = ap + gm_offset(b, nd, B_.shape, B_.pa) + (size_t)ib * K * GM_MR;
     __global const T_C* pb = bp + gm_offset(b, nd, B_.shape, B_.pb) + (size_t)jb * K * GM_NR;
     GM_VT acc0[GM_MR], acc1[GM_MR];
@@ -93,7 +105,7 @@ __kernel void gemm_tile(int M, int N, int K, int nd, gm_batch B_,
         acc0[r] = (GM_VT)0;
         acc1[r] = (GM_VT)0;
     }
-    for (int k = 0; k < K; ++k) {
+    for (int k = k0; k < k0 + kc; ++k) {
         GM_VT b0 = GM_VLOAD(0, pb + k * GM_NR);
         GM_VT b1 = GM_VLOAD(1, pb + k * GM_NR);
 #pragma unroll

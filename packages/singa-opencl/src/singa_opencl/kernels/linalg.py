@@ -18,6 +18,9 @@ from .._build import CL_TYPES, CLType, prelude, read_source
 from ._common import bcast_strides, claim, collapse, make_kernel
 
 GM_MAXD = 6
+#: Tile visiting blocks (A panels x B panels) and K chunk length; see cl/gemm.cl.
+GM_BI, GM_BJ = 16, 8
+K_CHUNK = 1024
 #: (rows per tile, vector width); a tile is MR x (2 * width): float 12 x 32 in 24 float16
 #: accumulators, double 12 x 16 in 24 double8 (AVX-512: 24 of the 32 vector registers).
 TILES = {"float": (12, 16), "double": (12, 8)}
@@ -133,18 +136,35 @@ def gemm_call(device, op: str, prg, y, y_st, m: int, n: int, k: int, batch: Batc
     if k > 0:
         pack_a(ap, m, k, na, nda, lay_a)
         pack_b(bp, k, n, nbb, ndb, lay_b)
-    lay = np.zeros((), GM_BATCH)
     nd = batch.nd
+    lay = np.zeros((), GM_BATCH)
     lay["shape"][:nd] = batch.shape
     for field, s in zip(("sy", "sa", "sb", "sc", "pa", "pb"), (*batch.sts, pa, pb)):
         lay[field][:nd] = s
-    g = device.programs.kernel(prg, "gemm_tile", [_I] * 4 + [None, None, None, sc, sc, _I,
+    g = device.programs.kernel(prg, "gemm_tile", [_I] * 6 + [None, None, None, sc, sc, _I,
                                                              None, _I, _I, _I,
                                                              None, _I, _I, _I])
+    # a long K runs in chunks that accumulate into Y, unless Y is stored as half (rounding
+    # every partial sum to half would lose precision)
+    kc = k if t.storage == "half" or k <= K_CHUNK else K_CHUNK
+    nblk = -(-(mp // mr) // GM_BI) * -(-(np_ // nr) // GM_BJ)
+    gsize = (nblk * GM_BI * GM_BJ, batch.count)
+    has_c = int(c is not None and beta != 0.0)
     cv = c if c is not None else y
-    device.launch(g, (np_ // nr, mp // mr, batch.count), (1, 1, 1), m, n, k, nd, lay, ap, bp,
-                  sc(alpha), sc(beta), int(c is not None and beta != 0.0), cv.buf, cv.off,
-                  c_st[0], c_st[1], y.buf, y.off, y_st[0], y_st[1])
+    acc_lay = None
+    for k0 in range(0, max(k, 1), max(kc, 1)):
+        n_k = min(kc, k - k0)
+        if k0 == 0:
+            device.launch(g, gsize, (1, 1), m, n, k, k0, n_k, nd, lay, ap, bp, sc(alpha),
+                          sc(beta), has_c, cv.buf, cv.off, c_st[0], c_st[1], y.buf, y.off,
+                          y_st[0], y_st[1])
+            continue
+        if acc_lay is None:
+            acc_lay = lay.copy()
+            acc_lay["sc"] = lay["sy"]
+        device.launch(g, gsize, (1, 1), m, n, k, k0, n_k, nd, acc_lay, ap, bp, sc(alpha),
+                      sc(1.0), 1, y.buf, y.off, y_st[0], y_st[1], y.buf, y.off, y_st[0],
+                      y_st[1])
     free_a()
     free_b()
 
