@@ -14,7 +14,7 @@ from singa.ops._nn_ops import conv2d_geometry
 from .._build import CL_TYPES
 from ..device import CLView
 from ._common import make_kernel, roundup
-from .linalg import Batch, _launch, _tile, gemm_call, gemm_program, pack_matrix_a, pack_matrix_b
+from .linalg import Batch, _launch, gemm_call, gemm_program, pack_matrix_a, pack_matrix_b
 
 #: Upper bound for one chunk's packed operands / column buffer.
 WORKSPACE_BYTES = 64 << 20
@@ -66,10 +66,10 @@ def kernels(device) -> dict:
         g = conv2d_geometry("Conv2d", x.shape, w.shape, attrs)
         G, og, cg = g.group, g.o // g.group, g.c // g.group
         kc, P = cg * g.kh * g.kw, g.ho * g.wo
-        prg = gemm_program(device, "Conv2d", CL_TYPES[y.dt])
-        nr = _tile(prg)[1]
+        gp = gemm_program(device, "Conv2d", CL_TYPES[y.dt])
+        nr = gp.nr
         geo = _geom_struct(g)
-        pk = progs.kernel(prg, "pack_b_im2col", [_I] * 4 + [None, None, _I, None])
+        pk = progs.kernel(gp.program, "pack_b_im2col", [_I] * 4 + [None, None, _I, None])
         nn = _chunk(g.n, G * kc * roundup(P, nr) * 4)
         for n0 in range(0, g.n, nn):
             cnt = min(nn, g.n - n0)
@@ -82,8 +82,8 @@ def kernels(device) -> dict:
                 total = count * -(-n // nr) * k
                 _launch(device, pk, total, k, n, n0, geo, x.buf, x.off, bp)
 
-            gemm_call(device, "Conv2d", prg, yv, (P, 1), og, P, kc, batch,
-                      pack_matrix_a(device, prg, w, (kc, 1)), pack_b, 1.0,
+            gemm_call(device, "Conv2d", gp, yv, (P, 1), og, P, kc, batch,
+                      pack_matrix_a(device, gp, w, (kc, 1)), pack_b, 1.0,
                       1.0 if bias is not None else 0.0, bias, (1, 0))
 
     def conv2d_backward_x(ins, outs, attrs):
@@ -91,21 +91,21 @@ def kernels(device) -> dict:
         dx = outs[0]
         g = conv2d_geometry("Conv2dBackwardX", tuple(attrs["x_shape"]), w.shape, attrs)
         t = CL_TYPES[dx.dt]
-        prg = gemm_program(device, "Conv2dBackwardX", t)
+        gp = gemm_program(device, "Conv2dBackwardX", t)
         if g.sh == 1 and g.sw == 1 and _flipped_is_cheaper(g):
-            _backward_x_as_conv(prg, g, dy, w, dx)
+            _backward_x_as_conv(gp, g, dy, w, dx)
         else:
-            _backward_x_col2im(prg, g, dy, w, dx, t)
+            _backward_x_col2im(gp, g, dy, w, dx, t)
 
-    def _backward_x_as_conv(prg, g, dy, w, dx):
+    def _backward_x_as_conv(gp, g, dy, w, dx):
         """Stride 1: dx is the convolution of dy with the flipped, transposed filters, so the
         GEMM packs dy with implicit im2col and writes dx directly (no column buffer)."""
         G, og, cg = g.group, g.o // g.group, g.c // g.group
         khw = g.kh * g.kw
         hw = g.h * g.w
-        nr = _tile(prg)[1]
+        nr = gp.nr
         geo = _flipped_geom_struct(g)
-        pk = progs.kernel(prg, "pack_b_im2col", [_I] * 4 + [None, None, _I, None])
+        pk = progs.kernel(gp.program, "pack_b_im2col", [_I] * 4 + [None, None, _I, None])
         # A[c, (o, r)] = W[g*og + o, c, khw - 1 - r]: a two-level K with a reversed inner part
         wf = w.with_layout(w.shape, w.strides, w.off + khw - 1)
         nn = _chunk(g.n, G * og * khw * roundup(hw, nr) * 4)
@@ -119,15 +119,15 @@ def kernels(device) -> dict:
                 _launch(device, pk, count * -(-n // nr) * k, k, n, n0, geo, dy.buf, dy.off,
                         bp)
 
-            gemm_call(device, "Conv2dBackwardX", prg, yv, (hw, 1), cg, hw, og * khw, batch,
-                      pack_matrix_a(device, prg, wf, (khw, -1), khw, cg * khw), pack_b)
+            gemm_call(device, "Conv2dBackwardX", gp, yv, (hw, 1), cg, hw, og * khw, batch,
+                      pack_matrix_a(device, gp, wf, (khw, -1), khw, cg * khw), pack_b)
 
-    def _backward_x_col2im(prg, g, dy, w, dx, t):
+    def _backward_x_col2im(gp, g, dy, w, dx, t):
         G, og, cg = g.group, g.o // g.group, g.c // g.group
         kc, P = cg * g.kh * g.kw, g.ho * g.wo
-        mr, nr = _tile(prg)
+        mr, nr = gp.mr, gp.nr
         geo = _geom_struct(g)
-        c2i = progs.kernel(prg, "col2im", [_I, _I, None, None, None, _I])
+        c2i = progs.kernel(gp.program, "col2im", [_I, _I, None, None, None, _I])
         isz = max(np.dtype(t.scalar).itemsize, 4)
         nn = _chunk(g.n, G * roundup(kc, mr) * roundup(P, nr) * isz * 2)
         cols, free = device.workspace(nn * G * kc * P * isz)
@@ -137,9 +137,9 @@ def kernels(device) -> dict:
             dyv = dy.with_layout(dy.shape, dy.strides, dy.off + n0 * g.o * P)
             batch = Batch("Conv2dBackwardX", (cnt, G),
                           [(G * kc * P, kc * P), (0, og * kc), (g.o * P, og * P), (0, 0)])
-            gemm_call(device, "Conv2dBackwardX", prg, colv, (P, 1), kc, P, og, batch,
-                      pack_matrix_a(device, prg, w, (1, kc)),
-                      pack_matrix_b(device, prg, dyv, (P, 1)))
+            gemm_call(device, "Conv2dBackwardX", gp, colv, (P, 1), kc, P, og, batch,
+                      pack_matrix_a(device, gp, w, (1, kc)),
+                      pack_matrix_b(device, gp, dyv, (P, 1)))
             total = cnt * g.c * g.h * g.w
             ls = device.local_size
             device.launch(c2i, (roundup(total, ls),), (ls,), cnt, n0, geo, cols, dx.buf,
@@ -152,10 +152,10 @@ def kernels(device) -> dict:
         g = conv2d_geometry("Conv2dBackwardW", x.shape, tuple(attrs["w_shape"]), attrs)
         G, og, cg = g.group, g.o // g.group, g.c // g.group
         kc, P = cg * g.kh * g.kw, g.ho * g.wo
-        prg = gemm_program(device, "Conv2dBackwardW", CL_TYPES[dw.dt])
-        nr = _tile(prg)[1]
+        gp = gemm_program(device, "Conv2dBackwardW", CL_TYPES[dw.dt])
+        nr = gp.nr
         geo = _geom_struct(g)
-        pk = progs.kernel(prg, "pack_b_im2col_t", [_I] * 5 + [None, None, _I, None])
+        pk = progs.kernel(gp.program, "pack_b_im2col_t", [_I] * 5 + [None, None, _I, None])
         nn = _chunk(g.n, G * P * roundup(kc, nr) * 4)
         for n0 in range(0, g.n, nn):
             cnt = min(nn, g.n - n0)
@@ -167,8 +167,8 @@ def kernels(device) -> dict:
                 total = count * -(-n // nr) * k
                 _launch(device, pk, total, k, n, P, n0, geo, x.buf, x.off, bp)
 
-            gemm_call(device, "Conv2dBackwardW", prg, dw, (kc, 1), og, kc, cnt * P, batch,
-                      pack_matrix_a(device, prg, dyv, (P, 1), P, g.o * P), pack_b,
+            gemm_call(device, "Conv2dBackwardW", gp, dw, (kc, 1), og, kc, cnt * P, batch,
+                      pack_matrix_a(device, gp, dyv, (P, 1), P, g.o * P), pack_b,
                       1.0, 0.0 if first else 1.0, None if first else dw, (kc, 1))
 
     return {

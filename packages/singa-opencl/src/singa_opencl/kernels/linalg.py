@@ -9,6 +9,7 @@ GM_MR x GM_NR tiles per work-item.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 from singa import _dtype
@@ -28,16 +29,23 @@ TILES = {"float": (12, 16), "double": (12, 8)}
 _I = np.int32
 
 
+@dataclass(frozen=True)
+class GemmProgram:
+    """A built gemm.cl + conv.cl program and its tile: ``mr`` rows by ``nr`` columns."""
+
+    program: object
+    mr: int
+    nr: int
+
+
 def gemm_program(device, op: str, t: CLType):
-    """gemm.cl and conv.cl built for type t (tile shape: :func:`_tile`)."""
+    """gemm.cl and conv.cl built for type t, with the tile shape they were built for."""
     mr, vw = TILES[t.compute]
     defs = (f"#define GM_MR {mr}\n#define GM_NR {2 * vw}\n"
             f"#define GM_VT {t.compute}{vw}\n#define GM_VLOAD vload{vw}\n"
             f"#define GM_VSTORE vstore{vw}\n")
     src = prelude(T=t, O=t) + defs + read_source("gemm.cl") + read_source("conv.cl")
-    prg = device.programs.program(src, op, f"gemm[{t.name}]")
-    _TILE_OF[id(prg)] = (mr, 2 * vw)
-    return prg
+    return GemmProgram(device.programs.program(src, op, f"gemm[{t.name}]"), mr, 2 * vw)
 
 
 GM_BATCH = np.dtype([(f, np.int32, GM_MAXD) for f in ("shape", "sy", "sa", "sb", "sc", "pa",
@@ -75,35 +83,28 @@ class Batch:
         return acc // panel, len(dims), lay, packed
 
 
-def pack_matrix_a(device, prg, a, st, kdiv=None, s_hi=0):
+def pack_matrix_a(device, gp: GemmProgram, a, st, kdiv=None, s_hi=0):
     """Packer for A[i, k] at a.off + i*st[0] + (k // kdiv)*s_hi + (k % kdiv)*st[1]."""
-    kern = device.programs.kernel(prg, "pack_a", [_I] * 4 + [None, None] + [_I] * 5 + [None])
+    kern = device.programs.kernel(gp.program, "pack_a", [_I] * 4 + [None, None] + [_I] * 5 + [None])
 
     def pack(ap, m, k, count, nd, lay):
-        total = count * -(-m // _tile(prg)[0]) * k
+        total = count * -(-m // gp.mr) * k
         _launch(device, kern, total, m, k, nd, lay, a.buf, a.off, st[0], st[1], kdiv or k,
                 s_hi, ap)
 
     return pack
 
 
-def pack_matrix_b(device, prg, b, st, kdiv=None, s_hi=0):
+def pack_matrix_b(device, gp: GemmProgram, b, st, kdiv=None, s_hi=0):
     """Packer for B[k, j] at b.off + (k // kdiv)*s_hi + (k % kdiv)*st[0] + j*st[1]."""
-    kern = device.programs.kernel(prg, "pack_b", [_I] * 4 + [None, None] + [_I] * 5 + [None])
+    kern = device.programs.kernel(gp.program, "pack_b", [_I] * 4 + [None, None] + [_I] * 5 + [None])
 
     def pack(bp, k, n, count, nd, lay):
-        total = count * -(-n // _tile(prg)[1]) * k
+        total = count * -(-n // gp.nr) * k
         _launch(device, kern, total, k, n, nd, lay, b.buf, b.off, st[0], st[1], kdiv or k,
                 s_hi, bp)
 
     return pack
-
-
-_TILE_OF: dict[int, tuple] = {}
-
-
-def _tile(prg) -> tuple:
-    return _TILE_OF[id(prg)]
 
 
 def _launch(device, kern, total, *args) -> None:
@@ -113,7 +114,7 @@ def _launch(device, kern, total, *args) -> None:
     device.launch(kern, (-(-total // ls) * ls,), (ls,), total, *args)
 
 
-def gemm_call(device, op: str, prg, y, y_st, m: int, n: int, k: int, batch: Batch,
+def gemm_call(device, op: str, gp: GemmProgram, y, y_st, m: int, n: int, k: int, batch: Batch,
               pack_a, pack_b, alpha=1.0, beta=0.0, c=None, c_st=(0, 0)) -> None:
     """Y[b] = alpha * A[b] @ B[b] + beta * C[b] for every batch b of ``batch``.
 
@@ -124,7 +125,7 @@ def gemm_call(device, op: str, prg, y, y_st, m: int, n: int, k: int, batch: Batc
     """
     if m == 0 or n == 0 or batch.count == 0:
         return
-    mr, nr = _tile(prg)
+    mr, nr = gp.mr, gp.nr
     t = CL_TYPES[y.dt]
     sc = t.scalar
     mp, np_ = -(-m // mr) * mr, -(-n // nr) * nr
@@ -141,7 +142,7 @@ def gemm_call(device, op: str, prg, y, y_st, m: int, n: int, k: int, batch: Batc
     lay["shape"][:nd] = batch.shape
     for field, s in zip(("sy", "sa", "sb", "sc", "pa", "pb"), (*batch.sts, pa, pb)):
         lay[field][:nd] = s
-    g = device.programs.kernel(prg, "gemm_tile", [_I] * 6 + [None, None, None, sc, sc, _I,
+    g = device.programs.kernel(gp.program, "gemm_tile", [_I] * 6 + [None, None, None, sc, sc, _I,
                                                              None, _I, _I, _I,
                                                              None, _I, _I, _I])
     # a long K runs in chunks that accumulate into Y, unless Y is stored as half (rounding
@@ -195,10 +196,10 @@ def kernels(device) -> dict:
         batch = y.shape[:-2]
         sts = [y.strides[:-2], bcast_strides(_sub(a, a.shape[:-2], a.strides[:-2]), batch),
                bcast_strides(_sub(b, b.shape[:-2], b.strides[:-2]), batch), (0,) * len(batch)]
-        prg = gemm_program(device, "Matmul", CL_TYPES[y.dt])
-        gemm_call(device, "Matmul", prg, y, y.strides[-2:], m, n, k, Batch("Matmul", batch, sts),
-                  pack_matrix_a(device, prg, a, a.strides[-2:]),
-                  pack_matrix_b(device, prg, b, b.strides[-2:]))
+        gp = gemm_program(device, "Matmul", CL_TYPES[y.dt])
+        gemm_call(device, "Matmul", gp, y, y.strides[-2:], m, n, k, Batch("Matmul", batch, sts),
+                  pack_matrix_a(device, gp, a, a.strides[-2:]),
+                  pack_matrix_b(device, gp, b, b.strides[-2:]))
 
     def gemm(ins, outs, attrs):
         a, b, c = ins
@@ -208,9 +209,9 @@ def kernels(device) -> dict:
         m, n = y.shape
         k = a.shape[0] if attrs.get("transA") else a.shape[1]
         beta = float(attrs.get("beta", 0.0))
-        prg = gemm_program(device, "GEMM", CL_TYPES[y.dt])
-        gemm_call(device, "GEMM", prg, y, y.strides, m, n, k, Batch("GEMM", (), [()] * 4),
-                  pack_matrix_a(device, prg, a, a_st), pack_matrix_b(device, prg, b, b_st),
+        gp = gemm_program(device, "GEMM", CL_TYPES[y.dt])
+        gemm_call(device, "GEMM", gp, y, y.strides, m, n, k, Batch("GEMM", (), [()] * 4),
+                  pack_matrix_a(device, gp, a, a_st), pack_matrix_b(device, gp, b, b_st),
                   float(attrs.get("alpha", 1.0)), beta, c if beta != 0.0 else None,
                   bcast_strides(c, (m, n)))
 
