@@ -111,17 +111,19 @@ class Device:
         """Run ``fn()`` now, or record it as a graph node when the graph is enabled.
 
         ``reads`` and ``writes`` are the Blocks ``fn`` reads and writes. Written blocks get
-        memory here (lazy allocation); a read block that was never written reads zeros.
+        memory here (lazy allocation); a read block that was never written reads zeros. An
+        operation that writes only part of a block must list it in ``reads`` too, so that the
+        rest reads as zeros (``ops.run`` does this for outputs that do not cover their block).
         """
         if self._graph_enabled:
             self._graph.add_operation(fn, reads, writes, name)
             return
+        for b in reads:  # first: an in-place op reads its never-written output as zeros
+            if b.data is None:
+                b.allocate(zero=True)
         for b in writes:
             if b.data is None:
                 b.data, b.cls = b.pool.malloc(b.nbytes)
-        for b in reads:
-            if b.data is None:
-                b.allocate(zero=True)
         fn()
 
     def kernel(self, op):

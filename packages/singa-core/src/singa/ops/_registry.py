@@ -32,6 +32,7 @@ from typing import Any
 
 from .. import _dtype
 from .._ctensor import CTensor, check_same_device
+from .._dtype import ITEMSIZE
 
 __all__ = ["OpDef", "OPS", "defop", "run", "KernelCall", "EMPTY"]
 
@@ -130,7 +131,8 @@ def run(op: OpDef, ins: list, attrs: dict = EMPTY, outs: list | None = None) -> 
                 check_same_device(op.name, ins + (outs or []))
     else:
         dev = outs[0].dev
-    if outs is None:
+    given = outs is not None
+    if not given:
         outs = [CTensor._new(s, dev, d) for s, d in op.infer(ins, attrs)]
     elif ins and outs[0].dev is not dev:
         check_same_device(op.name, ins + outs)
@@ -144,8 +146,12 @@ def run(op: OpDef, ins: list, attrs: dict = EMPTY, outs: list | None = None) -> 
             for o, t in zip(outs, tmp):
                 run(OPS["Copy"], [t], EMPTY, [o])
             return outs
-    dev.exec(KernelCall(dev, fn, ins, outs, attrs), [x.block for x in ins],
-             [o.block for o in outs], op.name)
+    reads = [x.block for x in ins]
+    if given:
+        for o in outs:  # a partial write keeps the rest of the block: it reads it too
+            if o.size * ITEMSIZE[o.dt] != o.block.nbytes:
+                reads.append(o.block)
+    dev.exec(KernelCall(dev, fn, ins, outs, attrs), reads, [o.block for o in outs], op.name)
     return outs
 
 
