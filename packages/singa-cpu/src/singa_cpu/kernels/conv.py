@@ -27,8 +27,9 @@ from ._workspace import Workspace
 
 prange = range  # numba.prange once compiled (see _parallel.pjit)
 
-#: Upper bound of the column buffer of one chunk (bytes); at least one image is processed.
-COL_BYTES = 8 << 20
+#: Upper bound of the column buffer of one chunk (bytes; about L2-sized, which measured
+#: fastest); at least one image is processed.
+COL_BYTES = 1 << 20
 
 
 @pjit()
