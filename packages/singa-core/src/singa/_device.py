@@ -37,6 +37,7 @@ class Device:
         self.host_fallback = False
         self.fallback_ops: dict[str, int] = {}
         self._graph = None
+        self._last_run_graph = None  # what PrintTimeProfiling reports on
         self._graph_enabled = False
         self._verbosity = 0
         self._skip_iteration = 5
@@ -196,6 +197,7 @@ class Device:
             raise GraphError(f"RunGraph on {self.name}: no graph was recorded (EnableGraph first)")
         prev = self._graph_enabled
         self._graph_enabled = False
+        self._last_run_graph = self._graph
         try:
             self._graph.run(serial)
         finally:
@@ -233,15 +235,18 @@ class Device:
         print(self.time_profiling_report())
 
     def time_profiling_report(self) -> str:
-        if self._graph is None:
+        """The report of the graph that ran last on this device (a Model keeps its own)."""
+        graph = self._last_run_graph or self._graph
+        if graph is None:
             return "Time Profiling:\n(no graph has run on this device)"
-        return self._graph.profiling_report()
+        return graph.profiling_report()
 
     def export_chrome_trace(self, path: str) -> None:
-        """Write the profiled graph runs as a Chrome/Perfetto trace (JSON)."""
-        if self._graph is None:
-            raise GraphError(f"export_chrome_trace on {self.name}: no graph was recorded")
-        self._graph.export_chrome_trace(path)
+        """Write the profiled runs of the last graph as a Chrome/Perfetto trace (JSON)."""
+        graph = self._last_run_graph or self._graph
+        if graph is None:
+            raise GraphError(f"export_chrome_trace on {self.name}: no graph has run")
+        graph.export_chrome_trace(path)
 
     @staticmethod
     def EnableLazyAlloc(enable: bool) -> None:
