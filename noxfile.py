@@ -21,8 +21,8 @@ TEST_DEPS = ["pytest>=7", "hypothesis>=6"]
 # backend -> (packages to install, pytest targets)
 BACKENDS = {
     "cpu": (
-        [CORE, "./packages/singa-cpu"],
-        ["tests/core", "tests/backend"],
+        [CORE, "./packages/singa-cpu", ".[examples]"],
+        ["tests/core", "tests/backend", "tests/nn", "tests/examples"],
     ),
     "opencl": (
         [CORE, "./packages/singa-cpu", "./packages/singa-opencl[pocl]"],
@@ -58,4 +58,5 @@ def tests(session: nox.Session, backend: str) -> None:
     args = ["--singa-backend", backend]
     if os.path.exists(xfails):
         args += ["--singa-xfails", xfails]
-    session.run("pytest", "-q", *targets, *args, *session.posargs)
+    # "slow or not slow": also the README main-job run (>= 95% on digits) in tests/examples
+    session.run("pytest", "-q", "-m", "slow or not slow", *targets, *args, *session.posargs)

@@ -15,6 +15,7 @@ __all__ = [
     "config",
     "device",
     "errors",
+    "image_tool",
     "initializer",
     "layer",
     "model",
