@@ -22,5 +22,4 @@ def launch_1d(device, kern, n: int, *args) -> None:
     device.launch(kern, (roundup(n, ls),), (ls,), *args)
 
 
-I = np.int32  # noqa: E741
-F = np.float32
+I = np.int32  # noqa: E741  (the type of int kernel arguments)
