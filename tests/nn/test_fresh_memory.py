@@ -55,10 +55,6 @@ def test_partial_writes_into_a_fresh_tensor():
     np.testing.assert_array_equal(d.to_numpy().reshape(-1), [0] * 6 + [2, 3, 4, 5, 6, 0])
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "singa/_device.py Device.exec allocates written blocks (without zeroing) before it "
-    "zero-fills never-written read blocks, so an op that reads and writes the same fresh "
-    "block reads stale pool memory; singa.tensor/_math work around it in eager mode"))
 def test_device_exec_zero_fills_a_fresh_block_that_an_op_reads_and_writes():
     _dirty_pool((3,))
     ct = CTensor((3,))
@@ -66,9 +62,6 @@ def test_device_exec_zero_fills_a_fresh_block_that_an_op_reads_and_writes():
     np.testing.assert_array_equal(ct.to_numpy(), 1.0)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "graph replay (singa/scheduler.py) gives a block first written by a partial write "
-    "memory that is not zero-filled; eager mode is worked around, a recorded graph is not"))
 def test_graph_replay_of_a_partial_write_into_a_fresh_tensor():
     dev = get_default_device()
     src = tensor.from_numpy(np.arange(1, 9, dtype=np.float32))

@@ -219,20 +219,7 @@ class CTensor:
                 f"copy_from_numpy: {flat.size} values at offset {offset} do not fit the "
                 f"tensor's {n} elements"
             )
-        self._zero_fresh_block()
         self._view_as((flat.size,), (1,), self.off + offset)._write_host(flat, extra_reads=True)
-
-    def _zero_fresh_block(self) -> None:
-        """Before a partial write: give a never-written block zeroed memory, so the elements
-        the write does not touch read as zeros (SINGA's CPU zero-fills new memory).
-
-        ``Device.exec`` allocates written blocks without zeroing (full overwrites are the norm),
-        which would expose stale pool memory around a partial write. While the device records a
-        graph, memory is assigned at replay and this cannot help (see docs/compatibility.md).
-        """
-        blk = self.block
-        if blk.data is None and not self.dev.graph_enabled():
-            blk.allocate(zero=True)
 
     def _write_host(self, arr: np.ndarray, extra_reads: bool = False) -> None:
         src = np.ascontiguousarray(arr, dtype=_dtype.NP_DTYPE[self.dt])

@@ -128,21 +128,10 @@ def rpow(a: CTensor, value) -> CTensor:
     return _one("RPowScalar", [a], {"value": float(value)})
 
 
-def _zero_if_fresh(x: CTensor) -> None:
-    """An in-place op reads its output: a never-written tensor must read as zeros (SINGA's
-    CPU zero-fills new memory). ``Device.exec`` allocates written blocks before it zero-fills
-    unwritten read blocks, so do it here (eager mode; a recording graph assigns memory at
-    replay)."""
-    blk = x.block
-    if blk.data is None and not x.dev.graph_enabled():
-        blk.allocate(zero=True)
-
-
 def _inplace(f):
     def g(x: CTensor, y) -> CTensor:
         if isinstance(y, CTensor) and broadcast_shapes(f.__name__, x.shp, y.shp) != x.shp:
             raise ShapeError(f"in-place {f.__name__}: {y.shp} does not broadcast to {x.shp}")
-        _zero_if_fresh(x)
         return f(x, y, out=x)
 
     return g
@@ -405,7 +394,6 @@ def gemm(a: CTensor, b: CTensor, c: CTensor, alpha=1.0, beta=0.0, trans_a=False,
     """alpha * op(a) @ op(b) + beta * c (``out=c`` updates c in place)."""
     attrs = {"alpha": float(alpha), "beta": float(beta), "transA": bool(trans_a),
              "transB": bool(trans_b)}
-    _zero_if_fresh(c)
     return run(_O["GEMM"], [a, b, c], attrs, None if out is None else [out])[0]
 
 
@@ -415,5 +403,4 @@ def axpy(alpha, x: CTensor, y: CTensor) -> CTensor:
         a = CTensor._new((1,), y.dev, y.dt)
         set_value(a, float(alpha))
         alpha = a
-    _zero_if_fresh(y)
     return run(_O["Axpy"], [alpha, x, y], EMPTY, [y])[0]

@@ -558,8 +558,6 @@ def copy_data_to_from(dst: Tensor, src: Tensor, size: int, dst_offset=0, src_off
         sv = M.to_device(sv, d.dev)
     if not d.contig:
         raise ShapeError("copy_data_to_from: the destination must be contiguous")
-    if size < d.size:
-        d._zero_fresh_block()
     dv = M.slice_view(d._view_as((d.size,), (1,)), [dst_offset], [dst_offset + size])
     if sv.dt != dv.dt:
         sv = M.as_type(sv, dv.dt)

@@ -73,6 +73,11 @@ class Operator:
                     f"{type(x).__name__} (wrap numpy data with tensor.from_numpy)"
                 )
         self.requires_grad = any(x.requires_grad for x in xs)
+        # a leaf input that does not store its gradient never receives one: ops may skip it
+        self.needs_input_grad = tuple(
+            x.requires_grad and (x.stores_grad or not (x._creator is None
+                                                      or isinstance(x._creator, Dummy)))
+            for x in xs)
         self.src = [(x.creator, id(x), x if x.stores_grad else None, x.stores_grad)
                     for x in xs]
         ys = self.forward(*[x.data for x in xs])
@@ -97,6 +102,15 @@ class Operator:
 
     def get_params(self):
         return []
+
+    def needs_grad(self, i: int) -> bool:
+        """Whether :func:`backward` needs the gradient of input ``i`` of the last call: ops may
+        skip heavy work for the others and return None. A direct ``op.backward(dy)`` call
+        (SINGA's tests do this) always gets every gradient."""
+        flags = getattr(self, "needs_input_grad", None)
+        if not self.__dict__.get("_in_engine") or flags is None or i >= len(flags):
+            return True
+        return flags[i]
 
     def _need_cache(self, what: str = "inputs"):
         raise SingaError(
@@ -208,7 +222,11 @@ def backward(y: Tensor, dy=None):
     while ready:
         op, dys = ready.pop()
         if op.requires_grad and any(g is not None for g in dys):
-            dxs = op._do_backward(*dys)
+            op._in_engine = True
+            try:
+                dxs = op._do_backward(*dys)
+            finally:
+                op._in_engine = False
             if len(dxs) != len(op.src):
                 raise SingaError(f"{type(op).__name__}.backward returned {len(dxs)} gradients "
                                  f"for {len(op.src)} inputs")

@@ -41,8 +41,10 @@ class _Conv2d(Operator):
         if not hasattr(self, "x"):
             self._need_cache()
         x, W = self.x, self.W
-        dx = run(_O["Conv2dBackwardX"], [dy, W], {**self.attrs, "x_shape": x.shp})[0]
-        dW = run(_O["Conv2dBackwardW"], [dy, x], {**self.attrs, "w_shape": W.shp})[0]
+        dx = run(_O["Conv2dBackwardX"], [dy, W], {**self.attrs, "x_shape": x.shp})[0] \
+            if self.needs_grad(0) else None
+        dW = run(_O["Conv2dBackwardW"], [dy, x], {**self.attrs, "w_shape": W.shp})[0] \
+            if self.needs_grad(1) else None
         if self.has_bias:
             return dx, dW, M.sum(dy, (0, 2, 3))
         return dx, dW

@@ -58,12 +58,15 @@ class Matmul(Operator):
         if not hasattr(self, "a2"):
             self._need_cache()
         dy2 = M.reshape(dy, self.y2_shape)
-        da = back_broadcast(dy2.shp[:-2] + self.a2.shp[-2:], self.a2.shp,
-                            M.matmul(dy2, _swap_last(self.b2)))
-        db = back_broadcast(dy2.shp[:-2] + self.b2.shp[-2:], self.b2.shp,
-                            M.matmul(_swap_last(self.a2), dy2))
         sa, sb = self.shapes
-        return M.reshape(da, sa), M.reshape(db, sb)
+        da = db = None
+        if self.needs_grad(0):
+            da = M.reshape(back_broadcast(dy2.shp[:-2] + self.a2.shp[-2:], self.a2.shp,
+                                          M.matmul(dy2, _swap_last(self.b2))), sa)
+        if self.needs_grad(1):
+            db = M.reshape(back_broadcast(dy2.shp[:-2] + self.b2.shp[-2:], self.b2.shp,
+                                          M.matmul(_swap_last(self.a2), dy2)), sb)
+        return da, db
 
 
 class AddBias(Operator):
