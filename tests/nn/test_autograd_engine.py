@@ -203,3 +203,28 @@ def test_back_broadcast_and_axis_helper():
     want = dx.to_numpy().sum(axis=(0, 2)).reshape(3, 1)
     np.testing.assert_allclose(r.to_numpy(), want, rtol=1e-6)
     assert autograd.axis_helper((2, 3, 4), (3, 1)) == (0, 2)
+
+
+def test_backward_skips_gradients_no_one_receives(monkeypatch):
+    """The input batch (a leaf that stores no gradient) gets no dx from Matmul inside
+    backward(); a direct op.backward() call still returns every gradient (SINGA's tests)."""
+    from singa import _math
+
+    autograd.training = True
+    calls = []
+    real = _math.matmul
+    monkeypatch.setattr(_math, "matmul", lambda *a, **k: calls.append(1) or real(*a, **k))
+    x = Tensor(data=np.ones((2, 3)), dtype=tensor.float64)  # requires_grad, stores_grad=False
+    w = param(np.ones((3, 1)))
+    y = autograd.reduce_sum(autograd.matmul(x, w), None, 0)
+    calls.clear()
+    out = list(autograd.backward(y))
+    assert [p for p, _ in out] == [w] and len(calls) == 1
+    np.testing.assert_array_equal(out[0][1].to_numpy(), [[2.0], [2.0], [2.0]])
+    h = autograd.matmul(x, w)
+    dx, dw = h.creator.backward(const(np.ones((2, 1))).data)
+    assert dx is not None and dw is not None
+    x.stores_grad = True
+    y = autograd.reduce_sum(autograd.matmul(x, w), None, 0)
+    calls.clear()
+    assert {id(p) for p, _ in autograd.backward(y)} == {id(x), id(w)} and len(calls) == 2
