@@ -9,6 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from gradcheck import check_op, to_tensor
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from singa import autograd, tensor
 from singa import singa_wrap as singa
 from singa.errors import DtypeMismatchError, ShapeError
@@ -330,3 +332,43 @@ def test_dropout_is_identity_in_eval():
     autograd.training = False
     x = np.arange(6.0).reshape(2, 3)
     np.testing.assert_array_equal(autograd.dropout(T(x), ratio=0.7).to_numpy(), x)
+
+
+@settings(max_examples=12, deadline=None)
+@given(data=st.data())
+def test_conv2d_generated_geometry(data):
+    """Random kernel/stride/padding/dilation/group combinations (hypothesis)."""
+    group = data.draw(st.sampled_from([1, 2]))
+    cg, og = data.draw(st.integers(1, 2)), data.draw(st.integers(1, 2))
+    kh, kw = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3))
+    sh, sw = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3))
+    dh, dw = data.draw(st.integers(1, 2)), data.draw(st.integers(1, 2))
+    ph, pw = data.draw(st.integers(0, 2)), data.draw(st.integers(0, 2))
+    odd = tuple(data.draw(st.integers(0, 1)) for _ in range(4))
+    h = data.draw(st.integers(max(1, dh * (kh - 1) + 1 - 2 * ph - odd[0] - odd[1]), 6))
+    w = data.draw(st.integers(max(1, dw * (kw - 1) + 1 - 2 * pw - odd[2] - odd[3]), 6))
+    rng = np.random.default_rng(data.draw(st.integers(0, 1000)))
+    x = rng.standard_normal((1, cg * group, h, w))
+    W = rng.standard_normal((og * group, cg, kh, kw))
+    b = rng.standard_normal((og * group,))
+    handle = singa.ConvHandle(T(x).data, (kh, kw), (sh, sw), (ph, pw), cg * group, og * group,
+                              True, group, dilation=(dh, dw))
+    pads = (ph + odd[0], ph + odd[1], pw + odd[2], pw + odd[3])
+    check_op(lambda x, W, b: autograd.conv2d(handle, x, W, b, odd), [x, W, b],
+             lambda x, W, b: conv_ref(x, W, b, (sh, sw), pads, (dh, dw), group))
+
+
+@settings(max_examples=12, deadline=None)
+@given(data=st.data())
+def test_pooling2d_generated_geometry(data):
+    kh, kw = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3))
+    sh, sw = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3))
+    ph, pw = data.draw(st.integers(0, kh - 1)), data.draw(st.integers(0, kw - 1))
+    h, w = data.draw(st.integers(kh, 6)), data.draw(st.integers(kw, 6))
+    is_max = data.draw(st.booleans())
+    rng = np.random.default_rng(data.draw(st.integers(0, 1000)))
+    shape = (1, 2, h, w)
+    x = rng.permutation(np.prod(shape)).reshape(shape) * 0.1
+    handle = singa.PoolingHandle(T(x).data, (kh, kw), (sh, sw), (ph, pw), is_max)
+    check_op(lambda t: autograd.pooling_2d(handle, t), [x],
+             lambda x: pool_ref(x, (kh, kw), (sh, sw), (ph, ph, pw, pw), is_max), eps=1e-5)
