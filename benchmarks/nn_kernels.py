@@ -10,8 +10,10 @@ Usage::
     python benchmarks/nn_kernels.py [--threads 2] [--repeat 15] [--only conv|pool|bn]
                                     [--clock wall|cpu]
 
-``--clock cpu`` times process CPU time instead of wall time; with ``--threads 1`` that is
-robust to other processes loading the machine (wall-clock ratios are not).
+``--clock cpu`` times process CPU time instead of wall time and reports the best call; with
+``--threads 1`` that is robust to other processes loading the machine (wall-clock ratios are
+not: under load, multi-threaded BLAS and numba loops wait at barriers for descheduled threads).
+Wall-clock runs report medians.
 
 Ours is timed through ``singa.ops.run`` on preallocated outputs (dispatch included, as in
 training). Ratio = ours / torch (lower is better; 1.0 = parity).
@@ -61,6 +63,7 @@ BN_CASES = [
 
 
 _clock = time.perf_counter
+_stat = statistics.median
 
 
 def _median_pair(ours, theirs, repeat, rounds=3):
@@ -83,7 +86,7 @@ def _median_pair(ours, theirs, repeat, rounds=3):
                 t = _clock()
                 fn()
                 acc.append(_clock() - t)
-    return statistics.median(a), statistics.median(b)
+    return _stat(a), _stat(b)
 
 
 class Bench:
@@ -214,23 +217,34 @@ def main():
     ap.add_argument("--only", choices=("conv", "pool", "bn"), default=None)
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall")
     args = ap.parse_args()
-    global _clock
-    if args.clock == "cpu":
-        _clock = time.process_time
-    if args.threads == 1:  # before numpy's BLAS starts its threads
-        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    global _clock, _stat
+    if args.clock == "cpu":  # interference only adds CPU time: report the best call
+        _clock, _stat = time.process_time, min
+    blas = "unknown"
+    try:
+        import threadpoolctl
+
+        threadpoolctl.threadpool_limits(args.threads, user_api="blas")
+        info = [i for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
+        if info:
+            blas = f"{info[0]['internal_api']} {info[0].get('version')} " \
+                   f"kernels={info[0].get('architecture')}"
+    except ImportError:
+        pass
     import torch
 
     torch.set_num_threads(args.threads)
+    b = Bench(args.repeat)  # creates the device first: singa_cpu picks numba's threading layer
     try:
         import numba
 
         numba.set_num_threads(args.threads)
     except ImportError:
         pass
-    print(f"clock={args.clock} threads={args.threads} machine={platform.machine()} cpus={os.cpu_count()} "
-          f"numpy={np.__version__} torch={torch.__version__}")
-    b = Bench(args.repeat)
+    print(f"clock={args.clock} threads={args.threads} machine={platform.machine()} "
+          f"cpus={os.cpu_count()} numpy={np.__version__} ({blas}) torch={torch.__version__} "
+          f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(auto)')} "
+          f"stat={'min' if args.clock == 'cpu' else 'median'}")
     if args.only in (None, "conv"):
         for case in CONV_CASES:
             b.conv(*case)

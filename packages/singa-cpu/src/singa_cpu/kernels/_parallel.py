@@ -9,23 +9,34 @@ Threading layer. Parallel loops alternate with OpenBLAS GEMMs that use the same 
 ``omp`` layer (libgomp) keeps its idle workers spinning after each loop, and on a machine with
 few cores those spinning threads take the cores the following GEMM needs (measured: conv
 layers 2-10x slower on 2 cores). Unless the user chose a layer (``NUMBA_THREADING_LAYER``), we
-select ``workqueue``, whose idle workers sleep. ``workqueue`` must not be entered from two
-threads at once, so calls are serialised by a lock (uncontended in the normal single-threaded
-execution of a device).
+select ``workqueue``, whose idle workers sleep: through ``NUMBA_THREADING_LAYER`` when numba
+is not imported yet (so the choice holds even if other code launches numba's threads first),
+else through ``numba.config`` before our first parallel launch. ``workqueue`` must not be
+entered from two threads at once, so calls are serialised by a lock (uncontended in the normal
+single-threaded execution of a device).
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import sys
 import threading
 
 _LOCK = threading.Lock()
 
 
-def _choose_threading_layer(numba) -> None:
-    if "NUMBA_THREADING_LAYER" not in os.environ and numba.config.THREADING_LAYER == "default":
+def _prefer_workqueue() -> None:
+    if "NUMBA_THREADING_LAYER" in os.environ:
+        return  # the user's choice
+    numba = sys.modules.get("numba")
+    if numba is None:
+        os.environ["NUMBA_THREADING_LAYER"] = "workqueue"  # read when numba is imported
+    elif numba.config.THREADING_LAYER == "default":
         numba.config.THREADING_LAYER = "workqueue"
+
+
+_prefer_workqueue()
 
 
 def pjit(**options):
@@ -40,7 +51,7 @@ def pjit(**options):
             if compiled is None:
                 import numba
 
-                _choose_threading_layer(numba)
+                _prefer_workqueue()
                 fn.__globals__["prange"] = numba.prange
                 compiled = numba.njit(cache=True, parallel=True, **options)(fn)
             with _LOCK:

@@ -1,7 +1,14 @@
-"""2-D convolution: im2col (numba, parallel) + one large BLAS GEMM per batch chunk.
+"""2-D convolution kernels. Three paths, chosen per call from the geometry:
 
-Layout of the column buffer: ``col[(c, i, j), (n, p, q)]`` for a chunk of ``nb`` images, i.e.
-``(C*kh*kw, nb*Ho*Wo)``. Then
+1. **Winograd F(2x2, 3x3)** (:mod:`.winograd`) for 3x3, stride-1, undilated, ungrouped layers
+   with >= 16 channels (most of a ResNet): 2.25x fewer GEMM flops, for all three passes.
+2. **1x1, stride 1, unpadded**: the NCHW data already is the column matrix; one GEMM per image
+   (forward and backward-data).
+3. **im2col + GEMM** for everything else (5x5, strided, dilated, grouped, padded 1x1 ...).
+
+im2col layout: ``col[(c, i, j), (n, p, q)]`` for a chunk of ``nb`` images, i.e.
+``(C*kh*kw, nb*Ho*Wo)``, read from a zero-padded copy of the chunk (no bounds checks in the
+hot loop). Then
 
 - forward:  ``out[O, nb*Ho*Wo] = W[O, C*kh*kw] @ col``, unpacked into ``y[n, o, p, q]`` (+ b);
 - backward-data:   ``dcol = W.T @ dyT`` with ``dyT[O, nb*Ho*Wo]`` packed from dy, then col2im;
@@ -9,9 +16,9 @@ Layout of the column buffer: ``col[(c, i, j), (n, p, q)]`` for a chunk of ``nb``
 
 Batching images into one GEMM keeps its N dimension large even for the late 4x4 layers of a
 ResNet, where one GEMM per image would be far from BLAS peak. Chunks bound the column buffer
-(``COL_BYTES``) so that it stays cache-resident between im2col and the GEMM and the workspace
-stays small. Groups use the row blocks of the same column buffer. 1x1 stride-1 unpadded
-convolutions skip im2col: they are a GEMM per image on the NCHW data as it is.
+(``COL_BYTES``, about the L2 size) so that it is still in cache when the GEMM reads it; the
+workspace (per device, reused across calls) stays small. Groups use row blocks of the same
+column buffer.
 """
 
 from __future__ import annotations
