@@ -228,3 +228,8 @@ def test_backward_skips_gradients_no_one_receives(monkeypatch):
     y = autograd.reduce_sum(autograd.matmul(x, w), None, 0)
     calls.clear()
     assert {id(p) for p, _ in autograd.backward(y)} == {id(x), id(w)} and len(calls) == 2
+
+
+def test_fused_cudnn_rnn_operator_points_to_cudnnrnn():
+    with pytest.raises(SingaError, match="CudnnRNN"):
+        autograd._RNN(None)

@@ -78,6 +78,7 @@ from ._engine import (
     infer_dependency,
 )
 from ._nn import (
+    _RNN,
     BinaryCrossEntropy,
     CrossEntropy,
     Dropout,

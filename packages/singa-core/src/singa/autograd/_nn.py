@@ -10,7 +10,7 @@ from .. import _dtype
 from .. import _math as M
 from .._ctensor import CTensor
 from .._handles import BatchNormHandle, ConvHandle, PoolingHandle, _pads4
-from ..errors import ShapeError
+from ..errors import ShapeError, SingaError
 from ..ops import OPS, run
 from ._engine import Operator, is_training
 
@@ -266,3 +266,15 @@ class RankingLoss(Operator):
     def backward(self, dy=1.0):
         g = _scale_by(M.mul(self.active, 1.0 / self.active.size), dy)
         return M.neg(g), g
+
+
+class _RNN(Operator):
+    """SINGA's fused cuDNN RNN operator (``forward(x, hx, cx, W)`` with cuDNN's flat weight
+    vector). Not provided: :class:`singa.layer.CudnnRNN` builds the same recurrent networks
+    from autograd ops with per-gate parameters, on every backend."""
+
+    def __init__(self, handle=None, return_sequences=False, use_mask=False, seq_lengths=None):
+        raise SingaError(
+            "autograd._RNN (cuDNN's fused RNN with a flat weight vector) is not provided; use "
+            "layer.CudnnRNN(hidden_size, rnn_mode=...) or layer.LSTM/GRU/RNN, which run on "
+            "every backend (see docs/compatibility.md)")
