@@ -168,6 +168,8 @@ def test_clone_deepcopy_and_shallow_copy(dev):
     shallow = t.copy()
     shallow.data.SetFloatValue(7.0)  # shares the block
     np.testing.assert_array_equal(t.to_numpy(), 7.0)
+    shallow.to_type(tensor.int32)  # but is its own tensor
+    assert t.dtype == tensor.float32 and shallow.dtype == tensor.int32
     h = tensor.to_host(T(A, dev))
     np.testing.assert_array_equal(h.to_numpy(), A)
     assert h.device.id() == -1

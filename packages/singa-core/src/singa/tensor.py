@@ -7,7 +7,6 @@ recorded by autograd (use ``singa.autograd`` functions for that), exactly as in 
 
 from __future__ import annotations
 
-import copy as _copy_mod
 import itertools
 import re
 from numbers import Number
@@ -193,8 +192,11 @@ class Tensor:
         return t
 
     def copy(self) -> Tensor:
-        """A shallow copy sharing the data block."""
-        return _copy_mod.copy(self)
+        """A shallow copy: a new tensor object viewing the same data block (SINGA's CTensor copy
+        constructor), so values are shared but in-place conversions of one (to_type,
+        to_device) leave the other alone."""
+        ct = self.data
+        return self._like(ct._view_as(ct.shp, ct.strd))
 
     def repeat(self, repeats, axis) -> Tensor:
         return self._like(M.repeat(self.data, repeats, axis))
