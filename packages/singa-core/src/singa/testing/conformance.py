@@ -1,0 +1,465 @@
+"""The backend conformance suite: every kernel of a device checked against the op table.
+
+Run it against any installed backend, from any directory, with one command::
+
+    pytest --pyargs singa.testing.conformance --singa-backend mydev
+
+(``mydev`` is a device string: ``cpu``, ``opencl``, ``cuda:1``, or your plugin's backend name.)
+The options come from the ``singa.testing.plugin`` pytest plugin, which pytest loads
+automatically when singa-core is installed (if plugin autoloading is disabled, add
+``-p singa.testing.plugin``):
+
+``--singa-backend NAME``
+    the device under test (default: ``$SINGA_DEVICE`` or ``cpu``).
+``--singa-xfails PATH``
+    known failures, one per line: ``OpName[:dtype][:test]  reason``, e.g.
+    ``Erf:float16  numba has no float16 erf`` or ``Concat::layouts  needs contiguous out``.
+    ``test`` is one of ``forward, layouts, inplace, random_stats, random_seed``; ``#`` starts
+    a comment line. Listed tests are marked ``xfail(strict=True)``: when one starts passing,
+    the run fails until the line is removed.
+``--singa-examples N``
+    hypothesis examples per test (default 10; raise it for a thorough run, e.g. 200).
+``--singa-randomize``
+    draw new examples on every run (and use hypothesis' example database). By default each
+    test draws the same examples on every run (hypothesis ``derandomize``, seeded per op and
+    dtype), so results and strict xfails are reproducible; use this for fuzzing runs.
+
+To run it in a backend's own test suite, import the tests into a test module::
+
+    from singa.testing.conformance import *  # noqa: F401,F403
+
+What is checked, for every op in :data:`singa.ops.OPS` that the device has a kernel for
+(host fallback does not count) and every dtype the kernel supports (its ``dtypes`` attribute,
+else the op's ``dtypes``); test ids read ``test_forward[Add-float32]``:
+
+``test_forward``
+    inputs drawn by ``op.sample`` (see :mod:`singa.testing.cases`) are uploaded as contiguous
+    tensors, the op runs through :func:`singa.ops.run`, and each output is compared with
+    ``op.reference`` on float64 copies of the floating inputs, with per-dtype tolerances
+    (:data:`singa.testing.checks.DEFAULT_TOLERANCES`, overridden by ``op.tol``).
+``test_layouts``
+    the same with inputs as strided views (transposed, offset slices of a larger
+    sentinel-filled block, zero-stride broadcasts) and outputs as strided views whose
+    surroundings must stay untouched, for each plan of :data:`LAYOUT_PLANS`; kernels flagged
+    ``contiguous_inputs`` are skipped here because the dispatcher hands them contiguous
+    copies.
+``test_inplace``
+    outputs aliasing inputs the way the API calls them: elementwise unary/scalar/binary ops
+    with ``out`` = an input of the output's shape (``x += y`` runs ``Add`` with
+    ``outs=[x]``), ``GEMM`` with ``out=c``, ``Axpy`` with ``out=y``.
+``test_random_stats``
+    random ops (``op.random``): the draws' mean matches the reference's expected value, and
+    known distributions pass checks of spread, range and frequencies.
+``test_random_seed``
+    ``SetRandSeed(s)`` twice gives identical draws; draws without reseeding differ.
+``test_kernel_table``
+    every kernel name is an op of the table and every ``dtypes`` attribute is valid.
+
+The terminal summary reports how many kernel/dtype pairs were checked; a run in which the
+suite was collected but no kernel test passed fails.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, Phase, assume, given, note, settings
+from hypothesis import strategies as st
+
+from .. import _dtype
+from .._ctensor import CTensor
+from ..ops import OPS, OpDef, run
+from ..ops._tensor_ops import BINARY, SCALAR, UNARY
+from . import checks
+from .cases import Cases
+from .plugin import (
+    KINDS,
+    device_string,
+    examples,
+    randomized,
+    register_kit_items,
+    xfail_for,
+)
+
+__all__ = [
+    "KernelCase",
+    "collect_cases",
+    "pytest_generate_tests",
+    "test_forward",
+    "test_inplace",
+    "test_kernel_table",
+    "test_layouts",
+    "test_random_seed",
+    "test_random_stats",
+]
+
+#: Ops whose API calls pass an input tensor as the output (``out=x``): any input with the
+#: output's shape and dtype may alias it.
+ELEMENTWISE_INPLACE = frozenset(UNARY) | frozenset(SCALAR) | frozenset(BINARY)
+#: Ops the API always runs in place on one input: op name -> index of that input.
+FIXED_INPLACE = {"GEMM": 2, "Axpy": 2}
+
+
+@dataclass(frozen=True)
+class KernelCase:
+    """One kernel of the device under test at one dtype."""
+
+    op: OpDef
+    dtype: int
+    kernel: Callable | None
+    contiguous_inputs: bool = False
+
+    @property
+    def id(self) -> str:
+        return f"{self.op.name}-{_dtype.name_of(self.dtype)}"
+
+
+def _is_host_fallback(fn) -> bool:
+    return bool(getattr(fn, "is_host_fallback", False)) or getattr(
+        fn, "__qualname__", ""
+    ).startswith("Device._make_fallback.")
+
+
+def device_kernels(dev) -> dict:
+    """``{op_name: (kernel, contiguous_inputs)}`` of the device's own kernels (no fallback)."""
+    return {name: entry for name, entry in dev.kernels.items() if not _is_host_fallback(entry[0])}
+
+
+def _kernel_dtypes(fn, op: OpDef) -> tuple:
+    dts = getattr(fn, "dtypes", None)
+    if dts is None:
+        return tuple(op.dtypes)
+    return tuple(_dtype.code_of(d) for d in dts)
+
+
+def _wanted(op: OpDef, kind: str, contig: bool) -> bool:
+    if kind in ("random_stats", "random_seed"):
+        return op.random
+    if op.random:
+        return False
+    if kind == "layouts":
+        return not contig
+    if kind == "inplace":
+        return op.name in ELEMENTWISE_INPLACE or op.name in FIXED_INPLACE
+    return True
+
+
+def collect_cases(dev, kind: str) -> list[KernelCase]:
+    """The kernel/dtype pairs of device ``dev`` that test kind ``kind`` checks."""
+    table = device_kernels(dev)
+    out = []
+    for name, op in OPS.items():
+        entry = table.get(name)
+        if entry is None:
+            continue
+        fn, contig = entry
+        if not _wanted(op, kind, contig):
+            continue
+        for dt in _kernel_dtypes(fn, op):
+            out.append(KernelCase(op, dt, fn, contig))
+    return out
+
+
+def pytest_generate_tests(metafunc):
+    """Parametrize the kit's tests by the kernels of the device under test."""
+    if "kernel_case" not in metafunc.fixturenames:
+        return
+    kind = metafunc.function.__name__.removeprefix("test_")
+    if kind not in KINDS:
+        return
+    from ..device import get_device
+
+    config = metafunc.config
+    dev = get_device(device_string(config))
+    params = []
+    for case in collect_cases(dev, kind):
+        marks = [
+            pytest.mark.singa_kernel(op=case.op.name, dtype=_dtype.name_of(case.dtype), kind=kind)
+        ]
+        reason = xfail_for(config, case.op.name, _dtype.name_of(case.dtype), kind)
+        if reason is not None:
+            marks.append(pytest.mark.xfail(strict=True, reason=reason))
+        if case.op.sample is None:
+            marks.append(pytest.mark.skip(reason=f"op {case.op.name} declares no sampler"))
+        params.append(pytest.param(case, id=case.id, marks=marks))
+    if not params and kind == "forward":
+        params.append(
+            pytest.param(
+                None, id="no-kernels", marks=[pytest.mark.singa_kernel(op="", dtype="", kind=kind)]
+            )
+        )
+    register_kit_items(config, dev)
+    metafunc.parametrize("kernel_case", params)
+
+
+# ---------------------------------------------------------------------- running cases
+def _hypothesis(request, case: KernelCase, kind: str, body, scale: float = 1.0) -> None:
+    """Run ``body(g)`` as a hypothesis test with the kit's settings.
+
+    Tests marked xfail skip shrinking: their failure is known, and shrinking it only costs
+    time.
+    """
+    config = request.config
+    n = max(1, int(examples(config) * scale))
+    fixed = not randomized(config)
+    phases = list(Phase)
+    if request.node.get_closest_marker("xfail") is not None:
+        phases = [Phase.explicit, Phase.reuse, Phase.generate]
+
+    @settings(
+        max_examples=n,
+        deadline=None,
+        print_blob=True,
+        derandomize=fixed,
+        database=None if fixed else settings.default.database,
+        phases=phases,
+        suppress_health_check=[
+            HealthCheck.too_slow,
+            HealthCheck.data_too_large,
+            HealthCheck.filter_too_much,
+            HealthCheck.large_base_example,
+        ],
+    )
+    @given(st.data())
+    def inner(data):
+        body(Cases(data))
+
+    inner.hypothesis.inner_test._hypothesis_internal_add_digest = (
+        f"singa-conformance/{kind}/{case.id}".encode()
+    )
+    inner()
+
+
+def _draw_case(g, case: KernelCase):
+    arrays, attrs = case.op.sample(g, case.dtype)
+    arrays = [np.asarray(a) for a in arrays]
+    for i, a in enumerate(arrays):
+        try:
+            _dtype.code_of(a.dtype)
+        except Exception:
+            raise AssertionError(
+                f"the sampler of {case.op.name} returned input {i} with numpy dtype "
+                f"{a.dtype}, which is not a SINGA dtype; samplers must return arrays of "
+                f"SINGA dtypes (float32, float16, float64, int32, int8, uint8)"
+            ) from None
+    attrs = dict(attrs)
+    note(f"case: {checks.describe_case(arrays, attrs)}")
+    return arrays, attrs
+
+
+def _compare(case: KernelCase, outs, arrays, attrs, what: str) -> None:
+    refs = checks.reference_outputs(case.op, arrays, attrs)
+    if len(refs) != len(outs):
+        raise AssertionError(f"{what}: {len(outs)} outputs but the reference returns {len(refs)}")
+    for k, (o, r) in enumerate(zip(outs, refs)):
+        rtol, atol = checks.tolerance(case.op, case.dtype, o.dt)
+        label = f"{what}, output {k}" if len(outs) > 1 else what
+        checks.assert_matches(
+            o.to_numpy(), r, rtol, atol, f"{label} ({checks.describe_case(arrays, attrs)})"
+        )
+
+
+def _fresh_outs(op: OpDef, ins, attrs, dev):
+    return [CTensor(s, dev, d) for s, d in op.infer(ins, attrs)]
+
+
+def _require(case):
+    if case is None:
+        pytest.fail(
+            "the device under test registers no kernel for any op of singa.ops.OPS "
+            "(host fallback is not checked); nothing to test",
+            pytrace=False,
+        )
+
+
+# ---------------------------------------------------------------------- the tests
+def test_forward(kernel_case, singa_device, request):
+    """Each kernel matches the op's numpy reference on contiguous inputs."""
+    _require(kernel_case)
+    case = kernel_case
+
+    def body(g):
+        arrays, attrs = _draw_case(g, case)
+        ins = [checks.upload(a, singa_device) for a in arrays]
+        if case.op.nin == 0:
+            outs = run(case.op, ins, attrs, _fresh_outs(case.op, ins, attrs, singa_device))
+        else:
+            outs = run(case.op, ins, attrs)
+        _compare(case, outs, arrays, attrs, f"{case.op.name} on {singa_device.name}")
+
+    _hypothesis(request, case, "forward", body)
+
+
+#: Layout plans of test_layouts: (layout of every input, layout of every output); a plan of
+#: None draws a layout per tensor.
+LAYOUT_PLANS = (
+    ("transposed", "transposed"),
+    ("offset", "offset"),
+    ("offset", "transposed"),
+    ("broadcast", "offset"),
+    None,
+)
+
+
+def _run_layout(g, case: KernelCase, dev, arrays, attrs, plan) -> None:
+    ins, values = [], []
+    for a in arrays:
+        layout = plan[0] if plan else g.choice(checks.LAYOUTS)
+        t, v = checks.input_view(g, a, dev, layout)
+        ins.append(t)
+        values.append(v)
+    outs, untouched, out_layouts = [], [], []
+    for shape, dt in case.op.infer(ins, attrs):
+        layout = plan[1] if plan else g.choice(("contiguous", "offset", "transposed"))
+        out_layouts.append(layout)
+        if layout == "contiguous":
+            outs.append(CTensor(shape, dev, dt))
+        else:
+            view, check = checks.output_view(g, shape, dt, dev, layout)
+            outs.append(view)
+            untouched.append(check)
+    strides = [t.strd if not t.contig else "contiguous" for t in ins]
+    what = (
+        f"{case.op.name} on {dev.name} with strided views (input strides {strides}, "
+        f"offsets {[t.off for t in ins]}; outputs {out_layouts})"
+    )
+    run(case.op, ins, attrs, outs)
+    _compare(case, outs, values, attrs, what)
+    for check in untouched:
+        check(what)
+
+
+def test_layouts(kernel_case, singa_device, request):
+    """Each kernel reads strided inputs and writes strided outputs correctly.
+
+    Every drawn case runs with all inputs transposed, all offset, all broadcast, and once
+    with a layout drawn per tensor; outputs are strided views in a sentinel-filled block.
+    """
+    case = kernel_case
+
+    def body(g):
+        arrays, attrs = _draw_case(g, case)
+        for plan in LAYOUT_PLANS:
+            _run_layout(g, case, singa_device, arrays, attrs, plan)
+
+    _hypothesis(request, case, "layouts", body)
+
+
+def test_inplace(kernel_case, singa_device, request):
+    """Each kernel is correct when its output aliases an input, as the API calls it."""
+    case = kernel_case
+
+    def body(g):
+        arrays, attrs = _draw_case(g, case)
+        ins = [checks.upload(a, singa_device) for a in arrays]
+        ((shape, dt),) = case.op.infer(ins, attrs)
+        fixed = FIXED_INPLACE.get(case.op.name)
+        cands = [
+            i
+            for i, t in enumerate(ins)
+            if t.shp == tuple(shape) and t.dt == dt and (fixed is None or i == fixed)
+        ]
+        assume(cands)
+        i = g.choice(cands)
+        note(f"output aliases input {i}")
+        outs = run(case.op, ins, attrs, [ins[i]])
+        assert outs[0] is ins[i]
+        _compare(
+            case,
+            outs,
+            arrays,
+            attrs,
+            f"{case.op.name} on {singa_device.name} writing in place into input {i}",
+        )
+
+    _hypothesis(request, case, "inplace", body)
+
+
+def _draw_random(g, case: KernelCase, dev, seed: int):
+    arrays, attrs = _draw_case(g, case)
+    ins = [checks.upload(a, dev) for a in arrays]
+    dev.SetRandSeed(seed)
+    outs = _fresh_outs(case.op, ins, attrs, dev)
+    run(case.op, ins, attrs, outs)
+    return arrays, attrs, ins, outs
+
+
+def test_random_stats(kernel_case, singa_device, request):
+    """Random kernels draw from the right distribution (margins of several std errors)."""
+    case = kernel_case
+
+    def body(g):
+        seed = g.integers(0, 2**31 - 1)
+        arrays, attrs, _ins, outs = _draw_random(g, case, singa_device, seed)
+        refs = checks.reference_outputs(case.op, arrays, attrs)
+        for o, r in zip(outs, refs):
+            draws = o.to_numpy()
+            assert draws.shape == r.shape, (draws.shape, r.shape)
+            checks.check_random_draws(
+                case.op.name,
+                draws,
+                r,
+                attrs,
+                f"{case.op.name} on {singa_device.name} (seed {seed}, "
+                f"{checks.describe_case(arrays, attrs)})",
+            )
+
+    _hypothesis(request, case, "random_stats", body, scale=0.5)
+
+
+def test_random_seed(kernel_case, singa_device, request):
+    """SetRandSeed(s) makes draws reproducible; without reseeding draws differ."""
+    case = kernel_case
+
+    def body(g):
+        seed = g.integers(0, 2**31 - 1)
+        arrays, attrs, ins, outs = _draw_random(g, case, singa_device, seed)
+        first = [o.to_numpy() for o in outs]
+        again = _fresh_outs(case.op, ins, attrs, singa_device)
+        run(case.op, ins, attrs, again)  # the generator advanced: new draws
+        second = [o.to_numpy() for o in again]
+        singa_device.SetRandSeed(seed)
+        replay = _fresh_outs(case.op, ins, attrs, singa_device)
+        run(case.op, ins, attrs, replay)
+        what = f"{case.op.name} on {singa_device.name} (seed {seed})"
+        for a, b, c in zip(first, [o.to_numpy() for o in replay], second):
+            if not np.array_equal(a, b, equal_nan=True):
+                raise AssertionError(f"{what}: SetRandSeed({seed}) twice gave different draws")
+            if a.size >= 16 and np.unique(a).size > 1 and np.array_equal(a, c):
+                raise AssertionError(
+                    f"{what}: two draws without reseeding were identical; "
+                    "the generator does not advance"
+                )
+
+    _hypothesis(request, case, "random_seed", body, scale=0.3)
+
+
+def test_kernel_table(singa_device):
+    """Every kernel is registered under an op name of the table, with valid ``dtypes``."""
+    problems = []
+    for name, (fn, _contig) in device_kernels(singa_device).items():
+        op = OPS.get(name)
+        if op is None:
+            problems.append(
+                f"kernel {name!r} matches no op of singa.ops.OPS (typo? "
+                "undeclared op?); it can never run"
+            )
+            continue
+        dts = getattr(fn, "dtypes", None)
+        if dts is None:
+            continue
+        try:
+            codes = [_dtype.code_of(d) for d in dts]
+        except Exception as exc:
+            problems.append(f"kernel {name!r}: invalid dtypes attribute {dts!r}: {exc}")
+            continue
+        extra = [_dtype.name_of(c) for c in codes if c not in op.dtypes]
+        if extra:
+            problems.append(
+                f"kernel {name!r} claims dtypes {extra} that op {name} does not "
+                f"define (op dtypes: {[_dtype.name_of(c) for c in op.dtypes]})"
+            )
+    assert not problems, f"kernel table of {singa_device.name}:\n  " + "\n  ".join(problems)
