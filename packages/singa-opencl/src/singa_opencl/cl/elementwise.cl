@@ -4,10 +4,14 @@
 // Types come from the prelude: T_* is the input element type, O_* the output type; *_S is the
 // storage type, *_C the compute type, *_LOAD/*_STORE read and write one element.
 //
-// Every kernel has one of two signatures, shared by all ops so that one launcher serves them:
-//   NAME_flat: a 1-D layout with one stride per operand (contiguous, scalar-broadcast and any
-//              view that collapses to one dimension);
-//   NAME_nd:   up to EW_MAXD dimensions, with per-operand strides (zero for broadcast dims).
+// Each op gets three kernels, with signatures shared by all ops so that one launcher serves
+// them:
+//   NAME_contig: every operand contiguous (unit stride), the common case, which the compiler
+//                can vectorise across work-items;
+//   NAME_flat:   a 1-D layout with one stride per operand (scalar broadcast, step slices);
+//   NAME_nd:     up to EW_MAXD dimensions with per-operand strides (zero for broadcast dims);
+//                a work-item handles EW_SEG consecutive elements of one innermost row, so the
+//                index arithmetic (divisions) is paid once per segment.
 // Operands: y (output), a, b, c (inputs; unused ones are passed as a dummy), and the scalar
 // attributes v, w. Expressions name the input values a, b, c and the scalars v, w.
 
@@ -21,7 +25,21 @@ typedef struct {
     int sc[EW_MAXD];
 } ew_layout;
 
+#define EW_SEG 32
+
 #define EW_KERNEL(NAME, EXPR)                                                               \
+__kernel void NAME##_contig(int n, __global O_S* y, int yo,                                \
+                            __global const T_S* pa, int ao,                                \
+                            __global const T_S* pb, int bo,                                \
+                            __global const T_S* pc, int co, T_C v, T_C w)                  \
+{                                                                                          \
+    int i = get_global_id(0);                                                              \
+    if (i >= n) return;                                                                    \
+    T_C a = T_LOAD(pa, ao + i);                                                            \
+    T_C b = T_LOAD(pb, bo + i);                                                            \
+    T_C c = T_LOAD(pc, co + i);                                                            \
+    O_STORE(y, yo + i, (O_C)(EXPR));                                                       \
+}                                                                                          \
 __kernel void NAME##_flat(int n, int sy, int sa, int sb, int sc,                           \
                           __global O_S* y, int yo,                                         \
                           __global const T_S* pa, int ao,                                  \
@@ -41,19 +59,26 @@ __kernel void NAME##_nd(int n, int nd, ew_layout L,                             
                         __global const T_S* pb, int bo,                                    \
                         __global const T_S* pc, int co, T_C v, T_C w)                      \
 {                                                                                          \
-    int i = get_global_id(0);                                                              \
-    if (i >= n) return;                                                                    \
-    int iy = yo, ia = ao, ib = bo, ic = co;                                                \
-    for (int d = nd - 1; d >= 0; --d) {                                                    \
-        int q = i / L.shape[d];                                                            \
-        int k = i - q * L.shape[d];                                                        \
-        i = q;                                                                             \
+    int inner = L.shape[nd - 1];                                                           \
+    int nseg = (inner + EW_SEG - 1) / EW_SEG;                                              \
+    int id = get_global_id(0);                                                             \
+    int row = id / nseg, seg = id - row * nseg;                                            \
+    if (row >= n / inner) return;                                                          \
+    int iy = yo, ia = ao, ib = bo, ic = co, t = row;                                       \
+    for (int d = nd - 2; d >= 0; --d) {                                                    \
+        int q = t / L.shape[d];                                                            \
+        int k = t - q * L.shape[d];                                                        \
+        t = q;                                                                             \
         iy += k * L.sy[d]; ia += k * L.sa[d]; ib += k * L.sb[d]; ic += k * L.sc[d];        \
     }                                                                                      \
-    T_C a = T_LOAD(pa, ia);                                                                \
-    T_C b = T_LOAD(pb, ib);                                                                \
-    T_C c = T_LOAD(pc, ic);                                                                \
-    O_STORE(y, iy, (O_C)(EXPR));                                                           \
+    int y1 = L.sy[nd - 1], a1 = L.sa[nd - 1], b1 = L.sb[nd - 1], c1 = L.sc[nd - 1];        \
+    int j0 = seg * EW_SEG, j1 = min(j0 + EW_SEG, inner);                                   \
+    for (int j = j0; j < j1; ++j) {                                                        \
+        T_C a = T_LOAD(pa, ia + j * a1);                                                   \
+        T_C b = T_LOAD(pb, ib + j * b1);                                                   \
+        T_C c = T_LOAD(pc, ic + j * c1);                                                   \
+        O_STORE(y, iy + j * y1, (O_C)(EXPR));                                              \
+    }                                                                                      \
 }
 
 // Helpers used by expressions: NaN-propagating max/min (numpy.maximum semantics) and a

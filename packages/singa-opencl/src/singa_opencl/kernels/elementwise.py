@@ -17,6 +17,8 @@ from singa.ops import OPS
 from .._build import BITS_TYPES, CL_TYPES, prelude, read_source
 from ._common import EW_LAYOUT, EW_MAXD, bcast_strides, claim, collapse, make_kernel, roundup
 
+EW_SEG = 32  # must match cl/elementwise.cl
+
 _ONE = "(T_C)1"
 _ZERO = "(T_C)0"
 
@@ -113,10 +115,11 @@ def _program(device, op: str, in_t, out_t, names=None):
                                    f"elementwise[{in_t.name}->{out_t.name}]")
 
 
-def _scalar_types(flat: bool, sc):
-    head = [np.int32, np.int32, np.int32, np.int32, np.int32] if flat else \
-        [np.int32, np.int32, None]
-    return head + [None, np.int32] * 4 + [sc, sc]
+_HEADS = {"contig": [np.int32], "flat": [np.int32] * 5, "nd": [np.int32, np.int32, None]}
+
+
+def _scalar_types(kind: str, sc):
+    return _HEADS[kind] + [None, np.int32] * 4 + [sc, sc]
 
 
 def launch_ew(device, op: str, name: str, in_t, out_t, y, a=None, b=None, c=None,
@@ -142,7 +145,11 @@ def launch_ew(device, op: str, name: str, in_t, out_t, y, a=None, b=None, c=None
         bufs += [x.buf, x.off]
     if len(cshape) <= 1:
         st = [s[0] if s else 0 for s in cst]
-        k = device.programs.kernel(prg, name + "_flat", _scalar_types(True, sc))
+        if st[0] == 1 and all(s == 1 or x is None for s, x in zip(st[1:], (a, b, c))):
+            k = device.programs.kernel(prg, name + "_contig", _scalar_types("contig", sc))
+            device.launch(k, gs, (ls,), n, y.buf, y.off, *bufs, v, w)
+            return
+        k = device.programs.kernel(prg, name + "_flat", _scalar_types("flat", sc))
         device.launch(k, gs, (ls,), n, st[0], st[1], st[2], st[3], y.buf, y.off, *bufs, v, w)
         return
     nd = len(cshape)
@@ -155,8 +162,9 @@ def launch_ew(device, op: str, name: str, in_t, out_t, y, a=None, b=None, c=None
     lay["shape"][:nd] = cshape
     for field, s in zip(("sy", "sa", "sb", "sc"), cst):
         lay[field][:nd] = s
-    k = device.programs.kernel(prg, name + "_nd", _scalar_types(False, sc))
-    device.launch(k, gs, (ls,), n, nd, lay, y.buf, y.off, *bufs, v, w)
+    k = device.programs.kernel(prg, name + "_nd", _scalar_types("nd", sc))
+    items = n // cshape[-1] * -(-cshape[-1] // EW_SEG)
+    device.launch(k, (roundup(items, ls),), (ls,), n, nd, lay, y.buf, y.off, *bufs, v, w)
 
 
 def copy_view(device, src, dst) -> None:
