@@ -123,3 +123,13 @@ def test_gemm_long_k_in_chunks(cl_device, monkeypatch, inplace):
                        to_device(b.astype(np.float16), cl_device)).to_numpy()
     np.testing.assert_allclose(y16, a.astype(np.float16).astype(np.float32)
                                @ b.astype(np.float16).astype(np.float32), rtol=2e-2, atol=0.2)
+
+
+def test_long_strided_rows(cl_device):
+    # rows longer than one segment of the nd kernels (32 elements), with a partial last one
+    a = RNG.standard_normal((70, 5, 3)).astype(np.float32)
+    b = RNG.standard_normal((70,)).astype(np.float32)
+    ta = _math.transpose(to_device(a, cl_device), (2, 1, 0))  # (3, 5, 70), inner stride 15
+    got = _math.add(ta, to_device(b, cl_device)).to_numpy()
+    np.testing.assert_allclose(got, a.transpose(2, 1, 0) + b, rtol=1e-6)
+    np.testing.assert_allclose(_math.copy(ta).to_numpy(), a.transpose(2, 1, 0))
