@@ -132,3 +132,28 @@ __kernel void gemm_tile(int M, int N, int K, int k0, int kc, int nd, gm_batch B_
         }
     }
 }
+
+// Matrix-vector product (a GEMM with one row or one column): y[i] = alpha * sum_k
+// A[i, k] x[k] + beta * c[i], one work-item per row, four partial sums to shorten the
+// dependency chain. Avoids padding the single column to a GM_NR-wide panel.
+__kernel void gemv_rows(int M, int K, __global const T_S* a, int ao, int a0, int a1,
+                        __global const T_S* x, int xo, int xs, T_C alpha, T_C beta, int has_c,
+                        __global const T_S* c, int co, int cs, __global O_S* y, int yo, int ys)
+{
+    int i = get_global_id(0);
+    if (i >= M) return;
+    int base = ao + i * a0;
+    T_C s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    int k = 0;
+    for (; k + 3 < K; k += 4) {
+        s0 += T_LOAD(a, base + k * a1) * T_LOAD(x, xo + k * xs);
+        s1 += T_LOAD(a, base + (k + 1) * a1) * T_LOAD(x, xo + (k + 1) * xs);
+        s2 += T_LOAD(a, base + (k + 2) * a1) * T_LOAD(x, xo + (k + 2) * xs);
+        s3 += T_LOAD(a, base + (k + 3) * a1) * T_LOAD(x, xo + (k + 3) * xs);
+    }
+    for (; k < K; ++k)
+        s0 += T_LOAD(a, base + k * a1) * T_LOAD(x, xo + k * xs);
+    T_C v = alpha * ((s0 + s1) + (s2 + s3));
+    if (has_c) v += beta * T_LOAD(c, co + i * cs);
+    O_STORE(y, yo + i * ys, (O_C)v);
+}

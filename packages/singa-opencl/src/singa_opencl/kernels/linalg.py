@@ -170,6 +170,30 @@ def gemm_call(device, op: str, gp: GemmProgram, y, y_st, m: int, n: int, k: int,
     free_b()
 
 
+def gemv(device, gp: GemmProgram, y, y_st, m, n, k, a, a_st, b, b_st, alpha=1.0, beta=0.0,
+         c=None, c_st=(0, 0)) -> bool:
+    """Y = alpha * A @ B + beta * C by row dot products when m or n is 1; False otherwise."""
+    if n == 1:  # y[i] = A[i, :] . B[:, 0]
+        rows, mat, mst, vec, vst, ys, cs = m, a, a_st, b, b_st[0], y_st[0], c_st[0]
+    elif m == 1:  # y[j] = B[:, j] . A[0, :]: rows of B^T
+        rows, mat, mst, vec, vst, ys, cs = n, b, b_st[::-1], a, a_st[1], y_st[1], c_st[1]
+    else:
+        return False
+    if y.buf is mat.buf or y.buf is vec.buf:  # out aliases an input: the GEMM packs first
+        return False
+    if rows == 0:
+        return True
+    sc = CL_TYPES[y.dt].scalar
+    kern = device.programs.kernel(gp.program, "gemv_rows",
+                                  [_I, _I, None, _I, _I, _I, None, _I, _I, sc, sc, _I, None,
+                                   _I, _I, None, _I, _I])
+    cv = c if c is not None else y
+    _launch(device, kern, rows, k, mat.buf, mat.off, mst[0], mst[1], vec.buf, vec.off, vst,
+            sc(alpha), sc(beta), int(c is not None and beta != 0.0), cv.buf, cv.off, cs,
+            y.buf, y.off, ys)
+    return True
+
+
 def _sub(v, shape, strides):
     return v.with_layout(shape, strides)
 
@@ -197,6 +221,9 @@ def kernels(device) -> dict:
         sts = [y.strides[:-2], bcast_strides(_sub(a, a.shape[:-2], a.strides[:-2]), batch),
                bcast_strides(_sub(b, b.shape[:-2], b.strides[:-2]), batch), (0,) * len(batch)]
         gp = gemm_program(device, "Matmul", CL_TYPES[y.dt])
+        if not batch and gemv(device, gp, y, y.strides[-2:], m, n, k, a, a.strides[-2:], b,
+                              b.strides[-2:]):
+            return
         gemm_call(device, "Matmul", gp, y, y.strides[-2:], m, n, k, Batch("Matmul", batch, sts),
                   pack_matrix_a(device, gp, a, a.strides[-2:]),
                   pack_matrix_b(device, gp, b, b.strides[-2:]))
@@ -210,10 +237,13 @@ def kernels(device) -> dict:
         k = a.shape[0] if attrs.get("transA") else a.shape[1]
         beta = float(attrs.get("beta", 0.0))
         gp = gemm_program(device, "GEMM", CL_TYPES[y.dt])
+        alpha, c_st = float(attrs.get("alpha", 1.0)), bcast_strides(c, (m, n))
+        if gemv(device, gp, y, y.strides, m, n, k, a, a_st, b, b_st, alpha, beta,
+                c if beta != 0.0 else None, c_st):
+            return
         gemm_call(device, "GEMM", gp, y, y.strides, m, n, k, Batch("GEMM", (), [()] * 4),
                   pack_matrix_a(device, gp, a, a_st), pack_matrix_b(device, gp, b, b_st),
-                  float(attrs.get("alpha", 1.0)), beta, c if beta != 0.0 else None,
-                  bcast_strides(c, (m, n)))
+                  alpha, beta, c if beta != 0.0 else None, c_st)
 
     float_dts = (_dtype.kFloat32, _dtype.kFloat16, _dtype.kDouble)
     return {
