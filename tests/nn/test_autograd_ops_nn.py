@@ -351,7 +351,9 @@ def test_conv2d_generated_geometry(data):
     x = rng.standard_normal((1, cg * group, h, w))
     W = rng.standard_normal((og * group, cg, kh, kw))
     b = rng.standard_normal((og * group,))
-    handle = singa.ConvHandle(T(x).data, (kh, kw), (sh, sw), (ph, pw), cg * group, og * group,
+    # SINGA builds the handle for the input grown by the odd (asymmetric) padding
+    xp = singa.Tensor([1, cg * group, h + odd[0] + odd[1], w + odd[2] + odd[3]])
+    handle = singa.ConvHandle(xp, (kh, kw), (sh, sw), (ph, pw), cg * group, og * group,
                               True, group, dilation=(dh, dw))
     pads = (ph + odd[0], ph + odd[1], pw + odd[2], pw + odd[3])
     check_op(lambda x, W, b: autograd.conv2d(handle, x, W, b, odd), [x, W, b],
