@@ -350,3 +350,34 @@ def test_aux_states_must_be_tensors(tmp_path):
     with pytest.raises(TypeError, match="Tensors"):
         m.save_states(str(tmp_path / "x.zip"), {"lr": 0.1})
     assert not os.listdir(tmp_path)
+
+
+def test_inner_zip_bomb_is_refused(tmp_path, monkeypatch):
+    """An npz whose members declare ~4 GiB (a zip bomb) is refused before anything inflates."""
+    import struct
+
+    m = _compiled()
+    arrays, attrs = _valid_arrays_attrs()
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    raw = bytearray(buf.getvalue())
+    at = raw.find(b"PK\x01\x02")  # first central-directory entry: uncompressed size at +24
+    struct.pack_into("<I", raw, at + 24, 0xFFFFFFF0)
+    path = tmp_path / "bomb.zip"
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("tensor_dict.npz", bytes(raw))
+        zf.writestr("states_attr.json", json.dumps(attrs))
+    monkeypatch.setattr(model, "_MAX_CHECKPOINT_BYTES", 1 << 31)
+    with pytest.raises(CheckpointError, match="zip-bomb"):
+        m.load_states(str(path))
+
+
+def test_npz_member_that_is_not_a_zip_is_refused(tmp_path):
+    m = _compiled()
+    _, attrs = _valid_arrays_attrs()
+    path = tmp_path / "bad.zip"
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("tensor_dict.npz", b"garbage")
+        zf.writestr("states_attr.json", json.dumps(attrs))
+    with pytest.raises(CheckpointError, match="not an npz"):
+        m.load_states(str(path))

@@ -342,6 +342,15 @@ def read_checkpoint(fpath):
                 from None
         raw = zf.read(_MEMBERS[0])
     try:
+        with zipfile.ZipFile(io.BytesIO(raw)) as inner:
+            declared = sum(i.file_size for i in inner.infolist())
+    except zipfile.BadZipFile as exc:
+        raise CheckpointError(f"{fpath}: tensor_dict.npz is not an npz archive ({exc})") \
+            from None
+    if declared > _MAX_CHECKPOINT_BYTES:
+        raise CheckpointError(f"{fpath}: tensor_dict.npz declares {declared} bytes of arrays; "
+                              "refusing an implausibly large (or zip-bomb) archive")
+    try:
         with np.load(io.BytesIO(raw), allow_pickle=False) as npz:
             arrays = {k: npz[k] for k in npz.files}
     except ValueError as exc:
