@@ -110,6 +110,7 @@ class Optimizer:
         self.step()
 
     def call(self, loss):
+        self._derived = {}
         for p, g in autograd.backward(loss):
             if p.name is None:
                 p.name = str(id(p))
@@ -122,6 +123,16 @@ class Optimizer:
 
     def apply(self, param_name, param_value, param_grad):
         raise NotImplementedError
+
+    def _dv(self, key, p, make):
+        """A one-element tensor derived from the hyper-parameters (e.g. -lr), computed once per
+        step and dtype rather than once per parameter."""
+        cache = self.__dict__.setdefault("_derived", {})
+        k = (key, p.dt)
+        v = cache.get(k)
+        if v is None:
+            v = cache[k] = make(lambda name: self._hv(name, p))
+        return v
 
     def update(self, param, grad):
         """Deprecated alias of ``apply(param.name, param, grad)``."""
@@ -226,15 +237,33 @@ class SGD(Optimizer):
         self._refresh()
 
     def apply(self, param_name, param_value, param_grad):
+        # Weight decay and momentum are folded into in-place updates (buf += (1-damp) wd p,
+        # p *= 1 - lr wd) so that no parameter-sized temporary is created.
         p, g = self._prepare(param_value, param_grad)
-        if self.wd_value != 0:
-            g = M.add(g, M.mul(p, self._hv("weight_decay", p)))
-        if self.mom_value != 0:
-            buf = self._state(self.moments, param_name, param_value).data
-            M.imul(buf, self._hv("momentum", p))
-            M.axpy(M.rsub(self._hv("dampening", p), 1.0), g, buf)
-            g = M.add(g, M.mul(buf, self._hv("momentum", p))) if self.nesterov else buf
-        M.axpy(M.neg(self._hv("lr", p)), g, p)
+        wd = self.wd_value != 0
+        neg_lr = self._dv("-lr", p, lambda h: M.neg(h("lr")))
+        if self.mom_value == 0:
+            if wd:
+                M.imul(p, self._dv("1-lr*wd", p,
+                                   lambda h: M.rsub(M.mul(h("lr"), h("weight_decay")), 1.0)))
+            M.axpy(neg_lr, g, p)
+            return
+        buf = self._state(self.moments, param_name, param_value).data
+        keep = self._dv("1-damp", p, lambda h: M.rsub(h("dampening"), 1.0))
+        M.imul(buf, self._hv("momentum", p))
+        M.axpy(keep, g, buf)
+        if wd:
+            M.axpy(self._dv("(1-damp)*wd", p, lambda h: M.mul(M.rsub(h("dampening"), 1.0),
+                                                               h("weight_decay"))), p, buf)
+        if not self.nesterov:
+            M.axpy(neg_lr, buf, p)
+            return
+        # p -= lr (g + wd p + momentum buf)
+        if wd:
+            M.imul(p, self._dv("1-lr*wd", p,
+                               lambda h: M.rsub(M.mul(h("lr"), h("weight_decay")), 1.0)))
+        M.axpy(neg_lr, g, p)
+        M.axpy(self._dv("-lr*mom", p, lambda h: M.neg(M.mul(h("lr"), h("momentum")))), buf, p)
 
 
 

@@ -38,14 +38,20 @@ class _Unary(Operator):
 
 
 class ReLU(_Unary):
-    """y = max(x, 0); dx = dy * (x > 0)."""
+    """y = max(x, 0); dx = dy * (y > 0).
+
+    Keeps y rather than x (y > 0 exactly where x > 0): y is usually kept anyway by the next
+    op, so x (e.g. a batch-norm output) can be freed after the forward pass.
+    """
+
+    keep_x, keep_y = False, True
 
     def compute(self, x):
         return M.relu(x)
 
     def backward(self, dy):
-        x, _ = self._cached()
-        return M.relu_backward(dy, x)
+        _, y = self._cached()
+        return M.relu_backward(dy, y)
 
 
 class Sigmoid(_Unary):
