@@ -31,6 +31,8 @@ typedef struct {
     }
 
 #define RD_KERNEL(NAME, INIT, MAP, COMB, FINAL)                                             \
+inline T_C NAME##_map(T_C v) { return MAP; }                                               \
+inline T_C NAME##_comb(T_C acc, T_C v) { return COMB; }                                    \
 __kernel void NAME(int nout, int nk, int nr, int R, int chunk, int nparts, int last,       \
                    rd_layout L, __global O_S* y, int yo, __global const T_S* x, int xo,    \
                    __global T_C* part)                                                     \
@@ -53,11 +55,19 @@ __kernel void NAME(int nout, int nk, int nr, int R, int chunk, int nparts, int l
     int inner = L.rshape[nr - 1], ist = L.rx[nr - 1];                                      \
     for (int r = start; r < end;) {                                                        \
         int run = min(inner - c[nr - 1], end - r);                                         \
-        for (int j = 0; j < run; ++j) {                                                    \
-            T_C v = T_LOAD(x, off + j * ist);                                              \
-            v = MAP;                                                                       \
-            acc = COMB;                                                                    \
+        int j = 0;                                                                         \
+        if (ist == 1) { /* contiguous run: four accumulators hide the add latency */       \
+            T_C a1 = INIT, a2 = INIT, a3 = INIT;                                           \
+            for (; j + 3 < run; j += 4) {                                                  \
+                acc = NAME##_comb(acc, NAME##_map(T_LOAD(x, off + j)));                    \
+                a1 = NAME##_comb(a1, NAME##_map(T_LOAD(x, off + j + 1)));                  \
+                a2 = NAME##_comb(a2, NAME##_map(T_LOAD(x, off + j + 2)));                  \
+                a3 = NAME##_comb(a3, NAME##_map(T_LOAD(x, off + j + 3)));                  \
+            }                                                                              \
+            acc = NAME##_comb(NAME##_comb(acc, a1), NAME##_comb(a2, a3));                  \
         }                                                                                  \
+        for (; j < run; ++j)                                                               \
+            acc = NAME##_comb(acc, NAME##_map(T_LOAD(x, off + j * ist)));                  \
         r += run;                                                                          \
         off += run * ist;                                                                  \
         c[nr - 1] += run;                                                                  \
