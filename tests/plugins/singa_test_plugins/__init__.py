@@ -1,0 +1,1 @@
+"""Small plugins for the plugin-loader tests; each misbehaves in one specific way."""

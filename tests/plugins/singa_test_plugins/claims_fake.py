@@ -1,0 +1,12 @@
+"""A plugin from another distribution that also claims backend ``fake``."""
+
+from singa.plugins import hookimpl
+
+from .fakedev import spec
+
+BACKEND = spec("fake", count=1)
+
+
+@hookimpl
+def singa_backends():
+    return [BACKEND]

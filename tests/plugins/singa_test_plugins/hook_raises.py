@@ -1,0 +1,8 @@
+"""A plugin whose singa_backends hook raises."""
+
+from singa.plugins import hookimpl
+
+
+@hookimpl
+def singa_backends():
+    raise RuntimeError("simulated hook failure: driver query crashed")

@@ -1,0 +1,10 @@
+"""A plugin built against another backend API version."""
+
+from singa.plugins import BACKEND_API_VERSION, hookimpl
+
+from .fakedev import spec
+
+
+@hookimpl
+def singa_backends():
+    return [spec("olddev", api_version=BACKEND_API_VERSION + 1)]
