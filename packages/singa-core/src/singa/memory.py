@@ -29,6 +29,10 @@ class Allocator(Protocol):
     def zero(self, buf: Any, nbytes: int) -> None:
         """Fill the first ``nbytes`` bytes of ``buf`` with zeros."""
 
+    # Optional: ``sub(buf, offset, nbytes)`` returns a buffer aliasing bytes
+    # [offset, offset + nbytes) of ``buf`` (offsets are multiples of 256). With it, a graph
+    # packs its intermediates into one arena at offsets instead of sharing whole buffers.
+
 
 _MIN_CLASS = 256
 
@@ -92,6 +96,22 @@ class MemPool:
             self._free[cls] = [buf]
         else:
             bucket.append(buf)
+
+    def malloc_exact(self, nbytes: int) -> tuple[Any, int]:
+        """A buffer of exactly ``nbytes`` straight from the allocator (no size class, not
+        cached on free); counted in the statistics. For long-lived arenas."""
+        buf = self.allocator.alloc(nbytes)
+        self.num_allocs += 1
+        self.num_device_allocs += 1
+        self.current_bytes += nbytes
+        if self.current_bytes > self.peak_bytes:
+            self.peak_bytes = self.current_bytes
+        return buf, nbytes
+
+    def free_exact(self, buf: Any, nbytes: int) -> None:
+        """Release a buffer from :meth:`malloc_exact`."""
+        self.current_bytes -= nbytes
+        self.allocator.free(buf)
 
     def empty_cache(self) -> None:
         """Release every cached buffer to the allocator."""

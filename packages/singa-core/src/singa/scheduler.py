@@ -239,12 +239,52 @@ class Graph:
         return [self._prebuild(self.nodes[i]) for i in order]
 
     def _plan_arena(self, planned, first, last) -> None:
+        """Give every planned block memory that no block with an overlapping lifetime uses.
+
+        With an allocator that can hand out sub-buffers (``Allocator.sub``), blocks are packed
+        at offsets of one arena (greedy by size: each block takes the lowest offset free of
+        every lifetime-overlapping block already placed). Otherwise whole buffers ("slots",
+        one size class each) are shared, best fit.
+        """
+        if hasattr(self.device.pool.allocator, "sub"):
+            self._place_offsets(planned, first, last)
+        else:
+            self._place_slots(planned, first, last)
+        pool = self.device.pool
+        for k, (region, off) in self.placement.items():
+            b = self.blocks[k]
+            b.free_data()
+            buf = self.arena[region][0]
+            b.data = buf if off is None else pool.allocator.sub(buf, off, b.nbytes)
+            b.cls = 0  # arena memory: detached (not returned to the pool) on release
+
+    def _place_offsets(self, planned, first, last) -> None:
+        align = 256
+        placed: list[tuple[int, int, int, int]] = []  # (offset, end, first, last)
+        placement = {}
+        top = 0
+        for k in sorted(planned, key=lambda k: (-self.blocks[k].nbytes, first[k])):
+            size = (self.blocks[k].nbytes + align - 1) // align * align or align
+            lo, hi = first[k], last[k]
+            busy = sorted((o, e) for o, e, f, la in placed if f <= hi and lo <= la)
+            off = 0
+            for o, e in busy:
+                if off + size <= o:
+                    break
+                off = max(off, e)
+            placed.append((off, off + size, lo, hi))
+            placement[k] = (0, off)
+            top = max(top, off + size)
+        self.arena = [self.device.pool.malloc_exact(top)] if placement else []
+        self.placement = placement
+
+    def _place_slots(self, planned, first, last) -> None:
         starts: dict[int, list[int]] = {}
         for k in planned:
             starts.setdefault(first[k], []).append(k)
         free: list[tuple[int, int]] = []  # (class bytes, slot index), kept sorted
         ends: dict[int, list[int]] = {}
-        slot_of: dict[int, int] = {}
+        placement = {}
         slot_cls: list[int] = []
         for pos in range(len(self.nodes)):
             for k in sorted(starts.get(pos, ()), key=lambda k: -self.blocks[k].nbytes):
@@ -255,26 +295,30 @@ class Graph:
                 else:
                     slot = len(slot_cls)
                     slot_cls.append(cls)
-                slot_of[k] = slot
+                placement[k] = (slot, None)
                 ends.setdefault(last[k], []).append(slot)
             for slot in ends.pop(pos, ()):  # dies after this node: reusable by later writers
                 bisect.insort(free, (slot_cls[slot], slot))
         pool = self.device.pool
-        self.arena = [pool.malloc(cls) for cls in slot_cls]
-        for k, slot in slot_of.items():
-            b = self.blocks[k]
-            b.free_data()
-            b.data = self.arena[slot][0]
-            b.cls = 0  # arena memory: detached (not returned to the pool) on release
-        self.slot_of = slot_of
+        self.arena = [pool.malloc_exact(cls) for cls in slot_cls]
+        self.placement = placement
+
+    def shares_memory(self, k1: int, k2: int) -> bool:
+        """Whether planned blocks ``k1`` and ``k2`` (ids) were given overlapping memory."""
+        (r1, o1), (r2, o2) = self.placement[k1], self.placement[k2]
+        if r1 != r2:
+            return False
+        if o1 is None:
+            return True
+        return o1 < o2 + self.blocks[k2].nbytes and o2 < o1 + self.blocks[k1].nbytes
 
     def _release_arena(self) -> None:
-        for k in getattr(self, "slot_of", {}):
+        for k in getattr(self, "placement", {}):
             self.blocks[k].data = None
         pool = self.device.pool
-        for buf, cls in getattr(self, "arena", ()):
-            pool.free(buf, cls)
-        self.arena, self.slot_of = [], {}
+        for buf, nbytes in getattr(self, "arena", ()):
+            pool.free_exact(buf, nbytes)
+        self.arena, self.placement = [], {}
 
     def _prebuild(self, node):
         """``(callable, ins, outs, attrs)`` for one node, natives resolved once."""

@@ -23,6 +23,10 @@ class NumpyAllocator:
     def zero(self, buf, nbytes: int) -> None:
         buf[:nbytes] = 0
 
+    def sub(self, buf, offset: int, nbytes: int):
+        """Bytes [offset, offset + nbytes) of ``buf`` (a view: graphs pack arenas with it)."""
+        return buf[offset:offset + nbytes]
+
 
 class CppCPU(Device):
     """The host CPU (SINGA's CppCPU); its id() is -1."""
