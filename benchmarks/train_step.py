@@ -60,7 +60,7 @@ def time_torch(name, steps, warmup, batch_size):
         loss = lossf(net(tx), ty)
         loss.backward()
         sgd.step()
-        loss_value = float(loss)
+        loss_value = loss.item()
         if i >= warmup:
             times.append(time.perf_counter() - t0)
     return statistics.median(times), loss_value
