@@ -5,7 +5,8 @@
 // storage type, *_C the compute type, *_LOAD/*_STORE read and write one element.
 //
 // Each op gets three kernels, with signatures shared by all ops so that one launcher serves
-// them:
+// them (the first two are launched for exactly n work-items and have no bounds guard, which
+// would stop pocl from vectorising across work-items):
 //   NAME_contig: every operand contiguous (unit stride), the common case, which the compiler
 //                can vectorise across work-items;
 //   NAME_flat:   a 1-D layout with one stride per operand (scalar broadcast, step slices);
@@ -28,26 +29,24 @@ typedef struct {
 #define EW_SEG 32
 
 #define EW_KERNEL(NAME, EXPR)                                                               \
-__kernel void NAME##_contig(int n, __global O_S* y, int yo,                                \
+__kernel void NAME##_contig(__global O_S* y, int yo,                                       \
                             __global const T_S* pa, int ao,                                \
                             __global const T_S* pb, int bo,                                \
                             __global const T_S* pc, int co, T_C v, T_C w)                  \
 {                                                                                          \
-    int i = get_global_id(0);                                                              \
-    if (i >= n) return;                                                                    \
+    int i = get_global_id(0);  /* launched for exactly n items: no guard (vectorises) */   \
     T_C a = T_LOAD(pa, ao + i);                                                            \
     T_C b = T_LOAD(pb, bo + i);                                                            \
     T_C c = T_LOAD(pc, co + i);                                                            \
     O_STORE(y, yo + i, (O_C)(EXPR));                                                       \
 }                                                                                          \
-__kernel void NAME##_flat(int n, int sy, int sa, int sb, int sc,                           \
+__kernel void NAME##_flat(int sy, int sa, int sb, int sc,                                  \
                           __global O_S* y, int yo,                                         \
                           __global const T_S* pa, int ao,                                  \
                           __global const T_S* pb, int bo,                                  \
                           __global const T_S* pc, int co, T_C v, T_C w)                    \
 {                                                                                          \
-    int i = get_global_id(0);                                                              \
-    if (i >= n) return;                                                                    \
+    int i = get_global_id(0);  /* exactly n items, as _contig */                           \
     T_C a = T_LOAD(pa, ao + i * sa);                                                       \
     T_C b = T_LOAD(pb, bo + i * sb);                                                       \
     T_C c = T_LOAD(pc, co + i * sc);                                                       \

@@ -115,7 +115,7 @@ def _program(device, op: str, in_t, out_t, names=None):
                                    f"elementwise[{in_t.name}->{out_t.name}]")
 
 
-_HEADS = {"contig": [np.int32], "flat": [np.int32] * 5, "nd": [np.int32, np.int32, None]}
+_HEADS = {"contig": [], "flat": [np.int32] * 4, "nd": [np.int32, np.int32, None]}
 
 
 def _scalar_types(kind: str, sc):
@@ -139,7 +139,6 @@ def launch_ew(device, op: str, name: str, in_t, out_t, y, a=None, b=None, c=None
     prg = _program(device, op, in_t, out_t, names)
     sc = in_t.scalar
     ls = device.local_size
-    gs = (roundup(n, ls),)
     bufs = []
     for x in operands:
         bufs += [x.buf, x.off]
@@ -147,10 +146,10 @@ def launch_ew(device, op: str, name: str, in_t, out_t, y, a=None, b=None, c=None
         st = [s[0] if s else 0 for s in cst]
         if st[0] == 1 and all(s == 1 or x is None for s, x in zip(st[1:], (a, b, c))):
             k = device.programs.kernel(prg, name + "_contig", _scalar_types("contig", sc))
-            device.launch(k, gs, (ls,), n, y.buf, y.off, *bufs, v, w)
+            device.launch_exact(k, n, y.buf, y.off, *bufs, v, w)
             return
         k = device.programs.kernel(prg, name + "_flat", _scalar_types("flat", sc))
-        device.launch(k, gs, (ls,), n, st[0], st[1], st[2], st[3], y.buf, y.off, *bufs, v, w)
+        device.launch_exact(k, n, st[0], st[1], st[2], st[3], y.buf, y.off, *bufs, v, w)
         return
     nd = len(cshape)
     if nd > EW_MAXD:
