@@ -25,6 +25,11 @@ import threading
 
 _LOCK = threading.Lock()
 
+#: Calls whose largest array has fewer elements run the serial compilation: waking numba's
+#: workers costs tens of microseconds per launch (measured 125-140 us with ``workqueue`` on a
+#: loaded 2-core machine, about what a 1 MiB im2col chunk takes to fill).
+PARALLEL_MIN_ITEMS = 1 << 20
+
 
 def _prefer_workqueue() -> None:
     if "NUMBA_THREADING_LAYER" in os.environ:
@@ -42,9 +47,9 @@ _prefer_workqueue()
 def pjit(**options):
     """``numba.njit(parallel=True, cache=True, **options)`` applied on the first call.
 
-    When numba runs one thread (``numba.set_num_threads(1)``, ``NUMBA_NUM_THREADS=1``) the
-    serial compilation is called instead: a parallel launch costs tens of microseconds even
-    with one thread (measured up to ~140 us with ``workqueue`` on a loaded machine).
+    The serial compilation is called instead when numba runs one thread
+    (``numba.set_num_threads(1)``) or the call is small (no array argument with
+    :data:`PARALLEL_MIN_ITEMS` elements): a parallel launch costs tens of microseconds.
     """
 
     def deco(fn):
@@ -62,7 +67,8 @@ def pjit(**options):
         def call(*args):
             import numba
 
-            parallel = numba.get_num_threads() > 1
+            parallel = (max((a.size for a in args if hasattr(a, "size")), default=0)
+                        >= PARALLEL_MIN_ITEMS and numba.get_num_threads() > 1)
             kernel = compiled.get(parallel) or compile_(parallel)
             if not parallel:
                 return kernel(*args)
