@@ -261,3 +261,33 @@ def test_where_onehot_gather_scatter_upsample(dev, rng):
     y = check(dev, "UpsampleNearest", [img], {"scales": (1, 1, 2, 2)})[0]
     check(dev, "UpsampleNearestBackward", [randn(rng, y.shape)],
           {"scales": (1, 1, 2, 2), "x_shape": img.shape})
+
+
+# ============================================================== CPU: parallel compilations
+def test_parallel_numba_paths(dev, rng, monkeypatch):
+    """Small calls run numba's serial compilation; force the parallel one on every kernel."""
+    if dev.backend != "cpu":
+        pytest.skip("CPU numba internals")
+    numba = pytest.importorskip("numba")
+    if numba.get_num_threads() < 2:
+        pytest.skip("numba runs one thread")
+    from singa_cpu.kernels import _parallel
+
+    monkeypatch.setattr(_parallel, "PARALLEL_MIN_ITEMS", 0)
+    for case in ("r18.l1", "asymmetric", "group4", "winograd odd"):
+        xs, ws, attrs = CONV[case]
+        x, w, b = _conv_arrays(rng, xs, ws)
+        y = check(dev, "Conv2d", [x, w, b], attrs)[0]
+        dy = randn(rng, y.shape)
+        check(dev, "Conv2dBackwardX", [dy, w], {**attrs, "x_shape": xs})
+        check(dev, "Conv2dBackwardW", [dy, x], {**attrs, "w_shape": ws})
+    for mode in ("max", "avg"):
+        xs, geo = POOL["overlap ceil"]
+        x = randn(rng, xs)
+        y = check(dev, "Pooling2d", [x], dict(geo, mode=mode))[0]
+        check(dev, "Pooling2dBackward", [randn(rng, y.shape), x, y], dict(geo, mode=mode))
+    x = randn(rng, (8, 16, 5, 5))
+    p = [randn(rng, (16,)) for _ in range(3)] + [(rng.random(16) + 0.5).astype(np.float32)]
+    _, mean, inv, _, _ = check(dev, "BatchNormTrain", [x] + p, {})
+    check(dev, "BatchNormInfer", [x] + p, {})
+    check(dev, "BatchNormBackward", [randn(rng, x.shape), x, p[0], mean, inv], {})
