@@ -11,11 +11,10 @@ typedef struct {
 
 // Forward: B[k, p] of batch b = n * G + group is the im2col matrix of image n0 + n, group g;
 // one work-item packs one k-row of one GM_NR-column panel, walking the pixels in order.
-__kernel void pack_b_im2col(int total, int K, int N, int n0, cv_geom g, __global const T_S* x,
+__kernel void pack_b_im2col(int K, int N, int n0, cv_geom g, __global const T_S* x,
                             int xo, __global T_C* bp)
 {
-    int id = get_global_id(0);
-    if (id >= total) return;
+    int id = get_global_id(0);  // launched for exactly the number of rows (no guard)
     int njb = (N + GM_NR - 1) / GM_NR;
     int k = id % K, t = id / K;
     int jb = t % njb, b = t / njb;
@@ -42,11 +41,10 @@ __kernel void pack_b_im2col(int total, int K, int N, int n0, cv_geom g, __global
 
 // Backward-filter: B[(n, p), k] of batch b = group, for images n0 .. n0 + K / P - 1; one
 // work-item packs one (n, p) row of one panel, walking the columns (c, i, j) in order.
-__kernel void pack_b_im2col_t(int total, int K, int N, int P, int n0, cv_geom g,
+__kernel void pack_b_im2col_t(int K, int N, int P, int n0, cv_geom g,
                               __global const T_S* x, int xo, __global T_C* bp)
 {
-    int id = get_global_id(0);
-    if (id >= total) return;
+    int id = get_global_id(0);  // launched for exactly the number of rows (no guard)
     int njb = (N + GM_NR - 1) / GM_NR;
     int r = id % K, t = id / K;
     int jb = t % njb, b = t / njb;

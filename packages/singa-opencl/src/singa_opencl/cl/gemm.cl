@@ -47,11 +47,10 @@ inline int gm_offset(int b, int nd, const int* shape, const int* st)
 
 // Element (i, k) of op(A) is at a[off + i*s0 + (k / kdiv)*s1hi + (k % kdiv)*s1]: kdiv = K for a
 // plain matrix; a smaller kdiv lets K run over two dims (e.g. images x pixels).
-__kernel void pack_a(int total, int M, int K, int nd, gm_pack L, __global const T_S* a, int ao,
+__kernel void pack_a(int M, int K, int nd, gm_pack L, __global const T_S* a, int ao,
                      int s0, int s1, int kdiv, int s1hi, __global T_C* ap)
 {
-    int id = get_global_id(0);
-    if (id >= total) return;
+    int id = get_global_id(0);  // launched for exactly the number of rows (no guard)
     int nib = (M + GM_MR - 1) / GM_MR;
     int k = id % K, t = id / K;
     int ib = t % nib, b = t / nib;
@@ -65,11 +64,10 @@ __kernel void pack_a(int total, int M, int K, int nd, gm_pack L, __global const 
 }
 
 // Element (k, j) of op(B) is at b[off + (k / kdiv)*s0hi + (k % kdiv)*s0 + j*s1].
-__kernel void pack_b(int total, int K, int N, int nd, gm_pack L, __global const T_S* bm, int bo,
+__kernel void pack_b(int K, int N, int nd, gm_pack L, __global const T_S* bm, int bo,
                      int s0, int s1, int kdiv, int s0hi, __global T_C* bp)
 {
-    int id = get_global_id(0);
-    if (id >= total) return;
+    int id = get_global_id(0);  // launched for exactly the number of rows (no guard)
     int njb = (N + GM_NR - 1) / GM_NR;
     int k = id % K, t = id / K;
     int jb = t % njb, b = t / njb;

@@ -69,7 +69,7 @@ def kernels(device) -> dict:
         gp = gemm_program(device, "Conv2d", CL_TYPES[y.dt])
         nr = gp.nr
         geo = _geom_struct(g)
-        pk = progs.kernel(gp.program, "pack_b_im2col", [_I] * 4 + [None, None, _I, None])
+        pk = progs.kernel(gp.program, "pack_b_im2col", [_I] * 3 + [None, None, _I, None])
         nn = _chunk(g.n, G * kc * roundup(P, nr) * 4)
         for n0 in range(0, g.n, nn):
             cnt = min(nn, g.n - n0)
@@ -105,7 +105,7 @@ def kernels(device) -> dict:
         hw = g.h * g.w
         nr = gp.nr
         geo = _flipped_geom_struct(g)
-        pk = progs.kernel(gp.program, "pack_b_im2col", [_I] * 4 + [None, None, _I, None])
+        pk = progs.kernel(gp.program, "pack_b_im2col", [_I] * 3 + [None, None, _I, None])
         # A[c, (o, r)] = W[g*og + o, c, khw - 1 - r]: a two-level K with a reversed inner part
         wf = w.with_layout(w.shape, w.strides, w.off + khw - 1)
         nn = _chunk(g.n, G * og * khw * roundup(hw, nr) * 4)
@@ -155,7 +155,7 @@ def kernels(device) -> dict:
         gp = gemm_program(device, "Conv2dBackwardW", CL_TYPES[dw.dt])
         nr = gp.nr
         geo = _geom_struct(g)
-        pk = progs.kernel(gp.program, "pack_b_im2col_t", [_I] * 5 + [None, None, _I, None])
+        pk = progs.kernel(gp.program, "pack_b_im2col_t", [_I] * 4 + [None, None, _I, None])
         nn = _chunk(g.n, G * P * roundup(kc, nr) * 4)
         for n0 in range(0, g.n, nn):
             cnt = min(nn, g.n - n0)

@@ -85,7 +85,7 @@ class Batch:
 
 def pack_matrix_a(device, gp: GemmProgram, a, st, kdiv=None, s_hi=0):
     """Packer for A[i, k] at a.off + i*st[0] + (k // kdiv)*s_hi + (k % kdiv)*st[1]."""
-    kern = device.programs.kernel(gp.program, "pack_a", [_I] * 4 + [None, None] + [_I] * 5 + [None])
+    kern = device.programs.kernel(gp.program, "pack_a", [_I] * 3 + [None, None] + [_I] * 5 + [None])
 
     def pack(ap, m, k, count, nd, lay):
         total = count * -(-m // gp.mr) * k
@@ -97,7 +97,7 @@ def pack_matrix_a(device, gp: GemmProgram, a, st, kdiv=None, s_hi=0):
 
 def pack_matrix_b(device, gp: GemmProgram, b, st, kdiv=None, s_hi=0):
     """Packer for B[k, j] at b.off + (k // kdiv)*s_hi + (k % kdiv)*st[0] + j*st[1]."""
-    kern = device.programs.kernel(gp.program, "pack_b", [_I] * 4 + [None, None] + [_I] * 5 + [None])
+    kern = device.programs.kernel(gp.program, "pack_b", [_I] * 3 + [None, None] + [_I] * 5 + [None])
 
     def pack(bp, k, n, count, nd, lay):
         total = count * -(-n // gp.nr) * k
@@ -108,10 +108,9 @@ def pack_matrix_b(device, gp: GemmProgram, b, st, kdiv=None, s_hi=0):
 
 
 def _launch(device, kern, total, *args) -> None:
-    if total <= 0:
-        return
-    ls = device.local_size
-    device.launch(kern, (-(-total // ls) * ls,), (ls,), total, *args)
+    """Launch a packing kernel over exactly ``total`` rows (the kernels have no guard)."""
+    if total > 0:
+        device.launch_exact(kern, total, *args)
 
 
 def gemm_call(device, op: str, gp: GemmProgram, y, y_st, m: int, n: int, k: int, batch: Batch,
@@ -188,8 +187,8 @@ def gemv(device, gp: GemmProgram, y, y_st, m, n, k, a, a_st, b, b_st, alpha=1.0,
                                   [_I, _I, None, _I, _I, _I, None, _I, _I, sc, sc, _I, None,
                                    _I, _I, None, _I, _I])
     cv = c if c is not None else y
-    _launch(device, kern, rows, k, mat.buf, mat.off, mst[0], mst[1], vec.buf, vec.off, vst,
-            sc(alpha), sc(beta), int(c is not None and beta != 0.0), cv.buf, cv.off, cs,
+    _launch(device, kern, rows, rows, k, mat.buf, mat.off, mst[0], mst[1], vec.buf, vec.off,
+            vst, sc(alpha), sc(beta), int(c is not None and beta != 0.0), cv.buf, cv.off, cs,
             y.buf, y.off, ys)
     return True
 
