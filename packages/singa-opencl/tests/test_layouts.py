@@ -133,3 +133,15 @@ def test_long_strided_rows(cl_device):
     got = _math.add(ta, to_device(b, cl_device)).to_numpy()
     np.testing.assert_allclose(got, a.transpose(2, 1, 0) + b, rtol=1e-6)
     np.testing.assert_allclose(_math.copy(ta).to_numpy(), a.transpose(2, 1, 0))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int32])
+def test_blocked_transpose_copies(cl_device, dtype):
+    a = (RNG.standard_normal((3, 40, 33)) * 10).astype(dtype)
+    t = to_device(a, cl_device)
+    for axes in ((0, 2, 1), (2, 1, 0), (1, 0, 2)):
+        got = _math.copy(_math.transpose(t, axes)).to_numpy()
+        np.testing.assert_array_equal(got, a.transpose(axes))
+    rev = _math.slice_view(t, [2, 39, 0], [0, 2, 33], [-1, -2, 1])  # negative strides
+    np.testing.assert_array_equal(_math.copy(_math.transpose(rev, (0, 2, 1))).to_numpy(),
+                                  a[2:0:-1, 39:2:-2, :].transpose(0, 2, 1))

@@ -168,8 +168,37 @@ def launch_ew(device, op: str, name: str, in_t, out_t, y, a=None, b=None, c=None
 
 def copy_view(device, src, dst) -> None:
     """dst[...] = src (same shape, or src broadcast), moving raw bits of any dtype."""
+    if _copy_tiles(device, src, dst):
+        return
     t = BITS_TYPES[_dtype.ITEMSIZE[dst.dt]]
     launch_ew(device, "Copy", "Copy", t, t, dst, src, names=("Copy",))
+
+
+_TILE = 16  # TP_TILE in cl/movement.cl
+
+
+def _copy_tiles(device, src, dst) -> bool:
+    """Blocked copy for transposes: (batch,) rows x cols where input and output have their
+    unit stride on different dims. Returns False when the layout is not such a case."""
+    shape = dst.shape
+    cshape, (yst, xst) = collapse(shape, [dst.strides, bcast_strides(src, shape)])
+    if len(cshape) not in (2, 3) or min(cshape[-2:]) < _TILE:
+        return False
+    if abs(yst[-1]) == 1 and abs(xst[-1]) == 1 or 0 in xst:
+        return False  # rows already contiguous on both sides, or a broadcast
+    if len(cshape) == 2:
+        cshape, yst, xst = (1,) + cshape, (0,) + yst, (0,) + xst
+    from .movement import _program as movement_program
+
+    prg = movement_program(device, "Copy", _dtype.ITEMSIZE[dst.dt])
+    k = device.programs.kernel(prg, "copy_tiles", [np.int32] * 9 + [None, np.int32,
+                                                                    None, np.int32])
+    b, r, c = cshape
+    items = b * -(-r // _TILE) * -(-c // _TILE)
+    ls = min(device.local_size, 64)
+    device.launch(k, (roundup(items, ls),), (ls,), b, r, c, yst[0], yst[1], yst[2], xst[0],
+                  xst[1], xst[2], dst.buf, dst.off, src.buf, src.off)
+    return True
 
 
 def fill_view(device, dst, value) -> None:
