@@ -147,6 +147,7 @@ def test_conv2d_workspace_is_reused(dev, rng):
 POOL = {
     "cnn.pool1": ((16, 20, 24, 24), dict(kernel=(2, 2), stride=(2, 2))),
     "cnn.pool2": ((16, 50, 8, 8), dict(kernel=(2, 2), stride=(2, 2))),
+    "odd 2x2": ((2, 3, 7, 9), dict(kernel=(2, 2), stride=(2, 2))),
     "r18.stem.pool": ((4, 64, 32, 32), dict(kernel=(3, 3), stride=(2, 2), pads=(1, 1, 1, 1))),
     "global avg": ((8, 128, 4, 4), dict(kernel=(4, 4), stride=(1, 1))),
     "asymmetric": ((3, 5, 13, 11), dict(kernel=(3, 4), stride=(2, 3), pads=(2, 0, 1, 3))),
@@ -165,9 +166,10 @@ def test_pooling_forward_and_backward(dev, rng, case, mode, cip):
     check(dev, "Pooling2dBackward", [randn(rng, y.shape), x, y], attrs)
 
 
-@pytest.mark.parametrize("dtype", [np.float64, np.float16])
-def test_pooling_other_dtypes_and_ties(dev, rng, dtype):
-    xs, geo = POOL["r18.stem.pool"]
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+@pytest.mark.parametrize("case", ["r18.stem.pool", "cnn.pool1", "odd 2x2"])
+def test_pooling_other_dtypes_and_ties(dev, rng, dtype, case):
+    xs, geo = POOL[case]
     x = (np.round(randn(rng, xs)) / 2).astype(dtype)  # many ties: first maximum wins
     attrs = dict(geo, mode="max")
     y = check(dev, "Pooling2d", [x], attrs)[0]

@@ -69,6 +69,43 @@ def _max_bwd(dy, x, dx, kh, kw, sh, sw, pt, pl):
 
 
 @pjit()
+def _max_bwd_2x2(dy, x, dx):
+    """Max-pool backward for 2x2 windows, stride 2, no padding (the common case): every input
+    cell belongs to at most one window, so each is written once, branch-free along a row."""
+    n_, c_, h_in, w_in = x.shape
+    ho, wo = dy.shape[2], dy.shape[3]
+    zero = dx.dtype.type(0)
+    for t in prange(n_ * c_):
+        n = t // c_
+        c = t - n * c_
+        for p in range(ho):
+            x0, x1 = x[n, c, 2 * p], x[n, c, 2 * p + 1]
+            d0, d1 = dx[n, c, 2 * p], dx[n, c, 2 * p + 1]
+            g = dy[n, c, p]
+            for q in range(wo):
+                a, b = x0[2 * q], x0[2 * q + 1]
+                e, f = x1[2 * q], x1[2 * q + 1]
+                m = max(max(a, b), max(e, f))
+                # the first of a, b, e, f (row-major) equal to the maximum gets dy; bitwise
+                # (not short-circuit) logic keeps the loop branch-free, so it vectorises
+                ta = a == m
+                tb = (b == m) & ~ta
+                te = (e == m) & ~(ta | tb)
+                tf = ~(ta | tb | te)
+                gq = g[q]
+                d0[2 * q] = gq if ta else zero
+                d0[2 * q + 1] = gq if tb else zero
+                d1[2 * q] = gq if te else zero
+                d1[2 * q + 1] = gq if tf else zero
+            for w in range(2 * wo, w_in):  # odd width: the last column is in no window
+                d0[w] = 0
+                d1[w] = 0
+        for h in range(2 * ho, h_in):
+            for w in range(w_in):
+                dx[n, c, h, w] = 0
+
+
+@pjit()
 def _avg_fwd(x, y, kh, kw, sh, sw, pt, pb, pl, pr, include_pad):
     n_, c_, h_in, w_in = x.shape
     ho, wo = y.shape[2], y.shape[3]
@@ -139,7 +176,10 @@ def pooling2d_backward(ins, outs, attrs):
     dy, x = ins[0], ins[1]
     dx = outs[0]
     g = pool2d_geometry("Pooling2dBackward", x.shape, attrs)
-    if g.is_max:
+    if g.is_max and (g.kh, g.kw, g.sh, g.sw, g.pt, g.pb, g.pl, g.pr) == (2, 2, 2, 2, 0, 0, 0, 0) \
+            and not g.ceil_mode:
+        _max_bwd_2x2(dy, x, dx)
+    elif g.is_max:
         _max_bwd(dy, x, dx, g.kh, g.kw, g.sh, g.sw, g.pt, g.pl)
     else:
         _avg_bwd(dy, dx, g.kh, g.kw, g.sh, g.sw, g.pt, g.pb, g.pl, g.pr, g.count_include_pad)
