@@ -231,6 +231,7 @@ def _kit(site, *args):
         "no:cacheprovider",
         "--singa-examples",
         "4",
+        "--singa-no-shrink",
         *args,
     ]
     proc = subprocess.run(cmd, cwd=site, env=env, capture_output=True, text=True, timeout=600)

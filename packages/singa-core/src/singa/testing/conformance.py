@@ -19,6 +19,8 @@ automatically when singa-core is installed (if plugin autoloading is disabled, a
     the run fails until the line is removed.
 ``--singa-examples N``
     hypothesis examples per test (default 10; raise it for a thorough run, e.g. 200).
+``--singa-no-shrink``
+    report the first failing example without shrinking it (faster triage).
 ``--singa-randomize``
     draw new examples on every run (and use hypothesis' example database). By default each
     test draws the same examples on every run (a hypothesis seed derived from the test kind,
@@ -83,6 +85,7 @@ from .plugin import (
     examples,
     randomized,
     register_kit_items,
+    shrinking,
     xfail_for,
 )
 
@@ -201,14 +204,14 @@ def pytest_generate_tests(metafunc):
 def _hypothesis(request, case: KernelCase, kind: str, body, scale: float = 1.0) -> None:
     """Run ``body(g)`` as a hypothesis test with the kit's settings.
 
-    Tests marked xfail skip shrinking: their failure is known, and shrinking it only costs
-    time.
+    Tests marked xfail skip shrinking (their failure is known, and shrinking it only costs
+    time), as do all tests with ``--singa-no-shrink``.
     """
     config = request.config
     n = max(1, int(examples(config) * scale))
     fixed = not randomized(config)
     phases = list(Phase)
-    if request.node.get_closest_marker("xfail") is not None:
+    if request.node.get_closest_marker("xfail") is not None or not shrinking(config):
         phases = [Phase.explicit, Phase.reuse, Phase.generate]
 
     @settings(

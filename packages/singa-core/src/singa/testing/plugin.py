@@ -11,6 +11,8 @@ pytest loads it automatically (entry point ``pytest11``) when singa-core is inst
     hypothesis examples per conformance test (default :data:`DEFAULT_EXAMPLES`).
 ``--singa-randomize``
     draw fresh conformance examples on every run instead of the same ones.
+``--singa-no-shrink``
+    report a conformance failure's first example without shrinking it.
 
 and the session fixtures ``singa_backend`` (the device string) and ``singa_device`` (the
 Device; requesting it fails loudly when the backend cannot be used). When the conformance
@@ -38,6 +40,7 @@ __all__ = [
     "examples",
     "parse_xfails",
     "randomized",
+    "shrinking",
     "xfail_for",
 ]
 
@@ -72,6 +75,13 @@ def pytest_addoption(parser):
         "every run, so results and strict xfails are reproducible)",
     )
     group.addoption(
+        "--singa-no-shrink",
+        action="store_true",
+        default=False,
+        help="report the first failing example of a conformance test without shrinking it "
+        "(faster triage of a backend with many failures)",
+    )
+    group.addoption(
         "--singa-examples",
         action="store",
         type=int,
@@ -104,6 +114,11 @@ def examples(config) -> int:
 def randomized(config) -> bool:
     """True when conformance tests should draw fresh examples (``--singa-randomize``)."""
     return bool(config.getoption("--singa-randomize"))
+
+
+def shrinking(config) -> bool:
+    """False when conformance failures should not be shrunk (``--singa-no-shrink``)."""
+    return not config.getoption("--singa-no-shrink")
 
 
 @pytest.fixture(scope="session")
