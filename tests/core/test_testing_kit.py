@@ -61,6 +61,8 @@ def test_scalar_and_shape_helpers(data):
     f = g.floats(-2.5, 1.0)
     assert -2.5 <= f <= 1.0 and (f / FLOAT_GRID).is_integer()
     assert np.float16(f) == f  # exact in float16
+    tiny = g.floats(1e-5, 1e-3)  # narrow intervals get a finer grid, not a constant
+    assert 1e-5 <= tiny <= 1e-3
     assert g.choice("abc") in "abc"
     assert sorted(g.permutation(4)) == [0, 1, 2, 3]
     nd = g.integers(1, 4)

@@ -24,7 +24,8 @@ The helper API
 --------------
 Scalars
     ``integers(lo, hi)``     int in ``[lo, hi]`` (both inclusive)
-    ``floats(lo, hi)``       float in ``[lo, hi]`` on a grid of 1/64 (see below)
+    ``floats(lo, hi)``       float in ``[lo, hi]`` on a grid of 1/64 (finer for narrow
+                             intervals; see below)
     ``booleans()``           bool
     ``choice(seq)``          one element of ``seq``
     ``permutation(n)``       a tuple permuting ``range(n)``
@@ -54,10 +55,11 @@ Value conventions
     * Float arrays never contain NaN, infinities or subnormal numbers (accelerators may flush
       subnormals to zero, which is not an error); values lie in ``[low, high]`` after rounding
       to the dtype.
-    * :meth:`Cases.floats` returns multiples of 1/64: exact in float16, so a scalar attribute
-      means the same number to a float16 kernel and to the float64 reference (``x < 0.1``
-      would otherwise depend on how a backend rounds 0.1), and never a tiny non-zero magnitude
-      (guard against an exact 0 where you divide).
+    * :meth:`Cases.floats` returns multiples of 1/64 (of a finer power of two for narrow
+      intervals): exact in float16, so a scalar attribute means the same number to a float16
+      kernel and to the float64 reference (``x < 0.1`` would otherwise depend on how a backend
+      rounds 0.1), and never a tiny non-zero magnitude in wide intervals (guard against an
+      exact 0 where you divide).
     * Arrays with at most :data:`ELEMENTWISE_LIMIT` elements are drawn element by element,
       so hypothesis can shrink every value. Larger arrays draw a seed for a numpy generator
       plus a few hypothesis-drawn elements at drawn positions (bounds, zero and other edge
@@ -83,7 +85,7 @@ __all__ = ["Cases", "ELEMENTWISE_LIMIT", "FLOAT_GRID", "sample_cases"]
 
 #: Arrays up to this many elements are drawn element by element (fully shrinkable).
 ELEMENTWISE_LIMIT = 32
-#: :meth:`Cases.floats` returns multiples of this step.
+#: :meth:`Cases.floats` returns multiples of this step (finer only for narrow intervals).
 FLOAT_GRID = 1.0 / 64
 #: Default largest side of drawn shapes.
 MAX_SIDE = 5
@@ -140,17 +142,24 @@ class Cases:
         return self.data.draw(st.integers(int(lo), int(hi)))
 
     def floats(self, lo: float, hi: float) -> float:
-        """A float in ``[lo, hi]`` that is a multiple of :data:`FLOAT_GRID` (1/64).
+        """A float in ``[lo, hi]`` on a grid of :data:`FLOAT_GRID` (1/64).
 
-        Grid values are exact in every float dtype, so kernels and the float64 reference see
-        the same number. When no grid point lies in the interval, ``lo`` is returned.
+        Grid values are exact in every float dtype (below 32 in magnitude), so kernels and the
+        float64 reference see the same number. Intervals holding fewer than 8 grid points use
+        a finer power-of-two grid with at least 64 points (``floats(1e-5, 1e-3)`` works).
         """
-        first = math.ceil(lo / FLOAT_GRID)
-        last = math.floor(hi / FLOAT_GRID)
+        if not lo <= hi:
+            raise ValueError(f"floats(): empty interval [{lo}, {hi}]")
+        step = FLOAT_GRID
+        if (hi - lo) / step < 8:
+            span = hi - lo
+            step = 2.0 ** math.floor(math.log2(span / 64)) if span > 0 else 1.0
+        first = math.ceil(lo / step)
+        last = math.floor(hi / step)
         if first > last:
             return float(lo)
-        k = self.data.draw(st.integers(first, last), label="float/64")  # shrinks toward 0
-        return k * FLOAT_GRID
+        k = self.data.draw(st.integers(first, last), label="float/grid")  # shrinks toward 0
+        return k * step
 
     def booleans(self) -> bool:
         return self.data.draw(st.booleans())
