@@ -8,7 +8,6 @@ pool). All train with SGD(lr=0.05, momentum=0.9, weight_decay=1e-5) and softmax 
 from __future__ import annotations
 
 import numpy as np
-
 from singa import autograd, layer, model, opt
 
 LR, MOMENTUM, WD = 0.05, 0.9, 1e-5

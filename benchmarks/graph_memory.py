@@ -17,7 +17,6 @@ import sys
 sys.path.insert(0, os.path.dirname(__file__))
 
 import _models  # noqa: E402
-
 from singa import device, tensor  # noqa: E402
 
 

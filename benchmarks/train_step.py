@@ -18,7 +18,6 @@ import time
 sys.path.insert(0, os.path.dirname(__file__))
 
 import _models  # noqa: E402
-
 from singa import device, tensor  # noqa: E402
 
 BATCH = {"mlp": 64, "cnn": 64, "resnet18": 32}
