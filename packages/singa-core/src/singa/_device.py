@@ -182,6 +182,16 @@ class Device:
             self._graph = Graph(self)
         return self._graph
 
+    def use_graph(self, graph):
+        """Install ``graph`` (a :class:`singa.scheduler.Graph` of this device) as the one that
+        EnableGraph records into and RunGraph runs; returns the previous one. Each Model keeps
+        its own graph and installs it while it records or replays."""
+        if graph is not None and graph.device is not self:
+            raise GraphError(f"use_graph: the graph belongs to {graph.device.name}, "
+                             f"not {self.name}")
+        prev, self._graph = self._graph, graph
+        return prev
+
     def EnableGraph(self, enable: bool = True) -> None:
         """Start (True) or stop (False) recording exec'd operations into the graph."""
         if enable:

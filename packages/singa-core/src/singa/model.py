@@ -71,7 +71,7 @@ def _own_graph(dev, graph):
     ``compile``'s probe forward never append to, run, or reset each other's nodes. The graph
     stays installed afterwards so ``dev.PrintTimeProfiling()`` reports the last model run.
     """
-    dev._graph = graph  # Device has no public setter for its graph slot
+    dev.use_graph(graph)
     yield graph
 
 
@@ -158,14 +158,14 @@ class Model(Layer, metaclass=ModelMeta):
                 isinstance(t, Tensor) for t in inputs):
             raise TypeError("compile expects a non-empty list of Tensors (input placeholders)")
         dev = inputs[0].device
-        prev, prev_graph = dev.graph_enabled(), dev._graph
-        with _own_graph(dev, Graph(dev)):  # the probe forward is recorded, then dropped
-            dev.EnableGraph(True)
-            try:
-                self.forward(*inputs)
-            finally:
-                dev.EnableGraph(prev)
-        dev._graph = prev_graph
+        prev = dev.graph_enabled()
+        prev_graph = dev.use_graph(Graph(dev))  # the probe forward is recorded, then dropped
+        dev.EnableGraph(True)
+        try:
+            self.forward(*inputs)
+        finally:
+            dev.EnableGraph(prev)
+            dev.use_graph(prev_graph)
         autograd.training = bool(is_train)
         self.training = bool(is_train)
         self.graph_mode = bool(use_graph)
