@@ -1,6 +1,8 @@
 // Batch normalisation over axis 1 of a contiguous x seen as (N, C, S). Per-channel statistics
 // use one work-item per channel (two passes: mean, then centred variance); the elementwise
-// parts use one work-item per element. Accumulation is in T_C (float for float16).
+// parts run on a 2-D range (s, n * C + c) launched without a bounds guard, so the channel is
+// uniform along dim 0 and pocl vectorises across s. Accumulation is in T_C (float for
+// float16).
 
 __kernel void bn_stats(int N, int C, int S, T_C momentum, T_C eps,
                        __global const T_S* x, int xo,
@@ -32,14 +34,13 @@ __kernel void bn_stats(int N, int C, int S, T_C momentum, T_C eps,
 }
 
 // y = (x - mean[c]) * inv[c] * scale[c] + bias[c]; with from_var, inv = 1/sqrt(var[c] + eps)
-__kernel void bn_apply(int total, int C, int S, int from_var, T_C eps,
+__kernel void bn_apply(int C, int S, int from_var, T_C eps,
                        __global const T_S* x, int xo, __global const T_S* mean, int mo,
                        __global const T_S* inv, int io, __global const T_S* scale, int so,
                        __global const T_S* bias, int bo, __global O_S* y, int yo)
 {
-    int i = get_global_id(0);
-    if (i >= total) return;
-    int c = (i / S) % C;
+    int plane = get_global_id(1), c = plane % C;
+    int i = plane * S + get_global_id(0);
     T_C r = T_LOAD(inv, io + c);
     if (from_var) r = 1 / sqrt(r + (T_C)eps);
     T_C v = (T_LOAD(x, xo + i) - T_LOAD(mean, mo + c)) * r * T_LOAD(scale, so + c)
@@ -67,15 +68,14 @@ __kernel void bn_bwd_stats(int N, int C, int S, __global const T_S* dy, int dyo,
     O_STORE(dbias, dbo + c, (O_C)sb);
 }
 
-__kernel void bn_bwd_apply(int total, int C, int S, int m, __global const T_S* dy, int dyo,
+__kernel void bn_bwd_apply(int C, int S, int m, __global const T_S* dy, int dyo,
                            __global const T_S* x, int xo, __global const T_S* scale, int so,
                            __global const T_S* mean, int mo, __global const T_S* inv, int io,
                            __global const T_S* dscale, int dso, __global const T_S* dbias,
                            int dbo, __global O_S* dx, int dxo)
 {
-    int i = get_global_id(0);
-    if (i >= total) return;
-    int c = (i / S) % C;
+    int plane = get_global_id(1), c = plane % C;
+    int i = plane * S + get_global_id(0);
     T_C r = T_LOAD(inv, io + c);
     T_C xhat = (T_LOAD(x, xo + i) - T_LOAD(mean, mo + c)) * r;
     T_C v = T_LOAD(scale, so + c) * r / (T_C)m

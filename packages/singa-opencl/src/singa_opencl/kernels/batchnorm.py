@@ -14,6 +14,12 @@ def _ncs(x):
     return n, c, math.prod(x.shape[2:])
 
 
+def _launch_planes(device, kern, n: int, c: int, s: int, *args) -> None:
+    """Launch over the exact 2-D range (s, n * c); the kernels have no bounds guard."""
+    if n * c * s:
+        device.launch(kern, (s, n * c), None, *args)
+
+
 def kernels(device) -> dict:
     progs = device.programs
 
@@ -28,9 +34,8 @@ def kernels(device) -> dict:
                   float(attrs.get("eps", 1e-5)), x.buf, x.off, rm.buf, rm.off, rv.buf, rv.off,
                   mean.buf, mean.off, inv.buf, inv.off, new_rm.buf, new_rm.off, new_rv.buf,
                   new_rv.off)
-        ka = progs.kernel(prg, "bn_apply", [I, I, I, I, sc] + [None, I] * 6)
-        total = n * c * s
-        launch_1d(device, ka, total, total, c, s, 0, 0.0, x.buf, x.off, mean.buf, mean.off,
+        ka = progs.kernel(prg, "bn_apply", [I, I, I, sc] + [None, I] * 6)
+        _launch_planes(device, ka, n, c, s, c, s, 0, 0.0, x.buf, x.off, mean.buf, mean.off,
                   inv.buf, inv.off, scale.buf, scale.off, bias.buf, bias.off, y.buf, y.off)
 
     def infer(ins, outs, attrs):
@@ -39,9 +44,8 @@ def kernels(device) -> dict:
         n, c, s = _ncs(x)
         prg = nn_program(device, "BatchNormInfer", "batchnorm.cl", x.dt)
         sc = CL_TYPES[x.dt].scalar
-        ka = progs.kernel(prg, "bn_apply", [I, I, I, I, sc] + [None, I] * 6)
-        total = n * c * s
-        launch_1d(device, ka, total, total, c, s, 1, float(attrs.get("eps", 1e-5)), x.buf,
+        ka = progs.kernel(prg, "bn_apply", [I, I, I, sc] + [None, I] * 6)
+        _launch_planes(device, ka, n, c, s, c, s, 1, float(attrs.get("eps", 1e-5)), x.buf,
                   x.off, rm.buf, rm.off, rv.buf, rv.off, scale.buf, scale.off, bias.buf,
                   bias.off, y.buf, y.off)
 
@@ -53,9 +57,8 @@ def kernels(device) -> dict:
         ks = progs.kernel(prg, "bn_bwd_stats", [I, I, I] + [None, I] * 6)
         launch_1d(device, ks, c, n, c, s, dy.buf, dy.off, x.buf, x.off, mean.buf, mean.off,
                   inv.buf, inv.off, dscale.buf, dscale.off, dbias.buf, dbias.off)
-        ka = progs.kernel(prg, "bn_bwd_apply", [I, I, I, I] + [None, I] * 8)
-        total = n * c * s
-        launch_1d(device, ka, total, total, c, s, n * s, dy.buf, dy.off, x.buf, x.off,
+        ka = progs.kernel(prg, "bn_bwd_apply", [I, I, I] + [None, I] * 8)
+        _launch_planes(device, ka, n, c, s, c, s, n * s, dy.buf, dy.off, x.buf, x.off,
                   scale.buf, scale.off, mean.buf, mean.off, inv.buf, inv.off, dscale.buf,
                   dscale.off, dbias.buf, dbias.off, dx.buf, dx.off)
 
