@@ -93,6 +93,11 @@ def test_host_fallback_needs_no_numpy_native_views(pyref_site):
 
 def test_conformance_kit_passes_on_pyref(pyref_site):
     """The one-command kit run a third party would use, from a directory outside the repo."""
+    # nothing was prepared besides the package and its dist-info (no doctor run, no cache)
+    assert sorted(p.name for p in pyref_site.iterdir()) == [
+        "singa_pyref",
+        "singa_pyref-0.1.dist-info",
+    ]
     env = {k: v for k, v in os.environ.items() if not k.startswith("SINGA_")}
     env["PYTHONPATH"] = str(pyref_site)
     cmd = [
