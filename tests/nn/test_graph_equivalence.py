@@ -1,0 +1,128 @@
+"""Graph replay (BFS and serial) gives the numbers of eager execution, over several iterations.
+
+Oracle: the same model trained eagerly from the same initial parameters, data and RNG seed.
+Covers the seed CNN, a ResNet basic block with batch norm (running statistics included), and
+a model with dropout (a new mask each iteration) under an exponentially decaying learning rate.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from singa import autograd, device, layer, model, opt, tensor
+
+STEPS = 4
+
+
+class SeedCNN(model.Model):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = layer.Conv2d(1, 4, 5, padding=0, activation="RELU")
+        self.conv2 = layer.Conv2d(4, 6, 3, padding=1, activation="RELU")
+        self.pool1, self.pool2 = layer.MaxPool2d(2, 2), layer.MaxPool2d(2, 2)
+        self.flatten = layer.Flatten()
+        self.linear1, self.linear2 = layer.Linear(16), layer.Linear(3)
+
+    def forward(self, x):
+        y = self.pool1(self.conv1(x))
+        y = self.pool2(self.conv2(y))
+        return self.linear2(autograd.relu(self.linear1(self.flatten(y))))
+
+    def train_one_batch(self, x, y):
+        out = self.forward(x)
+        loss = autograd.softmax_cross_entropy(out, y)
+        self.optimizer(loss)
+        return out, loss
+
+
+class ResBlock(model.Model):
+    """conv-bn-relu-conv-bn + (1x1 conv-bn downsample) -> add -> relu -> pool -> linear."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = layer.Conv2d(3, 6, 3, stride=2, padding=1, bias=False)
+        self.b1 = layer.BatchNorm2d(6)
+        self.c2 = layer.Conv2d(6, 6, 3, padding=1, bias=False)
+        self.b2 = layer.BatchNorm2d(6)
+        self.cd = layer.Conv2d(3, 6, 1, stride=2, bias=False)
+        self.bd = layer.BatchNorm2d(6)
+        self.fc = layer.Linear(3)
+
+    def forward(self, x):
+        y = autograd.relu(self.b1(self.c1(x)))
+        y = self.b2(self.c2(y))
+        y = autograd.relu(autograd.add(y, self.bd(self.cd(x))))
+        return self.fc(autograd.flatten(autograd.globalaveragepool(y)))
+
+    def train_one_batch(self, x, y):
+        out = self.forward(x)
+        loss = autograd.softmax_cross_entropy(out, y)
+        self.optimizer(loss)
+        return out, loss
+
+
+class DropoutMLP(model.Model):
+    def __init__(self):
+        super().__init__()
+        self.l1, self.l2 = layer.Linear(12), layer.Linear(3)
+        self.drop = layer.Dropout(0.3)
+
+    def forward(self, x):
+        return self.l2(self.drop(autograd.relu(self.l1(x))))
+
+    def train_one_batch(self, x, y):
+        out = self.forward(x)
+        loss = autograd.softmax_cross_entropy(out, y)
+        self.optimizer(loss)
+        return out, loss
+
+
+CASES = {
+    "seed_cnn": (SeedCNN, (4, 1, 12, 12), lambda: opt.SGD(0.05, momentum=0.9,
+                                                          weight_decay=1e-4)),
+    "resnet_block": (ResBlock, (4, 3, 8, 8), lambda: opt.SGD(0.05, momentum=0.9)),
+    "dropout_lr_schedule": (DropoutMLP, (6, 5), lambda: opt.SGD(
+        opt.ExponentialDecay(0.2, 1, 0.7), momentum=0.5)),
+}
+
+
+def train(case, mode, init_states=None):
+    cls, xshape, make_opt = CASES[case]
+    dev = device.get_default_device()
+    rng = np.random.default_rng(7)
+    xs = [rng.standard_normal(xshape).astype(np.float32) for _ in range(STEPS)]
+    ys = [rng.integers(0, 3, xshape[0]).astype(np.int32) for _ in range(STEPS)]
+    m = cls()
+    m.set_optimizer(make_opt())
+    tx = tensor.Tensor(xshape, dev, tensor.float32)
+    ty = tensor.Tensor((xshape[0],), dev, tensor.int32)
+    m.compile([tx], is_train=True, use_graph=mode != "eager", sequential=mode == "serial")
+    if init_states is not None:
+        m.set_states(init_states)
+    start = {k: tensor.to_numpy(v).copy() for k, v in m.get_states().items()}
+    dev.SetRandSeed(1234)
+    losses = []
+    for x, y in zip(xs, ys):
+        tx.copy_from_numpy(x)
+        ty.copy_from_numpy(y)
+        _out, loss = m(tx, ty)
+        losses.append(float(tensor.to_numpy(loss)[0]))
+    final = {k: tensor.to_numpy(v) for k, v in m.get_states().items()}
+    return start, losses, final
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_graph_matches_eager(case):
+    start, eager_losses, eager_final = train(case, "eager")
+    for mode in ("bfs", "serial"):
+        _, losses, final = train(case, mode, start)
+        np.testing.assert_allclose(losses, eager_losses, rtol=1e-5, atol=1e-6,
+                                   err_msg=f"{case} {mode} losses")
+        assert set(final) == set(eager_final)
+        for k in final:
+            np.testing.assert_allclose(final[k], eager_final[k], rtol=1e-5, atol=1e-6,
+                                       err_msg=f"{case} {mode} {k}")
+    # the run trained: the parameters moved and (for BN) the running statistics too
+    assert any(not np.allclose(start[k], eager_final[k]) for k in start)
+    if case == "resnet_block":
+        assert not np.allclose(eager_final["b1.running_mean"], 0)
