@@ -146,9 +146,12 @@ def _offset_slices(g, shape: tuple) -> tuple[tuple, list, list, list]:
 
 
 def _strided_ct(g, shape: tuple, code: int, dev, layout: str, fill: np.ndarray | None):
-    """``(view, base, to_view)``: a strided view of a new base tensor; ``to_view`` maps a
-    numpy array of the base's shape to the matching numpy view. ``fill`` (the base's initial
-    values, sentinel-filled around the view) is built by the caller through ``to_view``."""
+    """``(view, base, to_view)``: a strided view of ``shape`` into a new base tensor.
+
+    The base holds the sentinel everywhere except the view, which holds ``fill`` (or the
+    sentinel too when ``fill`` is None, for outputs). ``to_view`` maps a numpy array of the
+    base's shape to the numpy view matching ``view``.
+    """
     np_dt = _dtype.NP_DTYPE[code]
     nd = len(shape)
     if layout == "transposed" and nd >= 2:
