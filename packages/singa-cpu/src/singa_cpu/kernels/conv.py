@@ -37,6 +37,8 @@ prange = range  # numba.prange once compiled (see _parallel.pjit)
 #: Upper bound of the column buffer of one chunk (bytes; about L2-sized, which measured
 #: fastest); at least one image is processed.
 COL_BYTES = 1 << 20
+#: Output pixels per image from which the per-image column layout is used (see _per_image).
+PER_IMAGE_MIN_HW = 64
 
 
 @pjit()
@@ -64,7 +66,10 @@ def _pad_into(x, xp, n0, nb, pt, pl):
 
 @pjit()
 def _im2col(xp, col, nb, kh, kw, sh, sw, dh, dw, ho, wo):
-    """col[(c, i, j), (n, p, q)] = xp[n, c, p*sh + i*dh, q*sw + j*dw] for a padded chunk."""
+    """col[n, (c, i, j), (p, q)] = xp[n, c, p*sh + i*dh, q*sw + j*dw] for a padded chunk.
+
+    ``col`` is 3-D: the per-image layout itself, or a transposed view of the packed 2-D
+    matrix ``(C*kh*kw, nb*Ho*Wo)``."""
     c_in = xp.shape[1]
     kk = kh * kw
     for r in prange(c_in * kk):
@@ -72,22 +77,24 @@ def _im2col(xp, col, nb, kh, kw, sh, sw, dh, dw, ho, wo):
         i = (r - c * kk) // kw
         j = r - c * kk - i * kw
         for n in range(nb):
+            dst = col[n, r]
             for p in range(ho):
                 h = p * sh + i * dh
-                base = (n * ho + p) * wo
+                base = p * wo
                 w0 = j * dw
+                src = xp[n, c, h]
                 if sw == 1:
                     for q in range(wo):
-                        col[r, base + q] = xp[n, c, h, w0 + q]
+                        dst[base + q] = src[w0 + q]
                 else:
                     for q in range(wo):
-                        col[r, base + q] = xp[n, c, h, w0 + q * sw]
+                        dst[base + q] = src[w0 + q * sw]
 
 
 @pjit()
 def _col2im(dcol, dxp, dx, n0, nb, kh, kw, sh, sw, pt, pl, dh, dw, ho, wo):
     """dx[n0 + n] = the unpadded part of the sum of dcol's columns scattered back (adjoint of
-    _pad_into + _im2col); dxp is a per-chunk padded scratch plane buffer."""
+    _pad_into + _im2col; dcol is 3-D as in _im2col); dxp is a padded scratch buffer."""
     c_in, h_in, w_in = dx.shape[1], dx.shape[2], dx.shape[3]
     hp, wp = dxp.shape[2], dxp.shape[3]
     zero = dxp.dtype.type(0)
@@ -99,17 +106,17 @@ def _col2im(dcol, dxp, dx, n0, nb, kh, kw, sh, sw, pt, pl, dh, dw, ho, wo):
                 dxp[n, c, h, w] = zero
         for i in range(kh):
             for j in range(kw):
-                r = (c * kh + i) * kw + j
+                src = dcol[n, (c * kh + i) * kw + j]
                 w0 = j * dw
                 for p in range(ho):
-                    h = p * sh + i * dh
-                    base = (n * ho + p) * wo
+                    dst = dxp[n, c, p * sh + i * dh]
+                    base = p * wo
                     if sw == 1:
                         for q in range(wo):
-                            dxp[n, c, h, w0 + q] += dcol[r, base + q]
+                            dst[w0 + q] += src[base + q]
                     else:
                         for q in range(wo):
-                            dxp[n, c, h, w0 + q * sw] += dcol[r, base + q]
+                            dst[w0 + q * sw] += src[base + q]
         for h in range(h_in):
             for w in range(w_in):
                 dx[n0 + n, c, h, w] = dxp[n, c, pt + h, pl + w]
@@ -156,16 +163,29 @@ def _padded_shape(g, m):
     return (m, g.c, hp, wp)
 
 
-def _columns(ws, x, g, n0, m):
-    """The column matrix of images n0 .. n0+m-1 (in the workspace)."""
+def _per_image(g) -> bool:
+    """Per-image column layout (one GEMM per image, written straight into y): wins when an
+    image has enough output pixels for an efficient GEMM; else one packed GEMM per chunk."""
+    return g.ho * g.wo >= PER_IMAGE_MIN_HW
+
+
+def _columns(ws, x, g, n0, m, per_image):
+    """Columns of images n0 .. n0+m-1 in the workspace: ``(m, C*kh*kw, Ho*Wo)`` per image, or
+    packed ``(C*kh*kw, m*Ho*Wo)``."""
     shape = _padded_shape(g, m)
     if shape[2:] == x.shape[2:]:  # no padding is read: use the images in place
         xp = x[n0:n0 + m]
     else:
         xp = ws.get("xpad", shape, x.dtype)
         _pad_into(x, xp, n0, m, g.pt, g.pl)
-    col = ws.get("col", (g.c * g.kh * g.kw, m * g.ho * g.wo), x.dtype)
-    _im2col(xp, col, m, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.ho, g.wo)
+    rows, hw = g.c * g.kh * g.kw, g.ho * g.wo
+    if per_image:
+        col = ws.get("col", (m, rows, hw), x.dtype)
+        view = col
+    else:
+        col = ws.get("col", (rows, m * hw), x.dtype)
+        view = col.reshape(rows, m, hw).transpose(1, 0, 2)
+    _im2col(xp, view, m, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.ho, g.wo)
     return col
 
 
@@ -196,15 +216,23 @@ def kernels(device) -> dict:
         y3 = y.reshape(g.n, g.o, hw)
         bias = b if b is not None else np.zeros(1, x.dtype)
         rows = g.c * g.kh * g.kw
+        og, rg = g.o // g.group, rows // g.group
+        per_image = _per_image(g)
         for n0 in range(0, g.n, nb):
             m = min(nb, g.n - n0)
-            col = _columns(ws, x, g, n0, m)
+            col = _columns(ws, x, g, n0, m, per_image)
+            if per_image:  # y[n] = W @ col[n], straight into y
+                for k in range(g.group):
+                    np.matmul(w2[k * og:(k + 1) * og], col[:, k * rg:(k + 1) * rg],
+                              out=y3[n0:n0 + m, k * og:(k + 1) * og])
+                continue
             out2 = ws.get("out", (g.o, m * hw), x.dtype)
-            og, rg = g.o // g.group, rows // g.group
             for k in range(g.group):
                 np.matmul(w2[k * og:(k + 1) * og], col[k * rg:(k + 1) * rg],
                           out=out2[k * og:(k + 1) * og])
             _unpack(out2, y3, bias, b is not None, n0, m)
+        if per_image and b is not None:
+            y3 += b.reshape(1, -1, 1)
 
     @kernel_attrs(contiguous_inputs=True)
     @via_float32
@@ -223,15 +251,23 @@ def kernels(device) -> dict:
         nb = _chunk(g, dy.itemsize)
         dy3 = dy.reshape(g.n, g.o, hw)
         rows = g.c * g.kh * g.kw
+        og, rg = g.o // g.group, rows // g.group
+        per_image = _per_image(g)
         for n0 in range(0, g.n, nb):
             m = min(nb, g.n - n0)
-            dyt = ws.get("dyt", (g.o, m * hw), dy.dtype)
-            dcol = ws.get("col", (rows, m * hw), dy.dtype)
-            _pack(dy3, dyt, n0, m)
-            og, rg = g.o // g.group, rows // g.group
-            for k in range(g.group):
-                np.matmul(w2[k * og:(k + 1) * og].T, dyt[k * og:(k + 1) * og],
-                          out=dcol[k * rg:(k + 1) * rg])
+            if per_image:  # dcol[n] = W.T @ dy[n]
+                dcol = ws.get("col", (m, rows, hw), dy.dtype)
+                for k in range(g.group):
+                    np.matmul(w2[k * og:(k + 1) * og].T, dy3[n0:n0 + m, k * og:(k + 1) * og],
+                              out=dcol[:, k * rg:(k + 1) * rg])
+            else:
+                dyt = ws.get("dyt", (g.o, m * hw), dy.dtype)
+                col2 = ws.get("col", (rows, m * hw), dy.dtype)
+                _pack(dy3, dyt, n0, m)
+                for k in range(g.group):
+                    np.matmul(w2[k * og:(k + 1) * og].T, dyt[k * og:(k + 1) * og],
+                              out=col2[k * rg:(k + 1) * rg])
+                dcol = col2.reshape(rows, m, hw).transpose(1, 0, 2)
             dxp = ws.get("xpad", _padded_shape(g, m), dy.dtype)
             _col2im(dcol, dxp, dx, n0, m, g.kh, g.kw, g.sh, g.sw, g.pt, g.pl, g.dh, g.dw,
                     g.ho, g.wo)
@@ -251,20 +287,27 @@ def kernels(device) -> dict:
         dw2 = dw.reshape(g.o, -1)
         rows = g.c * g.kh * g.kw
         og, rg = g.o // g.group, rows // g.group
-        acc = None
+        per_image = _per_image(g)
+        first = True
         for n0 in range(0, g.n, nb):
             m = min(nb, g.n - n0)
-            col = _columns(ws, x, g, n0, m)
-            dyt = ws.get("dyt", (g.o, m * hw), x.dtype)
-            _pack(dy3, dyt, n0, m)
-            target = dw2 if acc is None else ws.get("dw", dw2.shape, x.dtype)
-            for k in range(g.group):
-                np.matmul(dyt[k * og:(k + 1) * og], col[k * rg:(k + 1) * rg].T,
-                          out=target[k * og:(k + 1) * og])
-            if acc is None:
-                acc = dw2
+            col = _columns(ws, x, g, n0, m, per_image)
+            target = dw2 if first else ws.get("dw", dw2.shape, x.dtype)
+            if per_image:  # dW = sum_n dy[n] @ col[n].T
+                part = ws.get("dw_images", (m, og, rg), x.dtype)
+                for k in range(g.group):
+                    np.matmul(dy3[n0:n0 + m, k * og:(k + 1) * og],
+                              col[:, k * rg:(k + 1) * rg].transpose(0, 2, 1), out=part)
+                    np.sum(part, axis=0, out=target[k * og:(k + 1) * og])
             else:
-                acc += target
+                dyt = ws.get("dyt", (g.o, m * hw), x.dtype)
+                _pack(dy3, dyt, n0, m)
+                for k in range(g.group):
+                    np.matmul(dyt[k * og:(k + 1) * og], col[k * rg:(k + 1) * rg].T,
+                              out=target[k * og:(k + 1) * og])
+            if not first:
+                dw2 += target
+            first = False
 
     return {
         "Conv2d": conv2d,
