@@ -6,6 +6,8 @@ import threading
 import warnings
 from typing import Any
 
+import numpy as np
+
 from .errors import GraphError, MissingKernelError
 from .memory import Allocator, Block, MemPool
 
@@ -69,7 +71,9 @@ class Device:
         self.host_fallback = bool(spec.host_fallback)
         table = {}
         for op_name, fn in dict(kernel_table).items():
-            table[op_name] = (fn, bool(getattr(fn, "contiguous_inputs", False)))
+            dts = getattr(fn, "dtypes", None)
+            table[op_name] = (fn, bool(getattr(fn, "contiguous_inputs", False)),
+                              frozenset(dts) if dts is not None else None)
         self.kernels = table
 
     # ------------------------------------------------------------------ backend interface
@@ -82,7 +86,8 @@ class Device:
         raise NotImplementedError
 
     def numpy_into_native(self, src, arr) -> None:
-        """Copy numpy array ``src`` (same shape and dtype) into native view ``arr``."""
+        """Copy numpy array ``src`` (same shape) into native view ``arr``, converting to the
+        view's dtype (the host fallback passes the reference's result as computed)."""
         raise NotImplementedError
 
     def synchronize(self) -> None:
@@ -128,7 +133,7 @@ class Device:
         fn()
 
     def kernel(self, op):
-        """``(kernel, needs_contiguous_inputs)`` for op record ``op`` on this device."""
+        """``(kernel, needs_contiguous_inputs, dtypes or None)`` for op record ``op``."""
         try:
             return self.kernels[op.name]
         except KeyError:
@@ -145,7 +150,7 @@ class Device:
             "through its numpy reference (slow: copies to host and back)",
             stacklevel=4,
         )
-        entry = (self._make_fallback(op), True)
+        entry = (self._make_fallback(op), True, None)
         self.kernels[op.name] = entry
         return entry
 
@@ -159,7 +164,7 @@ class Device:
             if not isinstance(res, tuple):
                 res = (res,)
             for o, r in zip(outs, res):
-                dev.numpy_into_native(r.astype(o.dtype, copy=False), o)
+                dev.numpy_into_native(np.asarray(r), o)
 
         return host_fallback
 

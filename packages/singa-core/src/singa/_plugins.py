@@ -288,7 +288,19 @@ class PluginRegistry:
         return names
 
     def _missing_message(self, name: str, cause: BaseException | None) -> str:
-        avail = ", ".join(sorted(n for n in self.backends if self._probe_errors.get(n) is None))
+        usable = []
+        for other in self.backends:
+            if other == name or other in self.conflicts:
+                continue
+            if other not in self._probe_errors:
+                try:
+                    self.backends[other].spec.probe()
+                    self._probe_errors[other] = None
+                except Exception as exc:
+                    self._probe_errors[other] = exc
+            if self._probe_errors[other] is None:
+                usable.append(other)
+        avail = ", ".join(sorted(usable))
         lines = [f"device backend {name!r} was requested but cannot be used."]
         if cause is not None:
             prov = self.backends[name].provider

@@ -80,10 +80,10 @@ _declare(
 _declare(
     "SINGA_OPENCL_DEVICE", _parse_str, "",
     "OpenCL device chosen by create_opencl_device(): 'P:D' (platform P, device D) or a "
-    "substring of the platform or device name. Empty picks the first GPU, else the first device.",
+    "substring of the platform or device name. Empty picks the first GPU, else the first device "
+    "that can compile kernels.",
     "str",
 )
-
 
 
 def get(name: str) -> Any:

@@ -137,7 +137,11 @@ def run(op: OpDef, ins: list, attrs: dict = EMPTY, outs: list | None = None) -> 
     elif ins and outs[0].dev is not dev:
         check_same_device(op.name, ins + outs)
     entry = dev.kernels.get(op.name)
-    fn, contig = entry if entry is not None else dev.kernel(op)
+    fn, contig, dtypes = entry if entry is not None else dev.kernel(op)
+    if dtypes is not None:
+        dt = (ins[0] if ins else outs[0]).dt
+        if dt not in dtypes:
+            _unsupported_dtype(op, dev, dt, dtypes)
     if contig:
         ins = [x if x.contig else _materialize(x) for x in ins]
         if not all(o.contig for o in outs):
@@ -153,6 +157,16 @@ def run(op: OpDef, ins: list, attrs: dict = EMPTY, outs: list | None = None) -> 
                 reads.append(o.block)
     dev.exec(KernelCall(dev, fn, ins, outs, attrs), reads, [o.block for o in outs], op.name)
     return outs
+
+
+def _unsupported_dtype(op, dev, dt, dtypes):
+    from ..errors import DtypeMismatchError
+
+    names = ", ".join(sorted(_dtype.name_of(d) for d in dtypes))
+    raise DtypeMismatchError(
+        f"{op.name}: device {dev.name} has no {_dtype.name_of(dt)} kernel for this op (it "
+        f"supports {names}); convert the tensors with x.as_type(...) or use another device"
+    )
 
 
 def kernel_attrs(**flags: Any):

@@ -129,7 +129,8 @@ def _is_host_fallback(fn) -> bool:
 
 
 def device_kernels(dev) -> dict:
-    """``{op_name: (kernel, contiguous_inputs)}`` of the device's own kernels (no fallback)."""
+    """``{op_name: entry}`` of the device's own kernels (no host fallback); ``entry[0]`` is
+    the kernel and ``entry[1]`` its ``contiguous_inputs`` flag (see ``Device.kernels``)."""
     return {name: entry for name, entry in dev.kernels.items() if not _is_host_fallback(entry[0])}
 
 
@@ -160,7 +161,7 @@ def collect_cases(dev, kind: str) -> list[KernelCase]:
         entry = table.get(name)
         if entry is None:
             continue
-        fn, contig = entry
+        fn, contig = entry[0], entry[1]
         if not _wanted(op, kind, contig):
             continue
         for dt in _kernel_dtypes(fn, op):
@@ -445,7 +446,8 @@ def test_random_seed(kernel_case, singa_device, request):
 def test_kernel_table(singa_device):
     """Every kernel is registered under an op name of the table, with valid ``dtypes``."""
     problems = []
-    for name, (fn, _contig) in device_kernels(singa_device).items():
+    for name, entry in device_kernels(singa_device).items():
+        fn = entry[0]
         op = OPS.get(name)
         if op is None:
             problems.append(
