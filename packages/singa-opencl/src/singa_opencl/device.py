@@ -62,9 +62,13 @@ def _contig(shape) -> tuple:
 class BufferAllocator:
     """Raw device memory: one ``cl.Buffer`` per pool request; zeroing runs on the queue."""
 
-    def __init__(self, context, queue):
+    def __init__(self, context, queue, base_align_bytes: int = 128):
         self.context = context
         self.queue = queue
+        # Graphs pack their arena with sub-buffers at multiples of 256 bytes; offer them only
+        # where the device accepts sub-buffer origins at that alignment.
+        if 0 < base_align_bytes <= 256 and 256 % base_align_bytes == 0:
+            self.sub = self._sub
 
     def alloc(self, nbytes: int):
         import pyopencl as cl
@@ -79,6 +83,10 @@ class BufferAllocator:
 
         if nbytes:
             cl.enqueue_fill_buffer(self.queue, buf, np.uint8(0), 0, int(nbytes))
+
+    def _sub(self, buf, offset: int, nbytes: int):
+        """A sub-buffer aliasing bytes [offset, offset + nbytes) of ``buf``."""
+        return buf.get_sub_region(int(offset), max(int(nbytes), 4))
 
 
 class OpenCLDevice(Device):
@@ -96,7 +104,8 @@ class OpenCLDevice(Device):
         # the graph's per-op timing (_timed_call) reads device timestamps.
         self.queue = cl.CommandQueue(
             self.context, properties=cl.command_queue_properties.PROFILING_ENABLE)
-        super().__init__("opencl", index, BufferAllocator(self.context, self.queue))
+        align = int(info.device.mem_base_addr_align) // 8  # reported in bits
+        super().__init__("opencl", index, BufferAllocator(self.context, self.queue, align))
         self.programs = ProgramCache(self)
         self.has_fp16 = info.has_fp16
         self.has_fp64 = info.has_fp64
