@@ -22,7 +22,7 @@ def _kernel_cases():
 
     dev = get_device("opencl:0")
     out = []
-    for name, (fn, _contig) in sorted(dev.kernels.items()):
+    for name, (fn, *_flags) in sorted(dev.kernels.items()):
         op = OPS.get(name)
         if op is None or op.random:
             continue
