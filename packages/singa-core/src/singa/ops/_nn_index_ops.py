@@ -125,7 +125,7 @@ def _pad_ref(x, pads, mode="constant", value=0.0):
     return np.pad(x, widths, mode=mode)
 
 
-def _pad_backward_ref(dy, pads, x_shape, mode="constant"):
+def _pad_backward_ref(dy, pads, x_shape, mode="constant", value=0.0):
     x_shape = tuple(x_shape)
     widths = _pad_widths("PadBackward", x_shape, pads, mode)
     # Pad is a gather: out cell k copies x cell src[k] (or the constant when src[k] = -1).
@@ -197,7 +197,8 @@ defop("PadBackward", 1, _pad_backward_infer, _pad_backward_ref, _pad_backward_sa
       tol={_F16: (1e-2, 1e-2)},
       doc="""Adjoint of Pad: ``dy -> dx`` of shape ``attrs["x_shape"]``. Constant mode crops;
     reflect and edge modes add the gradient of every padded copy onto the cell it copied.
-    Attributes ``pads``, ``mode`` as Pad, and ``x_shape`` (required).""" + _PAD_DOC)
+    Attributes ``pads``, ``mode`` as Pad, and ``x_shape`` (required); Pad's ``value`` may be
+    passed along and is ignored.""" + _PAD_DOC)
 
 
 # ============================================================== Where
