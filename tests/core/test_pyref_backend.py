@@ -81,11 +81,6 @@ print("OK")
 """
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="core: Device._make_fallback casts with o.dtype, a "
-    "numpy attribute of the native view (see the report)",
-)
 def test_host_fallback_needs_no_numpy_native_views(pyref_site):
     proc = run_python(FALLBACK, pythonpath=[pyref_site])
     assert proc.returncode == 0, proc.stderr
