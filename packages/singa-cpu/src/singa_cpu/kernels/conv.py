@@ -4,21 +4,21 @@
    with >= 16 channels (most of a ResNet): 2.25x fewer GEMM flops, for all three passes.
 2. **1x1, stride 1, unpadded**: the NCHW data already is the column matrix; one GEMM per image
    (forward and backward-data).
-3. **im2col + GEMM** for everything else (5x5, strided, dilated, grouped, padded 1x1 ...).
+3. **im2col + GEMM** for everything else (5x5, strided, dilated, grouped, padded 1x1 ...),
+   columns read from a zero-padded copy of a chunk of images (no bounds checks in the hot
+   loop), in one of two layouts:
 
-im2col layout: ``col[(c, i, j), (n, p, q)]`` for a chunk of ``nb`` images, i.e.
-``(C*kh*kw, nb*Ho*Wo)``, read from a zero-padded copy of the chunk (no bounds checks in the
-hot loop). Then
+   - per image, ``col[n, (c, i, j), (p, q)]``, when an image has >= ``PER_IMAGE_MIN_HW`` output
+     pixels: forward ``y[n] = W @ col[n]`` straight into y; backward-data
+     ``dcol[n] = W.T @ dy[n]`` then col2im; backward-filter ``dW = sum_n dy[n] @ col[n].T``;
+   - packed, ``col[(c, i, j), (n, p, q)]``, for small images (the late 4x4 layers of a ResNet,
+     where a GEMM per image would be far from BLAS peak): one wide GEMM per chunk,
+     ``out[O, nb*Ho*Wo] = W @ col`` unpacked into NCHW; dy packed to ``dyT[O, nb*Ho*Wo]`` for
+     ``dcol = W.T @ dyT`` and ``dW += dyT @ col.T``.
 
-- forward:  ``out[O, nb*Ho*Wo] = W[O, C*kh*kw] @ col``, unpacked into ``y[n, o, p, q]`` (+ b);
-- backward-data:   ``dcol = W.T @ dyT`` with ``dyT[O, nb*Ho*Wo]`` packed from dy, then col2im;
-- backward-filter: ``dW += dyT @ col.T``.
-
-Batching images into one GEMM keeps its N dimension large even for the late 4x4 layers of a
-ResNet, where one GEMM per image would be far from BLAS peak. Chunks bound the column buffer
-(``COL_BYTES``, about the L2 size) so that it is still in cache when the GEMM reads it; the
-workspace (per device, reused across calls) stays small. Groups use row blocks of the same
-column buffer.
+Chunks bound the column buffer (``COL_BYTES``, about the L2 size) so that it is still in cache
+when the GEMM reads it; the workspace (per device, reused across calls) stays small. Groups use
+row blocks of the same column buffer.
 """
 
 from __future__ import annotations
