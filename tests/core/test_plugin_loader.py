@@ -80,11 +80,6 @@ def test_plugin_that_raises_on_import_is_recorded_and_others_work(make_registry)
     assert "available backends: fake" in msg
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="core: _missing_message matches failures to the "
-    "requested backend by entry-point name only (see the report)",
-)
 def test_import_failure_is_reported_when_entry_point_and_backend_names_differ(make_registry):
     # a plugin that fails to import cannot say which backends it provides, so the error for
     # an unknown backend should still mention every plugin that failed to load

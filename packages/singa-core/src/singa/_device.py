@@ -166,6 +166,7 @@ class Device:
             for o, r in zip(outs, res):
                 dev.numpy_into_native(np.asarray(r), o)
 
+        host_fallback.is_host_fallback = True
         return host_fallback
 
     # ------------------------------------------------------------------ SINGA device API

@@ -311,6 +311,12 @@ class PluginRegistry:
             if failed:
                 for f in failed:
                     lines.append(f"  cause: {f.summary()}")
+            elif self.failures and name not in self.skipped:
+                # a plugin's entry-point name need not be its backend name
+                lines.append(f"  cause: no loaded plugin provides backend {name!r}; these "
+                             "plugins failed to load and may be the one:")
+                for f in self.failures:
+                    lines.append(f"    - {f.summary()}")
             elif name in self.skipped:
                 lines.append(f"  cause: {self.skipped[name]}")
             else:

@@ -22,14 +22,21 @@ def _relu(x, out):
 
 
 def _round_half_away(x, out):
-    tmp = np.abs(x)
+    tmp = np.empty(x.shape, x.dtype)  # np.abs of a 0-d view would return a scalar
+    np.abs(x, out=tmp)
     tmp += 0.5
     np.floor(tmp, out=tmp)
     np.copysign(tmp, x, out=out)
 
 
+def _negative(x, out):
+    # np.negative (numpy 2.4, AVX-512 loops) misreads a strided input when the output is
+    # strided too; the multiply loop is correct.
+    np.multiply(x, -1, out=out)
+
+
 def _sigmoid(x, out):
-    np.negative(x, out=out)
+    _negative(x, out)
     np.exp(out, out=out)
     out += 1
     np.reciprocal(out, out=out)
@@ -57,12 +64,14 @@ def _erf_scalar(v):
 def _erf(x, out):
     if x.dtype == np.float16:
         out[...] = _erf_scalar(x.astype(np.float32))
+    elif not out.flags.c_contiguous:  # numba's ufunc ignores a 1-D output's stride
+        out[...] = _erf_scalar(x)
     else:
         _erf_scalar(x, out=out)
 
 
 UNARY = {
-    "Abs": np.abs, "Neg": np.negative, "Sign": np.sign, "Square": np.square,
+    "Abs": np.abs, "Neg": _negative, "Sign": np.sign, "Square": np.square,
     "Ceil": np.ceil, "Floor": np.floor, "Round": _round_half_away, "RoundE": np.rint,
     "Exp": np.exp, "Log": np.log, "Sqrt": np.sqrt, "Reciprocal": np.reciprocal,
     "Erf": _erf, "ReLU": _relu, "Sigmoid": _sigmoid, "Tanh": np.tanh,
