@@ -233,3 +233,35 @@ def test_backward_skips_gradients_no_one_receives(monkeypatch):
 def test_fused_cudnn_rnn_operator_points_to_cudnnrnn():
     with pytest.raises(SingaError, match="CudnnRNN"):
         autograd._RNN(None)
+
+
+def test_backward_refuses_an_input_overwritten_after_forward():
+    """An input an op kept for its gradient, changed in place before backward, would give a
+    silently wrong gradient (here dW = x_new instead of x); backward raises instead."""
+    prev = autograd.training
+    autograd.training = True
+    try:
+        x = Tensor(data=np.ones((1, 2), np.float32), requires_grad=False)
+        w = Tensor(data=np.ones((2, 1), np.float32), requires_grad=True, stores_grad=True)
+        y = autograd.matmul(x, w)
+        x.copy_from_numpy(np.full((1, 2), 5, np.float32))
+        with pytest.raises(SingaError, match="modified in place after the forward"):
+            list(autograd.backward(autograd.reshape(y, (1,))))
+    finally:
+        autograd.training = prev
+
+
+def test_backward_allows_overwriting_an_input_the_op_does_not_keep():
+    prev = autograd.training
+    autograd.training = True
+    try:
+        a = Tensor(data=np.ones(3, np.float32), requires_grad=True, stores_grad=True)
+        b = Tensor(data=np.ones(3, np.float32), requires_grad=True, stores_grad=True)
+        z = autograd.add(a, b)  # the gradient of a sum does not depend on its inputs
+        a.copy_from_numpy(np.zeros(3, np.float32))
+        grads = {id(p): tensor.to_numpy(g) for p, g in
+                 autograd.backward(autograd.reduce_sum(z, None, 0))}
+        np.testing.assert_array_equal(grads[id(a)], np.ones(3))
+        np.testing.assert_array_equal(grads[id(b)], np.ones(3))
+    finally:
+        autograd.training = prev

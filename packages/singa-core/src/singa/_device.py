@@ -130,6 +130,7 @@ class Device:
         for b in writes:
             if b.data is None:
                 b.data, b.cls = b.pool.malloc(b.nbytes)
+            b.version += 1
         fn()
 
     def kernel(self, op):

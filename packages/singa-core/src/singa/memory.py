@@ -143,10 +143,10 @@ class Block:
     ``data`` is the native buffer, or ``None`` before the first write and after
     :meth:`free_data`. ``ref_count`` counts live CTensors viewing this block; the scheduler
     compares it with the references its own nodes hold to decide whether Python still uses the
-    block.
+    block. ``version`` counts eager writes.
     """
 
-    __slots__ = ("nbytes", "data", "pool", "cls", "ref_count", "__weakref__")
+    __slots__ = ("nbytes", "data", "pool", "cls", "ref_count", "version", "__weakref__")
 
     def __init__(self, nbytes: int, pool: MemPool):
         self.nbytes = nbytes
@@ -154,6 +154,7 @@ class Block:
         self.data = None
         self.cls = 0
         self.ref_count = 0
+        self.version = 0  # bumped by every eager write: autograd detects in-place changes
 
     def allocate(self, zero: bool = False) -> Any:
         """Give the block memory now (normally done by Device.exec at the first write)."""

@@ -10,6 +10,7 @@ complete, each parameter once.
 from __future__ import annotations
 
 import itertools
+import weakref
 from collections import Counter, deque
 
 from .. import _math as M
@@ -80,7 +81,10 @@ class Operator:
             for x in xs)
         self.src = [(x.creator, id(x), x if x.stores_grad else None, x.stores_grad)
                     for x in xs]
-        ys = self.forward(*[x.data for x in xs])
+        datas = [x.data for x in xs]
+        if _pkg.training:  # what backward will check: the inputs' blocks and their versions
+            self._versions = [(weakref.ref(c.block), c.block.version) for c in datas]
+        ys = self.forward(*datas)
         if not isinstance(ys, tuple):
             ys = (ys,)
         rg = self.requires_grad
@@ -89,6 +93,7 @@ class Operator:
         return outs
 
     def _do_backward(self, *dys):
+        _check_versions(self)
         dxs = self.backward(*dys)
         if not isinstance(dxs, tuple):
             dxs = (dxs,)
@@ -143,6 +148,31 @@ class Dummy(Operator):
         if name == "tensor":
             raise AttributeError(name)
         return getattr(self.tensor, name)
+
+
+def _check_versions(op) -> None:
+    """Raise if an input that ``op`` kept for its gradient was overwritten after the forward.
+
+    Like PyTorch's saved-tensor version check: only blocks the op still references count, so
+    changing an input the op does not need (e.g. of an addition) is allowed.
+    """
+    saved = op.__dict__.get("_versions")
+    if not saved:
+        return
+    kept = set()
+    for v in op.__dict__.values():
+        if isinstance(v, CTensor):
+            kept.add(id(v.block))
+        elif isinstance(v, (tuple, list)):
+            kept.update(id(c.block) for c in v if isinstance(c, CTensor))
+    for i, (ref, version) in enumerate(saved):
+        blk = ref()
+        if blk is not None and id(blk) in kept and blk.version != version:
+            raise SingaError(
+                f"{type(op).__name__} ({op.name}): input {i}, which it needs to compute "
+                f"gradients, was modified in place after the forward pass (version {version} "
+                f"-> {blk.version}); the gradient would be wrong. Modify a copy instead (e.g. "
+                "x.clone()), or change the tensor only after backward")
 
 
 def infer_dependency(op):
