@@ -276,6 +276,7 @@ def test_parallel_numba_paths(dev, rng, monkeypatch):
     from singa_cpu.kernels import _parallel
 
     monkeypatch.setattr(_parallel, "PARALLEL_MIN_ITEMS", 0)
+    monkeypatch.setattr(_parallel, "SERIAL_BY_DEFAULT", False)
     for case in ("r18.l1", "asymmetric", "group4", "winograd odd"):
         xs, ws, attrs = CONV[case]
         x, w, b = _conv_arrays(rng, xs, ws)

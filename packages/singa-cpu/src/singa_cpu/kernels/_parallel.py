@@ -30,6 +30,13 @@ _LOCK = threading.Lock()
 #: loaded 2-core machine, about what a 1 MiB im2col chunk takes to fill).
 PARALLEL_MIN_ITEMS = 1 << 20
 
+#: On machines with two cores or fewer the numba loops run serially unless the user sets
+#: NUMBA_NUM_THREADS: OpenBLAS already uses both cores for the GEMMs, and its threads, still
+#: spinning after a GEMM, fight numba's workers for them. Measured (benchmarks/train_step.py,
+#: ResNet-18 batch 32, quiet 2-core machine): 0.74-0.93 s/step with parallel loops, 0.70 s
+#: serial.
+SERIAL_BY_DEFAULT = (os.cpu_count() or 1) <= 2 and "NUMBA_NUM_THREADS" not in os.environ
+
 
 def _prefer_workqueue() -> None:
     if "NUMBA_THREADING_LAYER" in os.environ:
@@ -67,8 +74,9 @@ def pjit(**options):
         def call(*args):
             import numba
 
-            parallel = (max((a.size for a in args if hasattr(a, "size")), default=0)
-                        >= PARALLEL_MIN_ITEMS and numba.get_num_threads() > 1)
+            parallel = (not SERIAL_BY_DEFAULT and numba.get_num_threads() > 1 and
+                        max((a.size for a in args if hasattr(a, "size")), default=0)
+                        >= PARALLEL_MIN_ITEMS)
             kernel = compiled.get(parallel) or compile_(parallel)
             if not parallel:
                 return kernel(*args)
