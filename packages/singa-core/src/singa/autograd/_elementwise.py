@@ -143,39 +143,15 @@ class _ZeroGrad(_Unary):
         return _zeros_like(dy)
 
 
-class Sign(_ZeroGrad):
-    """y = sign(x); dx = 0."""
-
-    def compute(self, x):
-        return M.sign(x)
+def _zero_grad_op(name, fn, doc):
+    return type(name, (_ZeroGrad,), {"compute": lambda self, x: fn(x), "__doc__": doc})
 
 
-class Ceil(_ZeroGrad):
-    """y = ceil(x); dx = 0."""
-
-    def compute(self, x):
-        return M.ceil(x)
-
-
-class Floor(_ZeroGrad):
-    """y = floor(x); dx = 0."""
-
-    def compute(self, x):
-        return M.floor(x)
-
-
-class Round(_ZeroGrad):
-    """y = round(x), halves away from zero; dx = 0."""
-
-    def compute(self, x):
-        return M.round(x)
-
-
-class Rounde(_ZeroGrad):
-    """y = round(x), halves to even; dx = 0."""
-
-    def compute(self, x):
-        return M.rounde(x)
+Sign = _zero_grad_op("Sign", M.sign, "y = sign(x); dx = 0.")
+Ceil = _zero_grad_op("Ceil", M.ceil, "y = ceil(x); dx = 0.")
+Floor = _zero_grad_op("Floor", M.floor, "y = floor(x); dx = 0.")
+Round = _zero_grad_op("Round", M.round, "y = round(x), halves away from zero; dx = 0.")
+Rounde = _zero_grad_op("Rounde", M.rounde, "y = round(x), halves to even; dx = 0.")
 
 
 def _deriv_op(name, fwd, deriv, doc):

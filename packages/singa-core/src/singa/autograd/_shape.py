@@ -132,43 +132,44 @@ class Gemm(Operator):
         return dA, dB, dC
 
 
-class SoftMax(Operator):
+class _SoftmaxFamily(Operator):
+    """Ops along ``axis`` whose backward needs only their output y."""
+
+    fn = None
+
+    def __init__(self, axis=1):
+        super().__init__()
+        self.axis = axis
+
+    def forward(self, x):
+        y = type(self).fn(x, self.axis)
+        if is_training():
+            self.y = y
+        return y
+
+    def _output(self):
+        if not hasattr(self, "y"):
+            self._need_cache("output")
+        return self.y
+
+
+class SoftMax(_SoftmaxFamily):
     """y = softmax(x) along ``axis``; dx = y (dy - sum(dy y))."""
 
-    def __init__(self, axis=1):
-        super().__init__()
-        self.axis = axis
-
-    def forward(self, x):
-        y = M.softmax(x, self.axis)
-        if is_training():
-            self.y = y
-        return y
+    fn = staticmethod(M.softmax)
 
     def backward(self, dy):
-        if not hasattr(self, "y"):
-            self._need_cache("output")
-        return M.softmax_backward(self.y, dy, self.axis)
+        return M.softmax_backward(self._output(), dy, self.axis)
 
 
-class LogSoftMax(Operator):
+class LogSoftMax(_SoftmaxFamily):
     """y = log softmax(x) along ``axis``; dx = dy - exp(y) sum(dy)."""
 
-    def __init__(self, axis=1):
-        super().__init__()
-        self.axis = axis
-
-    def forward(self, x):
-        y = M.log_softmax(x, self.axis)
-        if is_training():
-            self.y = y
-        return y
+    fn = staticmethod(M.log_softmax)
 
     def backward(self, dy):
-        if not hasattr(self, "y"):
-            self._need_cache("output")
         s = M.sum(dy, self.axis, keepdims=True)
-        return M.sub(dy, M.mul(M.exp(self.y), s))
+        return M.sub(dy, M.mul(M.exp(self._output()), s))
 
 
 # ---------------------------------------------------------------- reductions
