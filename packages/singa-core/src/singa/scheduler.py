@@ -370,9 +370,13 @@ class Graph:
         dev = self.device
         v = dev._verbosity
         lines = ["Time Profiling:"]
-        if v <= 0 or self.wall_count == 0:
-            lines.append("(no profiled iterations: SetVerbosity(1..3) and run the graph more "
-                         f"than SetSkipIteration ({dev._skip_iteration}) times)")
+        if v <= 0:
+            lines.append("(profiling is off: call dev.SetVerbosity(1), (2) or (3) before "
+                         "training in graph mode)")
+            return "\n".join(lines)
+        if self.wall_count == 0:
+            lines.append(f"(nothing timed yet: the first {dev._skip_iteration} graph runs are "
+                         "skipped, see SetSkipIteration)")
             return "\n".join(lines)
         order = self.order or range(len(self.nodes))
         if v == 1:
