@@ -26,7 +26,7 @@ BACKENDS = {
     ),
     "opencl": (
         [CORE, "./packages/singa-cpu", "./packages/singa-opencl[pocl]"],
-        ["tests/backend", "packages/singa-opencl/tests"],
+        ["tests/backend", "tests/nn", "packages/singa-opencl/tests"],
     ),
 }
 
@@ -59,4 +59,7 @@ def tests(session: nox.Session, backend: str) -> None:
     if os.path.exists(xfails):
         args += ["--singa-xfails", xfails]
     # "slow or not slow": also the README main-job run (>= 95% on digits) in tests/examples
-    session.run("pytest", "-q", "-m", "slow or not slow", *targets, *args, *session.posargs)
+    # SINGA_DEVICE makes the backend the default device, so tests/nn (layers, models, graph
+    # mode) runs on it too
+    session.run("pytest", "-q", "-m", "slow or not slow", *targets, *args, *session.posargs,
+                env={"SINGA_DEVICE": backend})
