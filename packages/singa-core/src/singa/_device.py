@@ -57,10 +57,10 @@ class Device:
         return self.index
 
     def host(self) -> Device:
-        """The host (CPU) device."""
-        from ._device_api import get_default_device
+        """The host (CPU) device (not the default device, which SINGA_DEVICE may change)."""
+        from ._device_api import create_cpu_device
 
-        return get_default_device()
+        return create_cpu_device()
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name}>"
