@@ -72,9 +72,9 @@ def test_constructor_forms(dev):
 
 
 def test_constructor_with_ctensor_on_another_device_is_an_error(dev):
-    from singa.device import get_default_device
+    from singa.device import create_cpu_device
 
-    cpu = get_default_device()
+    cpu = create_cpu_device()
     if dev is cpu:
         pytest.skip("needs a second device")
     with pytest.raises(DeviceMismatchError, match="ToDevice"):
@@ -190,10 +190,10 @@ def test_dtype_conversion(dev):
 
 
 def test_to_device_and_to_host_in_place(dev):
-    from singa.device import get_default_device
+    from singa.device import create_cpu_device
 
     t = T(A, dev)
-    assert t.to_host() is t and t.device is get_default_device()
+    assert t.to_host() is t and t.device is create_cpu_device()
     assert t.to_device(dev) is t and t.device is dev
     np.testing.assert_array_equal(t.to_numpy(), A)
 
@@ -263,10 +263,10 @@ def test_concatenate(axis, dev):
 
 
 def test_copy_data_to_from_with_offsets_across_devices(dev):
-    from singa.device import get_default_device
+    from singa.device import create_cpu_device
 
     src = T(np.arange(10, dtype=np.float32), dev)
-    dst = Tensor((3, 4), get_default_device())
+    dst = Tensor((3, 4), create_cpu_device())
     tensor.copy_data_to_from(dst, src, 5, dst_offset=6, src_offset=2)
     np.testing.assert_array_equal(dst.to_numpy().reshape(-1),
                                   [0, 0, 0, 0, 0, 0, 2, 3, 4, 5, 6, 0])
@@ -344,9 +344,9 @@ def test_mixing_dtypes_names_both_and_the_fix(dev):
 
 
 def test_mixing_devices_names_both_and_the_fix(dev):
-    from singa.device import get_default_device
+    from singa.device import create_cpu_device
 
-    cpu = get_default_device()
+    cpu = create_cpu_device()
     if dev is cpu:
         pytest.skip("needs a second device")
     with pytest.raises(DeviceMismatchError) as info:
