@@ -404,3 +404,25 @@ def axpy(alpha, x: CTensor, y: CTensor) -> CTensor:
         set_value(a, float(alpha))
         alpha = a
     return run(_O["Axpy"], [alpha, x, y], EMPTY, [y])[0]
+
+
+# ---------------------------------------------------------------- rows and columns
+def as_column(v: CTensor, m: CTensor) -> CTensor:
+    """``v`` as an (rows, 1) column of matrix ``m`` (for broadcasting over its columns)."""
+    if v.size != m.shp[0]:
+        raise ShapeError(f"column vector of {v.size} elements for a matrix {m.shp}")
+    return reshape(v, (m.shp[0], 1))
+
+
+def as_row(v: CTensor, m: CTensor) -> CTensor:
+    """``v`` as a (1, cols) row of matrix ``m``."""
+    if v.size != m.shp[-1]:
+        raise ShapeError(f"row vector of {v.size} elements for a matrix {m.shp}")
+    return reshape(v, (1, m.shp[-1]))
+
+
+def scale_add(m: CTensor, v: CTensor, alpha: float, beta: float) -> CTensor:
+    """m = alpha * v + beta * m in place (v broadcast to m)."""
+    imul(m, float(beta))
+    iadd(m, mul(v, float(alpha)))
+    return m

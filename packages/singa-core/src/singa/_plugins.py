@@ -264,16 +264,20 @@ class PluginRegistry:
         entry = self.backends.get(name)
         if entry is None:
             raise DeviceUnavailableError(self._missing_message(name, None))
-        if name not in self._probe_errors:
-            try:
-                entry.spec.probe()
-                self._probe_errors[name] = None
-            except Exception as exc:
-                self._probe_errors[name] = exc
-        cause = self._probe_errors[name]
+        cause = self._probe(name)
         if cause is not None:
             raise DeviceUnavailableError(self._missing_message(name, cause))
         return entry
+
+    def _probe(self, name: str) -> BaseException | None:
+        """Run backend ``name``'s probe once; the exception it raised, or None."""
+        if name not in self._probe_errors:
+            try:
+                self.backends[name].spec.probe()
+                self._probe_errors[name] = None
+            except Exception as exc:
+                self._probe_errors[name] = exc
+        return self._probe_errors[name]
 
     def available_backends(self) -> list[str]:
         """Names of backends whose probe passes."""
@@ -292,13 +296,7 @@ class PluginRegistry:
         for other in self.backends:
             if other == name or other in self.conflicts:
                 continue
-            if other not in self._probe_errors:
-                try:
-                    self.backends[other].spec.probe()
-                    self._probe_errors[other] = None
-                except Exception as exc:
-                    self._probe_errors[other] = exc
-            if self._probe_errors[other] is None:
+            if self._probe(other) is None:
                 usable.append(other)
         avail = ", ".join(sorted(usable))
         lines = [f"device backend {name!r} was requested but cannot be used."]

@@ -21,7 +21,6 @@ from ._handles import (  # noqa: F401  (SINGA's native module exports the handle
     CudnnPoolingHandle,
     PoolingHandle,
 )
-from .errors import ShapeError
 
 Tensor = CTensor
 kFloat32, kFloat16, kInt, kChar, kDouble, kUChar = (
@@ -246,16 +245,7 @@ def MultWithScale(alpha: float, a: CTensor, b: CTensor, beta: float, c: CTensor)
 
 
 # ---------------------------------------------------------------- rows and columns
-def _col(v: CTensor, m: CTensor) -> CTensor:
-    if v.size != m.shp[0]:
-        raise ShapeError(f"column vector of {v.size} elements for a matrix {m.shp}")
-    return M.reshape(v, (m.shp[0], 1))
-
-
-def _row(v: CTensor, m: CTensor) -> CTensor:
-    if v.size != m.shp[-1]:
-        raise ShapeError(f"row vector of {v.size} elements for a matrix {m.shp}")
-    return M.reshape(v, (1, m.shp[-1]))
+_col, _row = M.as_column, M.as_row
 
 
 def AddColumn(v, m):
@@ -292,14 +282,12 @@ def DivRow(v, m):
 
 def AddColumnWithScale(alpha: float, beta: float, v: CTensor, m: CTensor) -> None:
     """m = alpha * v (column) + beta * m."""
-    M.imul(m, float(beta))
-    M.iadd(m, M.mul(_col(v, m), float(alpha)))
+    M.scale_add(m, _col(v, m), alpha, beta)
 
 
 def AddRowWithScale(alpha: float, beta: float, v: CTensor, m: CTensor) -> None:
     """m = alpha * v (row) + beta * m."""
-    M.imul(m, float(beta))
-    M.iadd(m, M.mul(_row(v, m), float(alpha)))
+    M.scale_add(m, _row(v, m), alpha, beta)
 
 
 def _into(out: CTensor | None, value: CTensor) -> CTensor:

@@ -714,28 +714,22 @@ def uniform(low, high, t: Tensor) -> Tensor:
 
 # ---------------------------------------------------------------------- row / column helpers
 def _as_col(v: Tensor, m: Tensor) -> CTensor:
-    if v.size() != m.shape[0]:
-        raise ShapeError(f"column vector of {v.size()} elements for a matrix {m.shape}")
-    return M.reshape(v.data, (m.shape[0], 1))
+    return M.as_column(v.data, m.data)
 
 
 def _as_row(v: Tensor, m: Tensor) -> CTensor:
-    if v.size() != m.shape[-1]:
-        raise ShapeError(f"row vector of {v.size()} elements for a matrix {m.shape}")
-    return M.reshape(v.data, (1, m.shape[-1]))
+    return M.as_row(v.data, m.data)
 
 
 def add_column(alpha, v: Tensor, beta, M_: Tensor) -> Tensor:
     """M = alpha * v (as a column, broadcast) + beta * M, in place."""
-    M.imul(M_.data, float(beta))
-    M.iadd(M_.data, M.mul(_as_col(v, M_), float(alpha)))
+    M.scale_add(M_.data, _as_col(v, M_), alpha, beta)
     return M_
 
 
 def add_row(alpha, v: Tensor, beta, M_: Tensor) -> Tensor:
     """M = alpha * v (as a row, broadcast) + beta * M, in place."""
-    M.imul(M_.data, float(beta))
-    M.iadd(M_.data, M.mul(_as_row(v, M_), float(alpha)))
+    M.scale_add(M_.data, _as_row(v, M_), alpha, beta)
     return M_
 
 
