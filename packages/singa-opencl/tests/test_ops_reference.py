@@ -46,3 +46,13 @@ def test_kernel_matches_reference(cl_device, name, dt):
             w = np.asarray(w).astype(got.dtype) if got.dtype.kind in "iu" else w
             assert_close(got, w, o.dt, op, f"{name} case {i} output {k} attrs={attrs} "
                          f"shapes={[a.shape for a in arrays]}")
+
+
+def test_int32_division_never_traps(cl_device):
+    # x86's idiv traps on a zero divisor and on INT_MIN / -1; the kernel avoids both
+    imin = np.iinfo(np.int32).min
+    a = np.array([7, -7, 7, -7, imin, imin, 5, 0, imin], np.int32)
+    b = np.array([2, 2, -2, -2, -1, 1, 0, 0, 2], np.int32)
+    got = run(OPS["Div"], [to_device(a, cl_device), to_device(b, cl_device)], {})[0]
+    want = [3, -3, -3, 3, imin, imin, 0, 0, imin // 2]
+    np.testing.assert_array_equal(got.to_numpy(), np.array(want, np.int32))

@@ -81,11 +81,14 @@ __kernel void NAME##_nd(int n, int nd, ew_layout L,                             
 }
 
 // Helpers used by expressions: NaN-propagating max/min (numpy.maximum semantics) and a
-// division that cannot trap for integers.
+// division that cannot trap for integers. x86's idiv traps (SIGFPE) on both y == 0 and
+// INT_MIN / -1, whose quotient overflows (undefined behaviour in OpenCL C; pocl survives the
+// trap with its own signal handler, other runtimes need not): y == 0 gives 0, and y == -1
+// negates with wrap-around (INT_MIN / -1 = INT_MIN, as numpy's int32 arithmetic gives).
 #if T_IS_INT
 #define EW_MAX(x, y) max((x), (y))
 #define EW_MIN(x, y) min((x), (y))
-#define EW_DIV(x, y) ((y) == 0 ? 0 : (x) / (y))
+#define EW_DIV(x, y) ((y) == 0 ? 0 : (y) == -1 ? as_int(0u - as_uint(x)) : (x) / (y))
 #else
 #define EW_MAX(x, y) (((x) >= (y) || (x) != (x)) ? (x) : (y))
 #define EW_MIN(x, y) (((x) <= (y) || (x) != (x)) ? (x) : (y))
