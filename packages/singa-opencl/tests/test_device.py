@@ -54,6 +54,22 @@ def test_env_var_selects_device_zero(monkeypatch, how):
     assert len(ordered) == len(usable)
 
 
+def test_a_whole_name_beats_a_substring():
+    class Named:
+        def __init__(self, name):
+            self.name = name
+
+    # pocl names its device "pthread-<arch>-<cpu>"; Intel's CPU runtime just "<cpu>"
+    pocl = _platforms.CLDeviceInfo(0, 0, Named("Portable Computing Language"),
+                                   Named("pthread-skylake-avx512-AMD EPYC"))
+    intel = _platforms.CLDeviceInfo(1, 0, Named("Intel(R) OpenCL"), Named("AMD EPYC "))
+    assert _platforms._match("AMD EPYC", [pocl, intel]) is intel
+    assert _platforms._match("amd epyc", [pocl, intel]) is intel
+    assert _platforms._match("EPYC", [pocl, intel]) is pocl  # substrings: platform order
+    assert _platforms._match("Intel", [pocl, intel]) is intel
+    assert _platforms._match("1:0", [pocl, intel]) is intel
+
+
 def test_env_var_selection_reaches_create_opencl_device(monkeypatch):
     from singa import device
     from singa.plugins import PluginRegistry, set_registry

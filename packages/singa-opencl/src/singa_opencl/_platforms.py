@@ -120,10 +120,14 @@ def _match(spec: str, infos: list[CLDeviceInfo]) -> CLDeviceInfo:
         if info.key == spec:
             return info
     low = spec.lower()
-    for info in infos:
-        if low in info.platform.name.lower() or low in info.device.name.lower():
-            if info.problem is None:
-                return info
+    # A whole name beats a substring: pocl calls its device "pthread-<arch>-AMD EPYC", so the
+    # Intel runtime's device "AMD EPYC" would otherwise never be selectable by its name.
+    for exact in (True, False):
+        for info in infos:
+            names = (info.platform.name.strip().lower(), info.device.name.strip().lower())
+            if (low in names if exact else any(low in n for n in names)):
+                if info.problem is None:
+                    return info
     listing = "; ".join(i.describe() for i in infos) or "none"
     raise DeviceUnavailableError(
         f"SINGA_OPENCL_DEVICE={spec!r} matches no usable OpenCL device. Use 'P:D' (platform "
