@@ -11,7 +11,10 @@ compiler log.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import os
+import warnings
 from dataclasses import dataclass
 from importlib import resources
 
@@ -125,7 +128,8 @@ def build_program(device, source: str, op: str, what: str = ""):
     import pyopencl as cl
 
     try:
-        return cl.Program(device.context, source).build(options=["-cl-mad-enable"])
+        with quiet_compiler():
+            return cl.Program(device.context, source).build(options=["-cl-mad-enable"])
     except cl.Error as exc:
         log = _build_log(exc)
         raise KernelError(
@@ -135,6 +139,24 @@ def build_program(device, source: str, op: str, what: str = ""):
             "fix: update the OpenCL driver (or pocl), or run this op on another device "
             "(x.to_device(singa.device.get_default_device()))"
         ) from exc
+
+
+@contextlib.contextmanager
+def quiet_compiler():
+    """Silence pyopencl's CompilerWarning for successful builds, unless the user asked for it.
+
+    Intel's CPU runtime logs vectorisation remarks for every build, which pyopencl turns into a
+    warning per program; a failed build raises (KernelError with the log) either way.
+    ``PYOPENCL_COMPILER_OUTPUT=1`` shows the logs.
+    """
+    if os.environ.get("PYOPENCL_COMPILER_OUTPUT", "").lower() in ("1", "true", "yes", "on"):
+        yield
+        return
+    import pyopencl as cl
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", cl.CompilerWarning)
+        yield
 
 
 def _build_log(exc) -> str:

@@ -104,9 +104,12 @@ def enumerate_devices() -> list[CLDeviceInfo]:
 
 def _smoke_build(cl, dev) -> str | None:
     """Build a one-line kernel; return why it failed, or None."""
+    from ._build import quiet_compiler
+
     try:
         ctx = cl.Context([dev])
-        cl.Program(ctx, _SMOKE_SOURCE).build()
+        with quiet_compiler():
+            cl.Program(ctx, _SMOKE_SOURCE).build()
     except Exception as exc:  # a broken compiler raises RuntimeError/LogicError with its log
         lines = [ln.strip() for ln in str(exc).splitlines() if "error" in ln.lower()]
         reason = lines[-1] if lines else str(exc).splitlines()[0]
