@@ -6,6 +6,9 @@ GPUs, then the remaining devices in platform order. A device is usable when its 
 one-line kernel; some runtimes enumerate devices they cannot compile for (pocl built against an
 LLVM that does not know the host CPU reports ``unknown target CPU 'generic'``), and those are
 listed by the doctor with the reason but get no ordinal.
+
+Before the first platform query, :mod:`._icd` makes OpenCL runtimes that pip installed into this
+environment (Intel's CPU runtime) visible to the ICD loader.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from typing import Any
 
 from singa import config
 from singa.errors import DeviceUnavailableError
+
+from . import _icd
 
 INSTALL_HINT = "pip install singa[opencl]"
 
@@ -79,14 +84,15 @@ def enumerate_devices() -> list[CLDeviceInfo]:
         found = _cache.get("devices")
         if found is not None:
             return found
+        _icd.expose_pip_runtimes()  # before the loader's first platform query reads the env
         cl = import_pyopencl()
         try:
             platforms = cl.get_platforms()
         except cl.Error as exc:  # ocl-icd raises PLATFORM_NOT_FOUND_KHR when there is none
             raise RuntimeError(
-                f"no OpenCL platform found ({exc}); fix: {INSTALL_HINT} installs the pocl CPU "
-                "runtime from PyPI (pyopencl[pocl]); on a machine with a GPU install its "
-                "vendor's OpenCL driver"
+                f"no OpenCL platform found ({exc}){_icd_clause()}; fix: {INSTALL_HINT} "
+                "installs CPU runtimes from PyPI (pocl; on Linux x86_64 also Intel's "
+                "intel-opencl-rt); on a machine with a GPU install its vendor's OpenCL driver"
             ) from exc
         found = []
         for p_idx, plat in enumerate(platforms):
@@ -161,18 +167,26 @@ def probe() -> None:
     infos = enumerate_devices()
     if not infos:
         raise RuntimeError(
-            "OpenCL platforms exist but report no device; fix: "
-            f"{INSTALL_HINT} installs the pocl CPU runtime, or install a vendor driver"
+            f"OpenCL platforms exist but report no device{_icd_clause()}; fix: "
+            f"{INSTALL_HINT} installs CPU runtimes, or install a vendor driver"
         )
     if not any(i.problem is None for i in infos):
         reasons = "; ".join(f"{i.describe()}: {i.problem}" for i in infos)
         raise RuntimeError(
-            f"no OpenCL device can compile kernels ({reasons}). The pocl from PyPI "
-            "(pip install singa[opencl]) bundles an LLVM that may not know a recent CPU; "
-            "install a newer pocl (e.g. Debian/Ubuntu: apt-get install pocl-opencl-icd) or a "
-            "vendor OpenCL driver"
+            f"no OpenCL device can compile kernels ({reasons}){_icd_clause()}. The pocl from "
+            "PyPI bundles an LLVM that may not know a recent CPU; on Linux x86_64, "
+            f"{INSTALL_HINT} also installs Intel's CPU runtime (intel-opencl-rt), which "
+            "singa-opencl adds to the ICD loader unless OCL_ICD_VENDORS or "
+            "OPENCL_VENDOR_PATH is set; else install a newer pocl (e.g. Debian/Ubuntu: "
+            "apt-get install pocl-opencl-icd) or a vendor OpenCL driver"
         )
     ordered_devices()  # a bad SINGA_OPENCL_DEVICE is reported here too
+
+
+def _icd_clause() -> str:
+    st = _icd.status()
+    note = st.note() if st is not None else None
+    return f" [{note}]" if note else ""
 
 
 def device_count() -> int:
@@ -192,6 +206,9 @@ def describe() -> list[str]:
         ordinal = {id(info): n for n, info in enumerate(ordered_devices())}
     except Exception:
         ordinal = {}
+    icd = _icd.status()
+    note = icd.note() if icd is not None else None
+    placed = False
     lines = []
     for info in infos:
         line = info.describe()
@@ -199,7 +216,12 @@ def describe() -> list[str]:
             line += f" / unusable: {info.problem}"
         elif id(info) in ordinal:
             line += f" / opencl:{ordinal[id(info)]}"
+        if note and icd.provides(info.platform.name):
+            line += f" / {note}"
+            placed = True
         lines.append(line)
+    if note and lines and not placed:
+        lines[0] += f" / {note}"  # a runtime left out (user's setting) or of unknown platform
     return lines
 
 
