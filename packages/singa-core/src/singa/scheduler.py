@@ -21,8 +21,9 @@ import time
 from collections import deque
 
 from ._ctensor import CTensor
+from ._dtype import ITEMSIZE
 from .memory import size_class
-from .ops._registry import KernelCall
+from .ops._registry import OPS, KernelCall
 
 __all__ = ["Graph", "Node", "BlockType"]
 
@@ -82,6 +83,11 @@ def _held_ctensors(fn) -> list:
         elif isinstance(v, (list, tuple)):
             found.extend(x for x in v if isinstance(x, CTensor))
     return found
+
+
+def _whole(ct) -> bool:
+    """Whether CTensor ``ct`` is a contiguous view of all of its block."""
+    return ct.contig and ct.off == 0 and ct.size * ITEMSIZE[ct.dt] == ct.block.nbytes
 
 
 class Graph:
@@ -212,24 +218,19 @@ class Graph:
 
         Intermediate blocks that Python cannot reach get memory from a private arena: each
         lives from its first write to its last use in the chosen order, and blocks whose
-        lifetimes do not overlap share one buffer (best fit by size class). This is the
-        recycling SINGA does at run time (free after the last reader, reuse on the next
-        write), decided once instead of on every replay, so a replay allocates nothing and
-        every kernel call is prebuilt with its native arrays.
+        lifetimes do not overlap share memory. This is the recycling SINGA does at run time
+        (free after the last reader, reuse on the next write), decided once instead of on
+        every replay, so a replay allocates nothing and every kernel call is prebuilt with its
+        native arrays. An elementwise op may also write its output over an input it reads for
+        the last time (:meth:`_inplace_groups`).
         """
         self._release_arena()
-        order = list(range(len(self.nodes))) if serial else self._bfs_order()
         held = self._python_held()
-        first: dict[int, int] = {}
-        last: dict[int, int] = {}
-        for pos, i in enumerate(order):
-            n = self.nodes[i]
-            for b in n.reads + n.writes:
-                k = id(b)
-                first.setdefault(k, pos)
-                last[k] = pos
-        planned = {k for k in first
-                   if self.block_type[k] in (BlockType.INTER, BlockType.END) and k not in held}
+        planned = {k for k, t in self.block_type.items()
+                   if t in (BlockType.INTER, BlockType.END) and k not in held}
+        order = list(range(len(self.nodes))) if serial else self._bfs_order()
+        first, last = self._lifetimes(order)
+        self.groups = self._inplace_groups(order, planned, first, last)
         self._plan_arena(planned, first, last)
         for k, b in self.blocks.items():
             if b.data is None:  # persistent blocks the graph touches get memory now
@@ -238,34 +239,120 @@ class Graph:
         self.planned = planned
         return [self._prebuild(self.nodes[i]) for i in order]
 
+    def _lifetimes(self, order) -> tuple[dict[int, int], dict[int, int]]:
+        """Positions in ``order`` of the first and last node touching each block."""
+        first: dict[int, int] = {}
+        last: dict[int, int] = {}
+        for pos, i in enumerate(order):
+            n = self.nodes[i]
+            for b in n.reads + n.writes:
+                k = id(b)
+                first.setdefault(k, pos)
+                last[k] = pos
+        return first, last
+
+    def _max_live(self, order, planned) -> int:
+        """Largest sum of bytes of planned blocks alive at one node of ``order`` (in-place
+        reuse counted): the least memory an arena for that order can have."""
+        first, last = self._lifetimes(order)
+        groups = self._inplace_groups(order, planned, first, last)
+        change = [0] * (len(order) + 1)
+        for members in groups.values():
+            change[min(first[k] for k in members)] += self.blocks[members[0]].nbytes
+            change[max(last[k] for k in members) + 1] -= self.blocks[members[0]].nbytes
+        cur = peak = 0
+        for c in change:
+            cur += c
+            peak = max(peak, cur)
+        return peak
+
+    def _inplace_input(self, node, planned, dies) -> int | None:
+        """The block (id) whose memory ``node``'s output can take over, or None.
+
+        The op must allow it (``OpDef.inplace``), the input must be dead after this node
+        (``dies(k)``), planned (never a block Python can reach), and viewed exactly like the
+        output: same shape and dtype, contiguous, covering the whole block. Every read of that
+        block by the node must be such a view, so that element i is read only at index i.
+        """
+        fn = node.fn
+        if not isinstance(fn, KernelCall) or len(fn.outs) != 1:
+            return None
+        op = OPS.get(node.name)
+        if op is None or not op.inplace:
+            return None
+        out = fn.outs[0]
+        ob = out.block
+        if id(ob) not in planned or ob in node.reads or not _whole(out):
+            return None
+        for j in op.inplace:
+            if j >= len(fn.ins):
+                continue
+            x = fn.ins[j]
+            xb = x.block
+            k = id(xb)
+            if (k in planned and xb is not ob and xb.nbytes == ob.nbytes and x.dt == out.dt
+                    and x.shp == out.shp and dies(k) and xb not in node.writes
+                    and all(_whole(v) and v.shp == out.shp for v in fn.ins if v.block is xb)):
+                return k
+        return None
+
+    def _inplace_groups(self, order, planned, first, last) -> dict[int, list[int]]:
+        """Planned blocks grouped by the memory they share in place: ``{root: members}``.
+
+        A node's output joins the group of an input it reads for the last time when
+        :meth:`_inplace_input` allows it; a group's lifetime is the union of its members'.
+        """
+        root = {k: k for k in planned}
+        for pos, i in enumerate(order):
+            n = self.nodes[i]
+            if not n.writes or first.get(id(n.writes[0])) != pos:
+                continue
+            k = self._inplace_input(n, planned, lambda k, pos=pos: last[k] == pos)
+            if k is not None:
+                root[id(n.writes[0])] = root[k]
+        groups: dict[int, list[int]] = {}
+        for k in planned:
+            groups.setdefault(root[k], []).append(k)
+        return groups
+
     def _plan_arena(self, planned, first, last) -> None:
         """Give every planned block memory that no block with an overlapping lifetime uses.
 
-        With an allocator that can hand out sub-buffers (``Allocator.sub``), blocks are packed
-        at offsets of one arena (greedy by size: each block takes the lowest offset free of
-        every lifetime-overlapping block already placed). Otherwise whole buffers ("slots",
-        one size class each) are shared, best fit.
+        Blocks of one in-place group (``self.groups``) are placed as one and share one buffer
+        object. With an allocator that can hand out sub-buffers (``Allocator.sub``), groups
+        are packed at offsets of one arena (greedy by size: each takes the lowest offset free
+        of every lifetime-overlapping group already placed). Otherwise whole buffers
+        ("slots", one size class each) are shared, best fit.
         """
+        span = {}
+        for r, members in self.groups.items():
+            span[r] = (min(first[k] for k in members), max(last[k] for k in members))
         if hasattr(self.device.pool.allocator, "sub"):
-            self._place_offsets(planned, first, last)
+            self._place_offsets(span)
         else:
-            self._place_slots(planned, first, last)
+            self._place_slots(span)
         pool = self.device.pool
-        for k, (region, off) in self.placement.items():
-            b = self.blocks[k]
-            b.free_data()
+        placement = {}
+        for r, (region, off) in self.placement.items():
+            b = self.blocks[r]
             buf = self.arena[region][0]
-            b.data = buf if off is None else pool.allocator.sub(buf, off, b.nbytes)
-            b.cls = 0  # arena memory: detached (not returned to the pool) on release
+            data = buf if off is None else pool.allocator.sub(buf, off, b.nbytes)
+            for k in self.groups[r]:
+                m = self.blocks[k]
+                m.free_data()
+                m.data = data
+                m.cls = 0  # arena memory: detached (not returned to the pool) on release
+                placement[k] = (region, off)
+        self.placement = placement
 
-    def _place_offsets(self, planned, first, last) -> None:
+    def _place_offsets(self, span) -> None:
         align = 256
         placed: list[tuple[int, int, int, int]] = []  # (offset, end, first, last)
         placement = {}
         top = 0
-        for k in sorted(planned, key=lambda k: (-self.blocks[k].nbytes, first[k])):
-            size = (self.blocks[k].nbytes + align - 1) // align * align or align
-            lo, hi = first[k], last[k]
+        for r in sorted(span, key=lambda r: (-self.blocks[r].nbytes, span[r][0])):
+            size = (self.blocks[r].nbytes + align - 1) // align * align or align
+            lo, hi = span[r]
             busy = sorted((o, e) for o, e, f, la in placed if f <= hi and lo <= la)
             off = 0
             for o, e in busy:
@@ -273,30 +360,30 @@ class Graph:
                     break
                 off = max(off, e)
             placed.append((off, off + size, lo, hi))
-            placement[k] = (0, off)
+            placement[r] = (0, off)
             top = max(top, off + size)
         self.arena = [self.device.pool.malloc_exact(top)] if placement else []
         self.placement = placement
 
-    def _place_slots(self, planned, first, last) -> None:
+    def _place_slots(self, span) -> None:
         starts: dict[int, list[int]] = {}
-        for k in planned:
-            starts.setdefault(first[k], []).append(k)
+        for r, (lo, _hi) in span.items():
+            starts.setdefault(lo, []).append(r)
         free: list[tuple[int, int]] = []  # (class bytes, slot index), kept sorted
         ends: dict[int, list[int]] = {}
         placement = {}
         slot_cls: list[int] = []
         for pos in range(len(self.nodes)):
-            for k in sorted(starts.get(pos, ()), key=lambda k: -self.blocks[k].nbytes):
-                cls = size_class(self.blocks[k].nbytes)
+            for r in sorted(starts.get(pos, ()), key=lambda r: -self.blocks[r].nbytes):
+                cls = size_class(self.blocks[r].nbytes)
                 j = bisect.bisect_left(free, (cls, -1))
                 if j < len(free):
                     slot = free.pop(j)[1]
                 else:
                     slot = len(slot_cls)
                     slot_cls.append(cls)
-                placement[k] = (slot, None)
-                ends.setdefault(last[k], []).append(slot)
+                placement[r] = (slot, None)
+                ends.setdefault(span[r][1], []).append(slot)
             for slot in ends.pop(pos, ()):  # dies after this node: reusable by later writers
                 bisect.insort(free, (slot_cls[slot], slot))
         pool = self.device.pool

@@ -63,6 +63,11 @@ class OpDef:
     dtypes: dtype codes the op is defined for (kernels may support a subset).
     random: outputs are random draws (checked statistically, not elementwise).
     tol: per-dtype ``(rtol, atol)`` overrides for the conformance kit.
+    inplace: indices of the inputs whose memory the (single) output may take over when the
+        input is not needed afterwards: a graph's arena planner then gives the output that
+        input's memory. A promise about every backend's kernel: for identical, contiguous
+        input and output views it reads element i of the input before writing element i of
+        the output and reads no other element after writing one (elementwise ops).
     """
 
     name: str
@@ -75,6 +80,7 @@ class OpDef:
     random: bool = False
     tol: dict = field(default_factory=dict)
     doc: str = ""
+    inplace: tuple = ()
 
     def __repr__(self) -> str:
         return f"<op {self.name}>"

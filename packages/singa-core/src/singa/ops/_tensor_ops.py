@@ -78,7 +78,7 @@ def _unary_sampler(low, high, name):
 
 for _name, (_ref, (_lo, _hi), _dts) in UNARY.items():
     defop(_name, 1, R.same, _ref, _unary_sampler(_lo, _hi, _name), dtypes=_dts,
-          doc=f"y = {_name.lower()}(x), elementwise")
+          doc=f"y = {_name.lower()}(x), elementwise", inplace=(0,))
 
 
 # ---------------------------------------------------------------- x (op) scalar
@@ -129,7 +129,8 @@ def _scalar_sampler(name):
 
 for _name, (_ref, _dts) in SCALAR.items():
     defop(_name, 1, R.same, _ref, _scalar_sampler(_name), dtypes=_dts,
-          doc=f"y = {_name[:-6].lower()}(x, value), elementwise with a Python scalar")
+          doc=f"y = {_name[:-6].lower()}(x, value), elementwise with a Python scalar",
+          inplace=(0,))
 
 # ---------------------------------------------------------------- binary, broadcasting
 BINARY = {
@@ -171,7 +172,8 @@ def _binary_sampler(name):
 
 for _name, (_ref, _dts) in BINARY.items():
     defop(_name, 2, R.binary(_name), _ref, _binary_sampler(_name), dtypes=_dts,
-          doc=f"y = {_name.lower()}(a, b), elementwise with numpy broadcasting")
+          doc=f"y = {_name.lower()}(a, b), elementwise with numpy broadcasting",
+          inplace=(0, 1))
 
 
 def _relu_backward_ref(dy, x):
@@ -180,7 +182,7 @@ def _relu_backward_ref(dy, x):
 
 defop("ReLUBackward", 2, R.binary("ReLUBackward"), _relu_backward_ref,
       lambda g, dt: ([g.array(s := g.shape(), dt, -3, 3), g.array(s, dt, -3, 3)], {}),
-      dtypes=FHD, doc="dx = dy * (x > 0)")
+      dtypes=FHD, doc="dx = dy * (x > 0)", inplace=(0, 1))
 
 
 def _clip_ref(x, min=None, max=None):

@@ -1,0 +1,217 @@
+"""The scheduler's memory savings: in-place reuse in the arena.
+
+Ops run through the real op table (``ops.run``) on a backend-free numpy device whose kernels
+are numpy ufuncs. Oracles: eager execution of the same program (values), and the arena plan
+itself (which blocks share memory, the most bytes live at one node).
+"""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from singa import _dtype
+from singa._ctensor import CTensor
+from singa._device import Device
+from singa.ops import OPS, run
+
+
+class _Alloc:
+    def alloc(self, nbytes):
+        return np.zeros(nbytes, np.uint8)
+
+    def free(self, buf):
+        pass
+
+    def zero(self, buf, nbytes):
+        buf[:nbytes] = 0
+
+
+class _SubAlloc(_Alloc):
+    def sub(self, buf, offset, nbytes):
+        return buf[offset:offset + nbytes]
+
+
+def _k(f):
+    return (lambda ins, outs, attrs: f(*ins, out=outs[0]), False, None)
+
+
+KERNELS = {
+    "Add": _k(np.add), "Mul": _k(np.multiply), "Neg": _k(np.negative),
+    "ReLU": (lambda ins, outs, attrs: np.maximum(ins[0], 0, out=outs[0]), False, None),
+    "Copy": (lambda ins, outs, attrs: np.copyto(outs[0], ins[0]), False, None),
+}
+
+
+class NumpyDevice(Device):
+    """float64 numpy views of the block buffers, a few elementwise kernels."""
+
+    def __init__(self, allocator):
+        super().__init__("npdev", 0, allocator)
+        self.kernels = dict(KERNELS)
+
+    def native(self, ct):
+        return ct.block.data.view(np.float64)[: ct.size].reshape(ct.shp)
+
+    def native_to_numpy(self, arr):
+        return np.array(arr)
+
+    def numpy_into_native(self, src, arr):
+        arr[...] = src
+
+
+@pytest.fixture(params=["slots", "offsets"])
+def dev(request):
+    return NumpyDevice(_Alloc() if request.param == "slots" else _SubAlloc())
+
+
+def tensor(dev, values):
+    t = CTensor._new((len(values),), dev, _dtype.kDouble)
+    t.copy_from_numpy(np.asarray(values, np.float64))
+    return t
+
+
+def op(name, *ins):
+    return run(OPS[name], list(ins))[0]
+
+
+def record(dev, body):
+    dev.EnableGraph(True)
+    try:
+        res = body()
+    finally:
+        dev.EnableGraph(False)
+    gc.collect()
+    return res
+
+
+def test_elementwise_flags():
+    assert OPS["ReLU"].inplace == (0,) and OPS["ReLUBackward"].inplace == (0, 1)
+    assert OPS["Add"].inplace == (0, 1) and OPS["MulScalar"].inplace == (0,)
+    assert OPS["Copy"].inplace == () and OPS["Conv2d"].inplace == ()
+
+
+def test_output_takes_the_memory_of_an_input_read_for_the_last_time(dev):
+    x = tensor(dev, [-2.0, -1.0, 1.0, 2.0])
+    keys = {}
+
+    def body():
+        t1 = op("Add", x, x)       # x is an input: never recycled
+        t2 = op("ReLU", t1)        # t1 dies here: t2 may take its memory
+        t3 = op("Mul", t2, x)      # t2 dies here
+        out = op("Neg", t3)        # out stays with Python: not planned, never shared
+        keys.update(t1=id(t1.block), t2=id(t2.block), t3=id(t3.block))
+        return out
+
+    out = record(dev, body)
+    dev.RunGraph()
+    g = dev._graph
+    assert g.planned == set(keys.values())
+    assert g.shares_memory(keys["t1"], keys["t2"]) and g.shares_memory(keys["t2"], keys["t3"])
+    assert g.blocks[keys["t1"]].data is g.blocks[keys["t3"]].data  # one buffer object
+    np.testing.assert_array_equal(out.to_numpy(), -np.maximum(2 * x.to_numpy(), 0) * x.to_numpy())
+
+
+def test_no_reuse_of_an_input_that_is_read_later(dev):
+    x = tensor(dev, [-2.0, -1.0, 1.0, 2.0])
+    keys = {}
+
+    def body():
+        t1 = op("Add", x, x)
+        t2 = op("ReLU", t1)        # t1 is read again below: t2 needs its own memory
+        t3 = op("Add", t2, t1)
+        keys.update(t1=id(t1.block), t2=id(t2.block))
+        return op("Neg", t3)
+
+    out = record(dev, body)
+    dev.RunGraph()
+    assert not dev._graph.shares_memory(keys["t1"], keys["t2"])
+    v = 2 * x.to_numpy()
+    np.testing.assert_array_equal(out.to_numpy(), -(np.maximum(v, 0) + v))
+
+
+def test_no_reuse_of_a_block_python_holds(dev):
+    x = tensor(dev, [-2.0, -1.0, 1.0, 2.0])
+    keys = {}
+
+    def body():
+        keep = op("Add", x, x)     # returned to Python
+        t = op("ReLU", keep)       # keep's last reader in the graph, but Python reads it
+        keys["t"] = id(t.block)
+        return keep, op("Neg", t)
+
+    keep, out = record(dev, body)
+    for _ in range(2):
+        dev.RunGraph()
+    g = dev._graph
+    assert id(keep.block) not in g.planned and keys["t"] in g.planned
+    assert g.groups[keys["t"]] == [keys["t"]]
+    np.testing.assert_array_equal(keep.to_numpy(), 2 * x.to_numpy())
+    np.testing.assert_array_equal(out.to_numpy(), -np.maximum(2 * x.to_numpy(), 0))
+
+
+def test_no_reuse_without_the_op_flag_or_for_a_broadcast_input(dev):
+    x = tensor(dev, [-2.0, -1.0, 1.0, 2.0])
+    one = tensor(dev, [1.0])
+    keys = {}
+
+    def body():
+        t1 = op("Add", x, x)
+        t2 = op("Copy", t1)        # Copy declares no in-place reuse
+        s = op("Neg", one)         # (1,) broadcast against (4,)
+        t3 = op("Add", s, t2)      # may take t2's memory, never s's (other shape)
+        keys.update(t1=id(t1.block), t2=id(t2.block), t3=id(t3.block), s=id(s.block))
+        return op("Neg", t3)
+
+    out = record(dev, body)
+    dev.RunGraph()
+    g = dev._graph
+    assert not g.shares_memory(keys["t1"], keys["t2"])
+    assert g.groups.get(keys["s"]) == [keys["s"]]
+    assert any(keys["t3"] in m and keys["t2"] in m for m in g.groups.values())
+    np.testing.assert_array_equal(out.to_numpy(), -(2 * x.to_numpy() - 1))
+
+
+UNARY = ("Neg", "ReLU", "Copy")
+BINARY = ("Add", "Mul")
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data())
+def test_random_programs_with_inplace_reuse_equal_eager(data):
+    """Random dataflow programs of flagged and unflagged ops, most intermediates dropped by
+    Python: BFS and serial replays, both arena strategies, equal eager runs."""
+    n_steps = data.draw(st.integers(1, 14))
+    steps = []
+    for i in range(n_steps):
+        name = data.draw(st.sampled_from(UNARY + BINARY))
+        arity = 1 if name in UNARY else 2
+        steps.append((name, [data.draw(st.integers(0, i + 1)) for _ in range(arity)]))
+    keep = set(data.draw(st.lists(st.integers(0, n_steps + 1), max_size=3))) | {n_steps + 1}
+    init = (np.arange(8.0) - 3.5) / 3
+
+    def build(dev, graph):
+        vals = [tensor(dev, init), tensor(dev, init[::-1].copy())]
+
+        def body():
+            for name, args in steps:
+                vals.append(op(name, *[vals[a] for a in args]))
+            return {i: vals[i] for i in keep}
+
+        if not graph:
+            return body()
+        kept = record(dev, lambda: (body(), vals.clear())[0])
+        return kept
+
+    eager = {i: t.to_numpy() for i, t in build(NumpyDevice(_Alloc()), False).items()}
+    for serial in (False, True):
+        for alloc in (_Alloc(), _SubAlloc()):
+            dev = NumpyDevice(alloc)
+            kept = build(dev, True)
+            for _ in range(2):
+                dev.RunGraph(serial)
+                for i, t in kept.items():
+                    np.testing.assert_array_equal(t.to_numpy(), eager[i])
