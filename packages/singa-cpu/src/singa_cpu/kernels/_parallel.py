@@ -23,6 +23,8 @@ import os
 import sys
 import threading
 
+from ._threads import in_worker
+
 _LOCK = threading.Lock()
 
 #: Calls whose largest array has fewer elements run the serial compilation: waking numba's
@@ -52,11 +54,14 @@ _prefer_workqueue()
 
 
 def pjit(**options):
-    """``numba.njit(parallel=True, cache=True, **options)`` applied on the first call.
+    """``numba.njit(parallel=True, cache=True, nogil=True, **options)`` applied on the first
+    call.
 
     The serial compilation is called instead when numba runs one thread
-    (``numba.set_num_threads(1)``) or the call is small (no array argument with
-    :data:`PARALLEL_MIN_ITEMS` elements): a parallel launch costs tens of microseconds.
+    (``numba.set_num_threads(1)``), the call is small (no array argument with
+    :data:`PARALLEL_MIN_ITEMS` elements: a parallel launch costs tens of microseconds), or it
+    runs inside a chunk of :func:`._threads.run_chunks` (which already uses the cores). The
+    kernels release the GIL, so chunks on several threads run their numba loops at once.
     """
 
     def deco(fn):
@@ -67,15 +72,17 @@ def pjit(**options):
 
             _prefer_workqueue()
             fn.__globals__["prange"] = numba.prange
-            compiled[parallel] = numba.njit(cache=True, parallel=parallel, **options)(fn)
+            compiled[parallel] = numba.njit(cache=True, nogil=True, parallel=parallel,
+                                            **options)(fn)
             return compiled[parallel]
 
         @functools.wraps(fn)
         def call(*args):
             import numba
 
-            parallel = (not SERIAL_BY_DEFAULT and numba.get_num_threads() > 1 and
-                        max((a.size for a in args if hasattr(a, "size")), default=0)
+            parallel = (not SERIAL_BY_DEFAULT and not in_worker()
+                        and numba.get_num_threads() > 1
+                        and max((a.size for a in args if hasattr(a, "size")), default=0)
                         >= PARALLEL_MIN_ITEMS)
             kernel = compiled.get(parallel) or compile_(parallel)
             if not parallel:

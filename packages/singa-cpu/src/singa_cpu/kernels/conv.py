@@ -1,7 +1,8 @@
 """2-D convolution kernels. Three paths, chosen per call from the geometry:
 
-1. **Winograd F(2x2, 3x3)** (:mod:`.winograd`) for 3x3, stride-1, undilated, ungrouped layers
-   with >= 16 channels (most of a ResNet): 2.25x fewer GEMM flops, for all three passes.
+1. **Winograd F(4x4, 3x3) / F(2x2, 3x3)** (:mod:`.winograd`) for 3x3, stride-1, undilated,
+   ungrouped layers with >= 16 channels (most of a ResNet): 4x / 2.25x fewer GEMM flops, for
+   all three passes.
 2. **1x1, stride 1, unpadded**: the NCHW data already is the column matrix; one GEMM per image
    (forward and backward-data).
 3. **im2col + GEMM** for everything else (5x5, strided, dilated, grouped, padded 1x1 ...),
@@ -17,11 +18,15 @@
      ``dcol = W.T @ dyT`` and ``dW += dyT @ col.T``.
 
 Chunks bound the column buffer (``COL_BYTES``, about the L2 size) so that it is still in cache
-when the GEMM reads it; the workspace (per device, reused across calls) stays small. Groups use
-row blocks of the same column buffer.
+when the GEMM reads it; the workspace (per device and thread, reused across calls) stays small.
+Groups use row blocks of the same column buffer. Chunks run in parallel on the cores
+(:func:`._threads.run_chunks`, single-threaded BLAS per chunk); the weight gradient sums one
+partial dW per thread.
 """
 
 from __future__ import annotations
+
+import threading
 
 import numpy as np
 from singa.ops import kernel_attrs
@@ -30,6 +35,7 @@ from singa.ops._nn_ops import conv2d_geometry
 from . import winograd
 from ._float16 import via_float32
 from ._parallel import pjit
+from ._threads import chunk_spans, num_threads, run_chunks, split_spans
 from ._workspace import Workspace
 
 prange = range  # numba.prange once compiled (see _parallel.pjit)
@@ -145,9 +151,20 @@ def _pack(dy3, dyt, n0, nb):
             dyt[o, n * hw + k] = dy3[n0 + n, o, k]
 
 
-def _chunk(g, itemsize) -> int:
+def _spans(g, itemsize) -> list[tuple[int, int]]:
+    """(first image, count) of each batch chunk: columns of at most COL_BYTES (at least one
+    image), and at least one chunk per thread (see _threads)."""
     per_image = g.c * g.kh * g.kw * g.ho * g.wo * itemsize
-    return max(1, min(g.n, COL_BYTES // max(per_image, 1)))
+    return chunk_spans(g.n, max(1, min(g.n, COL_BYTES // max(per_image, 1))))
+
+
+def _pointwise(a, b, out, n):
+    """out[i] = a @ b[i] (or a[i] @ b) for the n images, image ranges on the threads."""
+    def part(span):
+        lo, m = span
+        np.matmul(a, b[lo:lo + m], out=out[lo:lo + m])
+
+    run_chunks(part, split_spans(n, num_threads()))
 
 
 def _is_pointwise(g) -> bool:
@@ -207,30 +224,32 @@ def kernels(device) -> dict:
             return
         if _is_pointwise(g):
             y3 = y.reshape(g.n, g.o, -1)
-            np.matmul(w2, x.reshape(g.n, g.c, -1), out=y3)
+            _pointwise(w2, x.reshape(g.n, g.c, -1), y3, g.n)
             if b is not None:
                 y3 += b.reshape(1, -1, 1)
             return
         hw = g.ho * g.wo
-        nb = _chunk(g, x.itemsize)
         y3 = y.reshape(g.n, g.o, hw)
         bias = b if b is not None else np.zeros(1, x.dtype)
         rows = g.c * g.kh * g.kw
         og, rg = g.o // g.group, rows // g.group
         per_image = _per_image(g)
-        for n0 in range(0, g.n, nb):
-            m = min(nb, g.n - n0)
+
+        def chunk(span):
+            n0, m = span
             col = _columns(ws, x, g, n0, m, per_image)
             if per_image:  # y[n] = W @ col[n], straight into y
                 for k in range(g.group):
                     np.matmul(w2[k * og:(k + 1) * og], col[:, k * rg:(k + 1) * rg],
                               out=y3[n0:n0 + m, k * og:(k + 1) * og])
-                continue
+                return
             out2 = ws.get("out", (g.o, m * hw), x.dtype)
             for k in range(g.group):
                 np.matmul(w2[k * og:(k + 1) * og], col[k * rg:(k + 1) * rg],
                           out=out2[k * og:(k + 1) * og])
             _unpack(out2, y3, bias, b is not None, n0, m)
+
+        run_chunks(chunk, _spans(g, x.itemsize))
         if per_image and b is not None:
             y3 += b.reshape(1, -1, 1)
 
@@ -245,16 +264,16 @@ def kernels(device) -> dict:
             winograd.conv3x3_backward_x(ws, dy, w, dx, (g.pt, g.pb, g.pl, g.pr), _pad_into)
             return
         if _is_pointwise(g):
-            np.matmul(w2.T, dy.reshape(g.n, g.o, -1), out=dx.reshape(g.n, g.c, -1))
+            _pointwise(w2.T, dy.reshape(g.n, g.o, -1), dx.reshape(g.n, g.c, -1), g.n)
             return
         hw = g.ho * g.wo
-        nb = _chunk(g, dy.itemsize)
         dy3 = dy.reshape(g.n, g.o, hw)
         rows = g.c * g.kh * g.kw
         og, rg = g.o // g.group, rows // g.group
         per_image = _per_image(g)
-        for n0 in range(0, g.n, nb):
-            m = min(nb, g.n - n0)
+
+        def chunk(span):
+            n0, m = span
             if per_image:  # dcol[n] = W.T @ dy[n]
                 dcol = ws.get("col", (m, rows, hw), dy.dtype)
                 for k in range(g.group):
@@ -272,6 +291,8 @@ def kernels(device) -> dict:
             _col2im(dcol, dxp, dx, n0, m, g.kh, g.kw, g.sh, g.sw, g.pt, g.pl, g.dh, g.dw,
                     g.ho, g.wo)
 
+        run_chunks(chunk, _spans(g, dy.itemsize))
+
     @kernel_attrs(contiguous_inputs=True)
     @via_float32
     def conv2d_backward_w(ins, outs, attrs):
@@ -282,17 +303,24 @@ def kernels(device) -> dict:
             winograd.conv3x3_backward_w(ws, dy, x, dw, (g.pt, g.pb, g.pl, g.pr), _pad_into)
             return
         hw = g.ho * g.wo
-        nb = _chunk(g, x.itemsize)
         dy3 = dy.reshape(g.n, g.o, hw)
         dw2 = dw.reshape(g.o, -1)
         rows = g.c * g.kh * g.kw
         og, rg = g.o // g.group, rows // g.group
         per_image = _per_image(g)
-        first = True
-        for n0 in range(0, g.n, nb):
-            m = min(nb, g.n - n0)
+        caller = threading.get_ident()
+        partial = {}  # thread id -> that thread's dW accumulator (the caller's is dw itself)
+
+        def chunk(span):
+            n0, m = span
             col = _columns(ws, x, g, n0, m, per_image)
-            target = dw2 if first else ws.get("dw", dw2.shape, x.dtype)
+            tid = threading.get_ident()
+            acc = partial.get(tid)
+            if acc is None:  # a thread's first chunk writes its accumulator
+                target = dw2 if tid == caller else ws.get("dw_acc", dw2.shape, x.dtype)
+                partial[tid] = target
+            else:
+                target = ws.get("dw", dw2.shape, x.dtype)
             if per_image:  # dW = sum_n dy[n] @ col[n].T
                 part = ws.get("dw_images", (m, og, rg), x.dtype)
                 for k in range(g.group):
@@ -305,9 +333,15 @@ def kernels(device) -> dict:
                 for k in range(g.group):
                     np.matmul(dyt[k * og:(k + 1) * og], col[k * rg:(k + 1) * rg].T,
                               out=target[k * og:(k + 1) * og])
-            if not first:
-                dw2 += target
-            first = False
+            if acc is not None:
+                acc += target
+
+        run_chunks(chunk, _spans(g, x.itemsize))
+        others = [acc for tid, acc in partial.items() if tid != caller]
+        if caller not in partial:  # the other threads took every chunk
+            dw2[...] = others.pop()
+        for acc in others:
+            dw2 += acc
 
     return {
         "Conv2d": conv2d,

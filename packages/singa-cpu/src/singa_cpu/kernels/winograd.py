@@ -1,25 +1,36 @@
-"""Winograd F(2x2, 3x3) convolution for 3x3, stride-1, undilated, ungrouped layers.
+"""Winograd convolution for 3x3, stride-1, undilated, ungrouped layers: F(4x4, 3x3) on
+feature maps of at least F4_MIN_HW pixels a side, F(2x2, 3x3) on smaller ones.
 
-Most of a ResNet's convolutions are of this kind. Winograd computes each 2x2 output tile
-from a 4x4 input tile with 16 element-wise products instead of 36, so the GEMM part (16
-batched GEMMs ``M[k] = U[k] @ V[k]`` over channels) needs 2.25x fewer flops than im2col;
-the transforms are cheap, memory-bound loops::
+Most of a ResNet's convolutions are of this kind. F(m x m, 3x3) computes each m x m output
+tile from a t x t input tile (t = m + 2) with t*t element-wise products: 16 per 4 outputs for
+m = 2 (2.25x fewer than im2col), 36 per 16 outputs for m = 4 (4x fewer). The products over
+channels are t*t batched GEMMs ``M[k] = U[k] @ V[k]``; the transforms are memory-bound loops::
 
-    U = G g G^T  (weights, 4x4 per (o, c))      G   = [[1, 0, 0], [.5, .5, .5], [.5, -.5, .5],
-    V = B^T d B  (input tile d, 4x4 per (c, t))        [0, 0, 1]]
-    Y = A^T M A  (2x2 output tile)              B^T = [[1, 0, -1, 0], [0, 1, 1, 0],
-                                                       [0, -1, 1, 0], [0, 1, 0, -1]]
-                                                A^T = [[1, 1, 1, 0], [0, 1, -1, -1]]
+    U = G g G^T  (weights, t x t per (o, c): one GEMM with K = kron(G, G) on the 9 taps)
+    V = B^T d B  (input tile d, t x t per (c, tile))
+    Y = A^T M A  (m x m output tile)
+
+    m = 2: G   = [[1, 0, 0], [.5, .5, .5], [.5, -.5, .5], [0, 0, 1]]
+           B^T = [[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]]
+           A^T = [[1, 1, 1, 0], [0, 1, -1, -1]]
+    m = 4: the matrices in _G4, _input_transform4 and _output_transform4 (Lavin & Gray).
 
 The backward pass for the input is the same convolution applied to dy with the weights
-transposed (O <-> C) and flipped, and padding ``2 - pad`` on each side.
+transposed (O <-> C) and flipped, and padding ``2 - pad`` on each side. The backward pass for
+the weights sums ``(A dY A^T) * (B^T d B)`` over tiles (GEMMs over the tile dimension) and
+applies G's adjoint.
+
+Batch chunks run in parallel on the cores (:mod:`._threads`), each with single-threaded BLAS.
 """
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from ._parallel import pjit
+from ._threads import chunk_spans, run_chunks
 
 prange = range  # numba.prange once compiled (see _parallel.pjit)
 
@@ -30,11 +41,23 @@ TILE_BYTES = 4 << 20
 MIN_TILES = 256
 
 _G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
+#: F(4x4, 3x3)'s G (its B^T and A^T are written out in the transform kernels below).
+_G4 = np.array([[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6],
+                [1 / 24, 1 / 12, 1 / 6], [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]])
+#: U = G g G^T as a matrix on the 9 taps: U[a*t + b] = sum_ij K[a*t + b, 3i + j] g[i, j],
+#: per output tile size (2 or 4; t = tile + 2 is the input tile size).
+_K = {2: np.kron(_G, _G), 4: np.kron(_G4, _G4)}
+#: Output tile size 4 (36 products per 16 outputs instead of 16 per 4: 1.78x fewer GEMM flops
+#: and less transformed data) from this output size on; smaller maps keep 2x2 tiles, whose
+#: transforms waste less on padding and whose U is 2.25x smaller.
+F4_MIN_HW = 8
 
 
-def _chunk(n: int, per_image: int, tiles_per_image: int) -> int:
-    nb = max(TILE_BYTES // per_image, -(-MIN_TILES // tiles_per_image), 1)
-    return min(n, nb)
+def _spans(n: int, per_image: int, tiles_per_image: int) -> list[tuple[int, int]]:
+    """(first image, count) of each batch chunk: about TILE_BYTES of transformed input but at
+    least MIN_TILES tiles each, and at least one chunk per thread (see _threads)."""
+    nb = min(n, max(TILE_BYTES // per_image, -(-MIN_TILES // tiles_per_image), 1))
+    return chunk_spans(n, nb)
 
 
 def eligible(g) -> bool:
@@ -47,46 +70,18 @@ def eligible_backward_x(g) -> bool:
     return eligible(g) and max(g.pt, g.pb, g.pl, g.pr) <= 2
 
 
-@pjit()
-def _weight_transform(w, u, flip):
-    """u[a, b, o, c] = (G g G^T)[a, b] with g = w[o, c], or with ``flip`` the kernel of the
-    backward-data convolution, g[i, j] = w[c, o, 2 - i, 2 - j]."""
-    o_ch, c_in = u.shape[2], u.shape[3]
-    half = w.dtype.type(0.5)
-    for o in prange(o_ch):
-        for c in range(c_in):
-            if flip:
-                g00, g01, g02 = w[c, o, 2, 2], w[c, o, 2, 1], w[c, o, 2, 0]
-                g10, g11, g12 = w[c, o, 1, 2], w[c, o, 1, 1], w[c, o, 1, 0]
-                g20, g21, g22 = w[c, o, 0, 2], w[c, o, 0, 1], w[c, o, 0, 0]
-            else:
-                g00, g01, g02 = w[o, c, 0, 0], w[o, c, 0, 1], w[o, c, 0, 2]
-                g10, g11, g12 = w[o, c, 1, 0], w[o, c, 1, 1], w[o, c, 1, 2]
-                g20, g21, g22 = w[o, c, 2, 0], w[o, c, 2, 1], w[o, c, 2, 2]
-            # R = G g (4x3), row by row
-            r10 = half * (g00 + g10 + g20)
-            r11 = half * (g01 + g11 + g21)
-            r12 = half * (g02 + g12 + g22)
-            r20 = half * (g00 - g10 + g20)
-            r21 = half * (g01 - g11 + g21)
-            r22 = half * (g02 - g12 + g22)
-            # U = R G^T, row a from (q0, q1, q2) = R[a]
-            u[0, 0, o, c] = g00
-            u[0, 1, o, c] = half * (g00 + g01 + g02)
-            u[0, 2, o, c] = half * (g00 - g01 + g02)
-            u[0, 3, o, c] = g02
-            u[1, 0, o, c] = r10
-            u[1, 1, o, c] = half * (r10 + r11 + r12)
-            u[1, 2, o, c] = half * (r10 - r11 + r12)
-            u[1, 3, o, c] = r12
-            u[2, 0, o, c] = r20
-            u[2, 1, o, c] = half * (r20 + r21 + r22)
-            u[2, 2, o, c] = half * (r20 - r21 + r22)
-            u[2, 3, o, c] = r22
-            u[3, 0, o, c] = g20
-            u[3, 1, o, c] = half * (g20 + g21 + g22)
-            u[3, 2, o, c] = half * (g20 - g21 + g22)
-            u[3, 3, o, c] = g22
+def _weight_transform(ws, w, o, c, flip, tile=2):
+    """U[k = a*t + b, o, c] = (G g G^T)[a, b] for g = w[o, c] as one GEMM ``K @ w9.T`` with
+    ``K = kron(G, G)``; with ``flip`` the kernel of the backward-data convolution,
+    g[i, j] = w[c, o, 2 - i, 2 - j], i.e. the 9 taps reversed (returned as a transposed
+    view, which BLAS reads as such)."""
+    k = _K[tile].astype(w.dtype, copy=False)
+    u = ws.get("wino_u", (len(k), o * c), w.dtype)
+    if not flip:
+        np.matmul(k, w.reshape(o * c, 9).T, out=u)
+        return u.reshape(len(k), o, c)
+    np.matmul(k[:, ::-1], w.reshape(c * o, 9).T, out=u)
+    return u.reshape(len(k), c, o).transpose(0, 2, 1)
 
 
 @pjit()
@@ -193,50 +188,196 @@ def _grad_output_transform(dy, z, n0, nb, th, tw):
                     z3[base + tx] = -q1
 
 
-@pjit()
 def _weight_grad_transform(du, dw):
-    """dw[o, c] = G^T du[:, :, o, c] G (the adjoint of _weight_transform)."""
-    o_ch, c_in = dw.shape[0], dw.shape[1]
-    half = du.dtype.type(0.5)
-    for o in prange(o_ch):
-        r = np.empty((3, 4), du.dtype)
-        for c in range(c_in):
-            for b in range(4):  # R = G^T dU, column b
-                q0, q1, q2, q3 = du[0, b, o, c], du[1, b, o, c], du[2, b, o, c], du[3, b, o, c]
-                r[0, b] = q0 + half * (q1 + q2)
-                r[1, b] = half * (q1 - q2)
-                r[2, b] = half * (q1 + q2) + q3
-            for i in range(3):  # dW = R G, row i
-                q0, q1, q2, q3 = r[i, 0], r[i, 1], r[i, 2], r[i, 3]
-                dw[o, c, i, 0] = q0 + half * (q1 + q2)
-                dw[o, c, i, 1] = half * (q1 - q2)
-                dw[o, c, i, 2] = half * (q1 + q2) + q3
+    """dw[o, c] = G^T dU[:, o, c] G (the adjoint of _weight_transform): ``dU^T @ K``."""
+    o, c = dw.shape[:2]
+    k = _K[2 if len(du) == 16 else 4].astype(du.dtype, copy=False)
+    np.matmul(du.reshape(len(k), o * c).T, k, out=dw.reshape(o * c, 9))
+
+
+@pjit()
+def _input_transform4(xp, v, nb, th, tw):
+    """v[k, c, (n*th + ty)*tw + tx] = (B^T d B)[k] of the 6x6 tile of xp at (4ty, 4tx), for
+    F(4x4, 3x3): B^T = [[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0],
+    [0, -2, -1, 2, 1, 0], [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]].
+
+    Per image plane: P = B^T d for every band of 6 rows first, then each row i of every
+    band's P times B gives the 6 outputs k = 6i .. 6i + 5, written as whole-plane runs (few
+    array views and long loops: measured 6x faster than one band at a time)."""
+    c_in, wp = xp.shape[1], xp.shape[3]
+    k2, k4, k5 = xp.dtype.type(2), xp.dtype.type(4), xp.dtype.type(5)  # no float64 promotion
+    tiles = th * tw
+    for t in prange(nb * c_in):
+        n = t // c_in
+        c = t - n * c_in
+        p = np.empty((6, th, wp), xp.dtype)
+        for ty in range(th):
+            h = 4 * ty
+            d0, d1, d2 = xp[n, c, h], xp[n, c, h + 1], xp[n, c, h + 2]
+            d3, d4, d5 = xp[n, c, h + 3], xp[n, c, h + 4], xp[n, c, h + 5]
+            for w in range(wp):
+                a1, a2, a3, a4 = d1[w], d2[w], d3[w], d4[w]
+                p[0, ty, w] = k4 * d0[w] - k5 * a2 + a4
+                p[1, ty, w] = a3 + a4 - k4 * (a1 + a2)
+                p[2, ty, w] = a4 - a3 + k4 * (a1 - a2)
+                p[3, ty, w] = a4 - a2 + k2 * (a3 - a1)
+                p[4, ty, w] = a4 - a2 - k2 * (a3 - a1)
+                p[5, ty, w] = k4 * a1 - k5 * a3 + d5[w]
+        b0 = n * tiles
+        for i in range(6):
+            v0, v1 = v[6 * i, c, b0:b0 + tiles], v[6 * i + 1, c, b0:b0 + tiles]
+            v2, v3 = v[6 * i + 2, c, b0:b0 + tiles], v[6 * i + 3, c, b0:b0 + tiles]
+            v4, v5 = v[6 * i + 4, c, b0:b0 + tiles], v[6 * i + 5, c, b0:b0 + tiles]
+            for ty in range(th):
+                pi = p[i, ty]
+                for tx in range(tw):
+                    w = 4 * tx
+                    j = ty * tw + tx
+                    q1, q2, q3, q4 = pi[w + 1], pi[w + 2], pi[w + 3], pi[w + 4]
+                    v0[j] = k4 * pi[w] - k5 * q2 + q4
+                    v1[j] = q3 + q4 - k4 * (q1 + q2)
+                    v2[j] = q4 - q3 + k4 * (q1 - q2)
+                    v3[j] = q4 - q2 + k2 * (q3 - q1)
+                    v4[j] = q4 - q2 - k2 * (q3 - q1)
+                    v5[j] = k4 * q1 - k5 * q3 + pi[w + 5]
+
+
+@pjit()
+def _output_transform4(m, y, b, has_bias, n0, nb, th, tw):
+    """y[n0 + n, o, 4ty + i, 4tx + j] = (A^T M A)[i, j] (+ b[o]), clipped to y's extent, for
+    F(4x4, 3x3): A^T = [[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0],
+    [0, 1, -1, 8, -8, 1]]. Per plane: T = A^T M for all tiles, then each row of T times A."""
+    o_ch, ho, wo = y.shape[1], y.shape[2], y.shape[3]
+    k2, k4, k8 = m.dtype.type(2), m.dtype.type(4), m.dtype.type(8)  # no float64 promotion
+    tiles = th * tw
+    full = wo // 4  # tiles whose 4 columns all lie inside y
+    for t in prange(nb * o_ch):
+        n = t // o_ch
+        o = t - n * o_ch
+        bias = b[o] if has_bias else m.dtype.type(0)
+        tt = np.empty((4, 6, tiles), m.dtype)
+        b0 = n * tiles
+        for j in range(6):  # T = A^T M, column j of every tile
+            m0, m1 = m[j, o, b0:b0 + tiles], m[6 + j, o, b0:b0 + tiles]
+            m2, m3 = m[12 + j, o, b0:b0 + tiles], m[18 + j, o, b0:b0 + tiles]
+            m4, m5 = m[24 + j, o, b0:b0 + tiles], m[30 + j, o, b0:b0 + tiles]
+            for q in range(tiles):
+                s12, d12 = m1[q] + m2[q], m1[q] - m2[q]
+                s34, d34 = m3[q] + m4[q], m3[q] - m4[q]
+                tt[0, j, q] = m0[q] + s12 + s34
+                tt[1, j, q] = d12 + k2 * d34
+                tt[2, j, q] = s12 + k4 * s34
+                tt[3, j, q] = d12 + k8 * d34 + m5[q]
+        for ty in range(th):
+            for i in range(4):  # y row 4ty + i = T[i] A
+                h = 4 * ty + i
+                if h >= ho:
+                    break
+                t0, t1, t2 = tt[i, 0], tt[i, 1], tt[i, 2]
+                t3, t4, t5 = tt[i, 3], tt[i, 4], tt[i, 5]
+                yr = y[n0 + n, o, h]
+                for tx in range(tw):
+                    q = ty * tw + tx
+                    s12, d12 = t1[q] + t2[q], t1[q] - t2[q]
+                    s34, d34 = t3[q] + t4[q], t3[q] - t4[q]
+                    r0 = t0[q] + s12 + s34 + bias
+                    r1 = d12 + k2 * d34 + bias
+                    r2 = s12 + k4 * s34 + bias
+                    r3 = d12 + k8 * d34 + t5[q] + bias
+                    w = 4 * tx
+                    if tx < full:
+                        yr[w] = r0
+                        yr[w + 1] = r1
+                        yr[w + 2] = r2
+                        yr[w + 3] = r3
+                    else:  # the last, clipped tile
+                        yr[w] = r0
+                        if w + 1 < wo:
+                            yr[w + 1] = r1
+                        if w + 2 < wo:
+                            yr[w + 2] = r2
+
+
+@pjit()
+def _grad_output_transform4(dy, z, n0, nb, th, tw):
+    """z[k, o, (n*th + ty)*tw + tx] = (A dY A^T)[k] for the 4x4 tile of dy at (4ty, 4tx)
+    (cells past dy's extent count as 0); the adjoint of _output_transform4."""
+    o_ch, ho, wo = dy.shape[1], dy.shape[2], dy.shape[3]
+    k2, k4, k8 = dy.dtype.type(2), dy.dtype.type(4), dy.dtype.type(8)  # no float64 promotion
+    tiles = th * tw
+    for t in prange(nb * o_ch):
+        n = t // o_ch
+        o = t - n * o_ch
+        q = np.zeros((6, th, 4 * tw), dy.dtype)  # R = A dY per band; zero past ho / wo
+        for ty in range(th):
+            rows = min(4, ho - 4 * ty)
+            for w in range(wo):
+                y0 = dy[n0 + n, o, 4 * ty, w]
+                y1 = dy[n0 + n, o, 4 * ty + 1, w] if rows > 1 else dy.dtype.type(0)
+                y2 = dy[n0 + n, o, 4 * ty + 2, w] if rows > 2 else dy.dtype.type(0)
+                y3 = dy[n0 + n, o, 4 * ty + 3, w] if rows > 3 else dy.dtype.type(0)
+                q[0, ty, w] = y0
+                q[1, ty, w] = y0 + y1 + y2 + y3
+                q[2, ty, w] = y0 - y1 + y2 - y3
+                q[3, ty, w] = y0 + k2 * y1 + k4 * y2 + k8 * y3
+                q[4, ty, w] = y0 - k2 * y1 + k4 * y2 - k8 * y3
+                q[5, ty, w] = y3
+        b0 = n * tiles
+        for a in range(6):  # Z row a = R[a] A^T, one tile per (ty, tx)
+            z0, z1 = z[6 * a, o, b0:b0 + tiles], z[6 * a + 1, o, b0:b0 + tiles]
+            z2, z3 = z[6 * a + 2, o, b0:b0 + tiles], z[6 * a + 3, o, b0:b0 + tiles]
+            z4, z5 = z[6 * a + 4, o, b0:b0 + tiles], z[6 * a + 5, o, b0:b0 + tiles]
+            for ty in range(th):
+                qa = q[a, ty]
+                for tx in range(tw):
+                    w = 4 * tx
+                    j = ty * tw + tx
+                    y0, y1, y2, y3 = qa[w], qa[w + 1], qa[w + 2], qa[w + 3]
+                    z0[j] = y0
+                    z1[j] = y0 + y1 + y2 + y3
+                    z2[j] = y0 - y1 + y2 - y3
+                    z3[j] = y0 + k2 * y1 + k4 * y2 + k8 * y3
+                    z4[j] = y0 - k2 * y1 + k4 * y2 - k8 * y3
+                    z5[j] = y3
+
+
+def _tile(ho, wo) -> int:
+    """Output tile size for a layer with this output size (see F4_MIN_HW)."""
+    return 4 if min(ho, wo) >= F4_MIN_HW else 2
+
+
+_TRANSFORMS = {2: (lambda: (_input_transform, _output_transform, _grad_output_transform)),
+               4: (lambda: (_input_transform4, _output_transform4, _grad_output_transform4))}
 
 
 def conv3x3(ws, x, w, b, y, pads, pad_into, flip=False):
     """y = conv2d(x, w) (+ b) for 3x3 stride-1 kernels; ``pads`` = (top, bottom, left, right).
 
     ``pad_into(x, xp, n0, nb, pt, pl)`` copies images into the zero-padded chunk buffer. With
-    ``flip``, the kernel is w transposed (O <-> C) and rotated by 180 degrees.
+    ``flip``, the kernel is w transposed (O <-> C) and rotated by 180 degrees. Batch chunks
+    run on the cores in parallel (pad, input transform, GEMMs, output transform each).
     """
     n, c = x.shape[:2]
     o, ho, wo = y.shape[1:]
-    th, tw = (ho + 1) // 2, (wo + 1) // 2
-    u = ws.get("wino_u", (4, 4, o, c), x.dtype)
-    _weight_transform(w, u, flip)
-    u = u.reshape(16, o, c)
-    nb = _chunk(n, 16 * c * th * tw * x.itemsize, th * tw)
+    m = _tile(ho, wo)
+    k = (m + 2) ** 2
+    forward_in, forward_out, _ = _TRANSFORMS[m]()
+    th, tw = -(-ho // m), -(-wo // m)
+    u = _weight_transform(ws, w, o, c, flip, m)
     bias = b if b is not None else np.zeros(1, x.dtype)
     pt, _, pl, _ = pads
-    for n0 in range(0, n, nb):
-        m_ = min(nb, n - n0)
-        xp = ws.get("xpad", (m_, c, 2 * th + 2, 2 * tw + 2), x.dtype)
+
+    def chunk(span):
+        n0, m_ = span
+        xp = ws.get("xpad", (m_, c, m * th + 2, m * tw + 2), x.dtype)
         pad_into(x, xp, n0, m_, pt, pl)
-        v = ws.get("wino_v", (16, c, m_ * th * tw), x.dtype)
-        _input_transform(xp, v, m_, th, tw)
-        mm = ws.get("wino_m", (16, o, m_ * th * tw), x.dtype)
+        v = ws.get("wino_v", (k, c, m_ * th * tw), x.dtype)
+        forward_in(xp, v, m_, th, tw)
+        mm = ws.get("wino_m", (k, o, m_ * th * tw), x.dtype)
         np.matmul(u, v, out=mm)
-        _output_transform(mm, y, bias, b is not None, n0, m_, th, tw)
+        forward_out(mm, y, bias, b is not None, n0, m_, th, tw)
+
+    run_chunks(chunk, _spans(n, k * c * th * tw * x.itemsize, th * tw))
 
 
 def conv3x3_backward_x(ws, dy, w, dx, pads, pad_into):
@@ -247,26 +388,37 @@ def conv3x3_backward_x(ws, dy, w, dx, pads, pad_into):
 
 def conv3x3_backward_w(ws, dy, x, dw, pads, pad_into):
     """dW of a 3x3 stride-1 convolution: dW = G^T [sum_t (A dY_t A^T) * (B^T d_t B)] G, i.e.
-    16 GEMMs ``dU[k] = Z[k] @ V[k].T`` whose inner dimension is the number of tiles."""
+    GEMMs ``dU[k] = Z[k] @ V[k].T`` whose inner dimension is the number of tiles. Each
+    thread sums the chunks it ran into its own dU; those partial sums are added at the end."""
     n, c = x.shape[:2]
     o, ho, wo = dy.shape[1:]
-    th, tw = (ho + 1) // 2, (wo + 1) // 2
-    nb = _chunk(n, 16 * max(c, o) * th * tw * x.itemsize, th * tw)
-    du = ws.get("wino_u", (4, 4, o, c), x.dtype)
-    du16 = du.reshape(16, o, c)
+    m = _tile(ho, wo)
+    k = (m + 2) ** 2
+    forward_in, _, grad_out = _TRANSFORMS[m]()
+    th, tw = -(-ho // m), -(-wo // m)
     pt, _, pl, _ = pads
-    for n0 in range(0, n, nb):
-        m_ = min(nb, n - n0)
-        xp = ws.get("xpad", (m_, c, 2 * th + 2, 2 * tw + 2), x.dtype)
+    partial = {}  # thread id -> that thread's dU accumulator
+
+    def chunk(span):
+        n0, m_ = span
+        xp = ws.get("xpad", (m_, c, m * th + 2, m * tw + 2), x.dtype)
         pad_into(x, xp, n0, m_, pt, pl)
-        v = ws.get("wino_v", (16, c, m_ * th * tw), x.dtype)
-        _input_transform(xp, v, m_, th, tw)
-        z = ws.get("wino_m", (16, o, m_ * th * tw), x.dtype)
-        _grad_output_transform(dy, z, n0, m_, th, tw)
-        if n0 == 0:
-            np.matmul(z, v.transpose(0, 2, 1), out=du16)
+        v = ws.get("wino_v", (k, c, m_ * th * tw), x.dtype)
+        forward_in(xp, v, m_, th, tw)
+        z = ws.get("wino_m", (k, o, m_ * th * tw), x.dtype)
+        grad_out(dy, z, n0, m_, th, tw)
+        acc = partial.get(threading.get_ident())
+        if acc is None:
+            acc = ws.get("wino_du", (k, o, c), x.dtype)
+            np.matmul(z, v.transpose(0, 2, 1), out=acc)
+            partial[threading.get_ident()] = acc
         else:
-            part = ws.get("wino_du", (16, o, c), x.dtype)
+            part = ws.get("wino_du_part", (k, o, c), x.dtype)
             np.matmul(z, v.transpose(0, 2, 1), out=part)
-            du16 += part
-    _weight_grad_transform(du, dw)
+            acc += part
+
+    run_chunks(chunk, _spans(n, k * max(c, o) * th * tw * x.itemsize, th * tw))
+    sums = list(partial.values())
+    for extra in sums[1:]:
+        sums[0] += extra
+    _weight_grad_transform(sums[0], dw)

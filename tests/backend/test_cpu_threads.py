@@ -1,0 +1,144 @@
+"""The CPU backend's host threading (singa_cpu.kernels._threads): convolution batch chunks run
+on several threads, each with single-threaded BLAS. Results must equal the float64 numpy
+references whatever the number of threads and however the chunks fall on them; BLAS's thread
+count must be restored; errors must surface."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+from test_nn_kernels_cpu import CONV, _conv_arrays, check, randn
+
+
+@pytest.fixture
+def dev(singa_device):
+    if singa_device.backend != "cpu":
+        pytest.skip("CPU threading internals")
+    return singa_device
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(11)
+
+
+@pytest.fixture
+def threads():
+    from singa_cpu.kernels import _threads
+
+    return _threads
+
+
+def _force_threads(monkeypatch, threads, n):
+    from singa_cpu.kernels import conv
+
+    monkeypatch.setattr(threads, "num_threads", lambda: n)
+    monkeypatch.setattr(conv, "num_threads", lambda: n)
+
+
+def _conv_all_passes(dev, rng, case):
+    xs, ws, attrs = CONV[case]
+    x, w, b = _conv_arrays(rng, xs, ws)
+    y = check(dev, "Conv2d", [x, w, b], attrs)[0]
+    dy = randn(rng, y.shape)
+    check(dev, "Conv2dBackwardX", [dy, w], {**attrs, "x_shape": xs})
+    check(dev, "Conv2dBackwardW", [dy, x], {**attrs, "w_shape": ws})
+
+
+@pytest.mark.parametrize("n_threads", [1, 2, 3])
+@pytest.mark.parametrize("case", ["r18.l1", "r18.l4", "winograd odd", "r18.down", "group4",
+                                  "pointwise", "asymmetric"])
+def test_conv_is_exact_on_any_number_of_threads(dev, rng, threads, monkeypatch, case,
+                                                n_threads):
+    """Small chunks so that every pass has several per thread (and uneven last ones)."""
+    from singa_cpu.kernels import conv, winograd
+
+    _force_threads(monkeypatch, threads, n_threads)
+    monkeypatch.setattr(conv, "COL_BYTES", 1)
+    monkeypatch.setattr(winograd, "TILE_BYTES", 1)
+    monkeypatch.setattr(winograd, "MIN_TILES", 1)
+    _conv_all_passes(dev, rng, case)
+
+
+@pytest.mark.parametrize("case", ["r18.down", "r18.l4"])
+def test_weight_gradient_when_other_threads_take_every_chunk(dev, rng, threads, monkeypatch,
+                                                             case):
+    """The caller's accumulator is the output itself; when the pool threads run all chunks
+    (the caller was descheduled), their partial sums must still land in dW."""
+    from singa_cpu.kernels import conv, winograd
+
+    def elsewhere(fn, items, threads=None):
+        def run(part):
+            for item in part:
+                fn(item)
+
+        items = list(items)
+        ts = [threading.Thread(target=run, args=(items[i::2],)) for i in range(2)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+
+    monkeypatch.setattr(conv, "run_chunks", elsewhere)
+    monkeypatch.setattr(winograd, "run_chunks", elsewhere)
+    _force_threads(monkeypatch, threads, 2)
+    monkeypatch.setattr(conv, "COL_BYTES", 1)
+    monkeypatch.setattr(winograd, "TILE_BYTES", 1)
+    _conv_all_passes(dev, rng, case)
+
+
+def test_run_chunks_covers_every_item_once_and_restores_blas(dev, threads):
+    if not threads._find_blas():
+        pytest.skip("numpy's BLAS thread count cannot be controlled here")
+    before = threads._blas[0]()
+    seen, blas_inside = [], []
+
+    def fn(i):
+        seen.append(i)
+        blas_inside.append(threads._blas[0]())
+        assert threads.in_worker()
+
+    threads.run_chunks(fn, range(37), threads=2)
+    assert sorted(seen) == list(range(37))
+    assert set(blas_inside) == {1}  # each chunk ran with single-threaded BLAS
+    assert threads._blas[0]() == before
+    assert not threads.in_worker()
+
+
+def test_run_chunks_reraises_and_restores_blas(dev, threads):
+    before = threads._blas[0]() if threads._find_blas() else None
+    done = []
+
+    def fn(i):
+        if i == 3:
+            raise ValueError("chunk 3 failed")
+        done.append(i)
+
+    with pytest.raises(ValueError, match="chunk 3 failed"):
+        threads.run_chunks(fn, range(8), threads=2)
+    assert sorted(done) == [0, 1, 2, 4, 5, 6, 7]  # the others finished before the raise
+    if before is not None:
+        assert threads._blas[0]() == before
+
+
+def test_nested_sections_run_serially_inside_a_chunk(dev, threads):
+    inner_threads = []
+
+    def outer(_):
+        inner_threads.append(threads.num_threads())
+        threads.run_chunks(lambda j: None, range(4))
+
+    threads.run_chunks(outer, range(4), threads=2)
+    assert inner_threads == [1, 1, 1, 1]
+
+
+def test_spans_are_a_multiple_of_the_threads(threads, monkeypatch):
+    monkeypatch.setattr(threads, "num_threads", lambda: 2)
+    assert threads.chunk_spans(32, 32) == [(0, 16), (16, 16)]
+    assert threads.chunk_spans(32, 8) == [(0, 8), (8, 8), (16, 8), (24, 8)]
+    spans = threads.chunk_spans(7, 3)  # 3 chunks -> 4, uneven but covering
+    assert len(spans) == 4 and sum(m for _, m in spans) == 7
+    assert threads.chunk_spans(1, 8) == [(0, 1)]
+    assert threads.split_spans(5, 2) == [(0, 3), (3, 2)]
