@@ -85,13 +85,55 @@ def num_threads() -> int:
     return max(1, min(current, len(os.sched_getaffinity(0))))
 
 
+class _Pool:
+    """Persistent worker threads, each parked on its own lock: starting a section wakes them
+    directly (one futex wake each, ~20 us here; a ThreadPoolExecutor round trip measured
+    74 us). One section at a time; a second Python thread that wants the pool while it is
+    busy runs its chunks itself."""
+
+    def __init__(self, n: int):
+        self.busy = threading.Lock()
+        self._count = threading.Lock()
+        self._done = threading.Lock()
+        self._starts = []
+        self._job = None
+        self._pending = 0
+        for i in range(n):
+            start = threading.Lock()
+            start.acquire()
+            self._starts.append(start)
+            threading.Thread(target=self._loop, args=(start,), daemon=True,
+                             name=f"singa-cpu-{i}").start()
+
+    def _loop(self, start):
+        while True:
+            start.acquire()
+            try:
+                self._job()
+            finally:
+                with self._count:
+                    self._pending -= 1
+                    if self._pending == 0:
+                        self._done.release()
+
+    def run(self, job, helpers: int) -> None:
+        """Run ``job()`` on ``helpers`` pool threads and the caller; return when all are done
+        (``job`` must not raise: it records errors itself). Needs ``busy`` held."""
+        helpers = min(helpers, len(self._starts))
+        self._job = job
+        self._pending = helpers
+        self._done.acquire(blocking=False)  # make sure it is held before anyone can finish
+        for start in self._starts[:helpers]:
+            start.release()
+        job()
+        if helpers:
+            self._done.acquire()  # released by the last helper to finish
+
+
 def _executor():
     global _pool, _pool_pid
     if _pool is None or _pool_pid != os.getpid():  # a forked child has no pool threads
-        from concurrent.futures import ThreadPoolExecutor
-
-        _pool = ThreadPoolExecutor(max(1, len(os.sched_getaffinity(0)) - 1),
-                                   thread_name_prefix="singa-cpu")
+        _pool = _Pool(max(1, len(os.sched_getaffinity(0)) - 1))
         _pool_pid = os.getpid()
     return _pool
 
@@ -114,6 +156,82 @@ def _exit():
             _blas[1](_saved)
 
 
+class single_threaded_blas:
+    """Context manager (and decorator) for code that calls BLAS: inside, numpy's BLAS runs on
+    the calling thread only. Every BLAS call of the CPU kernels runs like this, so OpenBLAS's
+    own worker threads are never woken: after a multi-threaded call they spin for tens of
+    milliseconds (OpenBLAS's THREAD_TIMEOUT) and take the cores from the chunks that
+    :func:`run_chunks` runs next. Big products are split across threads by the kernels
+    themselves (see :func:`matmul`)."""
+
+    def __enter__(self):
+        _enter()
+        return self
+
+    def __exit__(self, *exc):
+        _exit()
+        return False
+
+    def __call__(self, fn):
+        import functools
+
+        @functools.wraps(fn)
+        def wrapped(*args, **kwargs):
+            _enter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                _exit()
+
+        return wrapped
+
+
+#: Products smaller than this many multiply-adds run on one thread: a parallel section costs
+#: about 70 us of thread wake-up on this kind of VM (measured), ~1.5 MFLOP of BLAS time.
+PARALLEL_MIN_MACS = 8 << 20
+
+
+def matmul(a, b, out) -> None:
+    """``np.matmul(a, b, out=out)`` with single-threaded BLAS, split by rows of the output
+    (or by the leading batch axis) across :func:`num_threads` threads when it is big."""
+    t = num_threads()
+    macs = out.size * a.shape[-1]
+    _enter()
+    try:
+        if t <= 1 or macs < PARALLEL_MIN_MACS or out.ndim < 2:
+            np_matmul(a, b, out=out)
+            return
+        if out.ndim == 2 and a.ndim == 2:
+            if out.shape[0] >= 2 * t:  # rows of a / out
+                def part(span):
+                    lo, m = span
+                    np_matmul(a[lo:lo + m], b, out=out[lo:lo + m])
+                run_chunks(part, split_spans(out.shape[0], t), t)
+            elif out.shape[1] >= 2 * t and b.ndim == 2:  # columns of b / out
+                def part(span):
+                    lo, m = span
+                    np_matmul(a, b[:, lo:lo + m], out=out[:, lo:lo + m])
+                run_chunks(part, split_spans(out.shape[1], t), t)
+            else:
+                np_matmul(a, b, out=out)
+            return
+        if a.ndim == b.ndim == out.ndim and a.shape[0] == b.shape[0] == out.shape[0] > 1:
+            def part(span):
+                lo, m = span
+                np_matmul(a[lo:lo + m], b[lo:lo + m], out=out[lo:lo + m])
+            run_chunks(part, split_spans(out.shape[0], t), t)
+            return
+        np_matmul(a, b, out=out)
+    finally:
+        _exit()
+
+
+def np_matmul(a, b, out):
+    import numpy as np
+
+    np.matmul(a, b, out=out)
+
+
 def run_chunks(fn, items, threads: int | None = None) -> None:
     """Call ``fn(item)`` once for every item, spread over ``threads`` threads (default
     :func:`num_threads`), each with single-threaded BLAS. ``fn`` must only write what its item
@@ -125,7 +243,13 @@ def run_chunks(fn, items, threads: int | None = None) -> None:
         for item in items:
             fn(item)
         return
+    pool = _executor()
+    if not pool.busy.acquire(blocking=False):  # another Python thread has the pool
+        for item in items:
+            fn(item)
+        return
     counter = itertools.count()
+    errors = []
 
     def worker():
         _state.busy = True
@@ -134,26 +258,19 @@ def run_chunks(fn, items, threads: int | None = None) -> None:
                 if i >= len(items):
                     return
                 fn(items[i])
+        except BaseException as exc:  # this thread stops; the others finish the items
+            errors.append(exc)
         finally:
             _state.busy = False
 
     _enter()
     try:
-        futures = [_executor().submit(worker) for _ in range(t - 1)]
-        error = None
-        try:
-            worker()
-        except BaseException as exc:  # wait for the others before anything is reused
-            error = exc
-        for f in futures:
-            try:
-                f.result()
-            except BaseException as exc:
-                error = error or exc
-        if error is not None:
-            raise error
+        pool.run(worker, t - 1)
     finally:
         _exit()
+        pool.busy.release()
+    if errors:
+        raise errors[0]
 
 
 def split(n: int, parts: int) -> list[tuple[int, int]]:

@@ -35,7 +35,7 @@ from singa.ops._nn_ops import conv2d_geometry
 from . import winograd
 from ._float16 import via_float32
 from ._parallel import pjit
-from ._threads import chunk_spans, num_threads, run_chunks, split_spans
+from ._threads import chunk_spans, num_threads, run_chunks, single_threaded_blas, split_spans
 from ._workspace import Workspace
 
 prange = range  # numba.prange once compiled (see _parallel.pjit)
@@ -213,6 +213,7 @@ def kernels(device) -> dict:
 
     @kernel_attrs(contiguous_inputs=True)
     @via_float32
+    @single_threaded_blas()
     def conv2d(ins, outs, attrs):
         x, w = ins[0], ins[1]
         b = ins[2] if len(ins) > 2 else None
@@ -255,6 +256,7 @@ def kernels(device) -> dict:
 
     @kernel_attrs(contiguous_inputs=True)
     @via_float32
+    @single_threaded_blas()
     def conv2d_backward_x(ins, outs, attrs):
         dy, w = ins
         dx = outs[0]
@@ -295,6 +297,7 @@ def kernels(device) -> dict:
 
     @kernel_attrs(contiguous_inputs=True)
     @via_float32
+    @single_threaded_blas()
     def conv2d_backward_w(ins, outs, attrs):
         dy, x = ins
         dw = outs[0]

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._threads import matmul, single_threaded_blas
+
 
 def _matmul(ins, outs, attrs):
     a, b = ins
     out = outs[0]
     if out.ndim == 0:
-        out[...] = np.dot(a, b)
+        with single_threaded_blas():
+            out[...] = np.dot(a, b)
     else:
-        np.matmul(a, b, out=out)
+        matmul(a, b, out)
 
 
 def _gemm(ins, outs, attrs):
@@ -24,11 +27,12 @@ def _gemm(ins, outs, attrs):
     alpha = attrs.get("alpha", 1.0)
     beta = attrs.get("beta", 0.0)
     if beta == 0.0:
-        np.matmul(a, b, out=out)
+        matmul(a, b, out)
         if alpha != 1.0:
             out *= alpha
         return
-    prod = np.matmul(a, b)  # out may alias c: form the product before touching out
+    prod = np.empty(out.shape, out.dtype)  # out may alias c: form the product first
+    matmul(a, b, prod)
     if alpha != 1.0:
         prod *= alpha
     np.multiply(c, beta, out=out)

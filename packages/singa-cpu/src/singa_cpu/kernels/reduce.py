@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._threads import single_threaded_blas
+
 
 def _axes(x, attrs):
     axes = attrs.get("axes")
@@ -48,7 +50,8 @@ def _nrm2(ins, outs, attrs):
     x = ins[0]
     acc = np.float64 if x.dtype == np.float64 else np.float32
     flat = x.astype(acc, copy=False).reshape(-1)
-    outs[0][...] = np.sqrt(np.dot(flat, flat))
+    with single_threaded_blas():
+        outs[0][...] = np.sqrt(np.dot(flat, flat))
 
 
 def _softmax(ins, outs, attrs):
