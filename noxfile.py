@@ -8,6 +8,7 @@ backend it asked for is the one that runs, and fails if pytest collects no test.
 from __future__ import annotations
 
 import os
+import platform
 
 import nox
 
@@ -25,9 +26,26 @@ BACKENDS = {
         ["tests/core", "tests/backend", "tests/nn", "tests/examples"],
     ),
     "opencl": (
-        [CORE, "./packages/singa-cpu", "./packages/singa-opencl[pocl]"],
+        # the `cpu` extra: pocl from PyPI and, on Linux x86_64, Intel's CPU runtime
+        [CORE, "./packages/singa-cpu", "./packages/singa-opencl[cpu]"],
         ["tests/backend", "tests/nn", "packages/singa-opencl/tests"],
     ),
+}
+
+# backend -> the runs of its targets, each (what runs, extra environment). Each OpenCL run names
+# its device: the ICD loader lists platforms in directory order, so with several runtimes
+# installed "opencl:0" alone is not a fixed device. A run whose device is missing fails (the
+# preflight cannot create it); it is never skipped.
+INTEL_CPU_RUNTIME = platform.system() == "Linux" and platform.machine() == "x86_64"
+RUNS = {
+    "cpu": [("cpu", {})],
+    "opencl": [
+        # pocl: Debian's (.ci/run installs it) where the PyPI wheel's LLVM cannot compile
+        ("pocl", {"SINGA_OPENCL_DEVICE": "Portable Computing Language"}),
+        # Intel's CPU runtime from PyPI, exposed to the loader by singa_opencl._icd
+        *([("Intel CPU runtime", {"SINGA_OPENCL_DEVICE": "Intel(R) OpenCL"})]
+          if INTEL_CPU_RUNTIME else []),
+    ],
 }
 
 PREFLIGHT = """
@@ -36,7 +54,8 @@ from singa.device import get_device
 want = sys.argv[1]
 dev = get_device(want)
 assert dev.backend == want, f"asked for backend {want!r} but got {dev.backend!r}"
-print(f"preflight: running on {dev.name} ({type(dev).__name__}), {len(dev.kernels)} kernels")
+print(f"preflight: running on {dev.name} ({type(dev).__name__}), {len(dev.kernels)} kernels: "
+      f"{dev.describe()}")
 """
 
 
@@ -53,13 +72,15 @@ def tests(session: nox.Session, backend: str) -> None:
     """The test suite for one backend."""
     packages, targets = BACKENDS[backend]
     session.install(*TEST_DEPS, *packages)
-    session.run("python", "-c", PREFLIGHT, backend)
     xfails = f"packages/singa-{backend}/conformance-xfails.txt"
     args = ["--singa-backend", backend]
     if os.path.exists(xfails):
         args += ["--singa-xfails", xfails]
-    # "slow or not slow": also the README main-job run (>= 95% on digits) in tests/examples
-    # SINGA_DEVICE makes the backend the default device, so tests/nn (layers, models, graph
-    # mode) runs on it too
-    session.run("pytest", "-q", "-m", "slow or not slow", *targets, *args, *session.posargs,
-                env={"SINGA_DEVICE": backend})
+    for what, env in RUNS[backend]:
+        session.log(f"run: {what}")
+        session.run("python", "-c", PREFLIGHT, backend, env=env)
+        # "slow or not slow": also the README main-job run (>= 95% on digits) in tests/examples
+        # SINGA_DEVICE makes the backend the default device, so tests/nn (layers, models, graph
+        # mode) runs on it too
+        session.run("pytest", "-q", "-m", "slow or not slow", *targets, *args, *session.posargs,
+                    env={"SINGA_DEVICE": backend, **env})
