@@ -142,3 +142,47 @@ def test_spans_are_a_multiple_of_the_threads(threads, monkeypatch):
     assert len(spans) == 4 and sum(m for _, m in spans) == 7
     assert threads.chunk_spans(1, 8) == [(0, 1)]
     assert threads.split_spans(5, 2) == [(0, 3), (3, 2)]
+
+
+@pytest.mark.parametrize("name", ["ReLU", "ReLUBackward", "Add", "Sub", "Mul", "AddScalar",
+                                  "MulScalar"])
+def test_elementwise_in_flat_slices(dev, rng, threads, monkeypatch, name):
+    """Forced onto 3 threads (uneven slices), also with the output aliasing an input."""
+    from singa.ops import OPS
+    from singa_cpu.kernels import elementwise
+
+    monkeypatch.setattr(elementwise, "PARALLEL_MIN_ITEMS", 0)
+    monkeypatch.setattr(elementwise, "num_threads", lambda: 3)
+    kernel = elementwise.KERNELS[name]
+    attrs = {"value": 0.75} if name.endswith("Scalar") else {}
+    ins = [randn(rng, (7, 5, 11)) for _ in range(OPS[name].nin)]
+    want = OPS[name].reference(*[a.astype(np.float64) for a in ins], **attrs)
+    out = np.empty_like(ins[0])
+    kernel(ins, [out], attrs)
+    np.testing.assert_allclose(out, want, rtol=1e-6, atol=1e-6)
+    kernel(ins, [ins[0]], attrs)  # in place: out is the first input
+    np.testing.assert_allclose(ins[0], want, rtol=1e-6, atol=1e-6)
+
+
+def test_axpy_in_slices(dev, rng, threads, monkeypatch):
+    from singa_cpu.kernels import linalg
+
+    monkeypatch.setattr(linalg, "PARALLEL_MIN_ITEMS", 0)
+    monkeypatch.setattr(linalg, "num_threads", lambda: 3)
+    x, y = randn(rng, (13, 17)), randn(rng, (13, 17))
+    alpha = np.array([-0.3], np.float32)
+    want = y.astype(np.float64) - 0.3 * x
+    linalg.KERNELS["Axpy"]([alpha, x, y], [y], {})  # SGD updates in place
+    np.testing.assert_allclose(y, want, rtol=1e-6, atol=1e-6)
+
+
+def test_batchnorm_by_channel_ranges(dev, rng, threads, monkeypatch):
+    from singa_cpu.kernels import norm
+
+    monkeypatch.setattr(norm, "PARALLEL_MIN_ITEMS", 0)
+    monkeypatch.setattr(norm, "num_threads", lambda: 3)
+    x = randn(rng, (6, 10, 4, 3))
+    p = [randn(rng, (10,)) for _ in range(3)] + [(rng.random(10) + 0.5).astype(np.float32)]
+    _, mean, inv, _, _ = check(dev, "BatchNormTrain", [x] + p, {})
+    check(dev, "BatchNormInfer", [x] + p, {})
+    check(dev, "BatchNormBackward", [randn(rng, x.shape), x, p[0], mean, inv], {})

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._threads import matmul, single_threaded_blas
+from ._threads import matmul, num_threads, run_chunks, single_threaded_blas, split_spans
+
+#: Axpy on at least this many elements is split across the cores.
+PARALLEL_MIN_ITEMS = 1 << 18
 
 
 def _matmul(ins, outs, attrs):
@@ -41,7 +44,20 @@ def _gemm(ins, outs, attrs):
 
 def _axpy(ins, outs, attrs):
     alpha, x, y = ins
-    np.add(y, x * alpha.reshape(()), out=outs[0])
+    out = outs[0]
+    a = alpha.reshape(())
+    if out.size < PARALLEL_MIN_ITEMS or not (x.shape == y.shape == out.shape and
+                                             x.flags.c_contiguous and y.flags.c_contiguous
+                                             and out.flags.c_contiguous):
+        np.add(y, x * a, out=out)
+        return
+    xs, ys, os_ = x.reshape(-1), y.reshape(-1), out.reshape(-1)
+
+    def part(span):
+        lo, hi = span[0], span[0] + span[1]
+        np.add(ys[lo:hi], xs[lo:hi] * a, out=os_[lo:hi])
+
+    run_chunks(part, split_spans(out.size, num_threads()))
 
 
 KERNELS = {"Matmul": _matmul, "GEMM": _gemm, "Axpy": _axpy}

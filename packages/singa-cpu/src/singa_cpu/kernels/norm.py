@@ -12,6 +12,10 @@ from singa.ops import kernel_attrs
 
 from ._float16 import via_float32
 from ._parallel import pjit
+from ._threads import num_threads, run_chunks, split_spans
+
+#: Inputs with fewer elements run on one thread (a parallel section costs ~20 us).
+PARALLEL_MIN_ITEMS = 1 << 18
 
 prange = range  # numba.prange once compiled (see _parallel.pjit)
 
@@ -19,10 +23,10 @@ _FAST = {"reassoc", "contract", "nsz", "arcp"}
 
 
 @pjit(fastmath=_FAST)
-def _bn_train(x, scale, bias, rm, rv, y, smean, sinv, nrm, nrv, momentum, eps):
+def _bn_train(x, scale, bias, rm, rv, y, smean, sinv, nrm, nrv, momentum, eps, c0, c1):
     n_, c_, s_ = x.shape
     m = n_ * s_
-    for c in prange(c_):
+    for c in prange(c0, c1):
         acc = 0.0
         for n in range(n_):
             for k in range(s_):
@@ -49,9 +53,9 @@ def _bn_train(x, scale, bias, rm, rv, y, smean, sinv, nrm, nrv, momentum, eps):
 
 
 @pjit(fastmath=_FAST)
-def _bn_infer(x, scale, bias, rm, rv, y, eps):
+def _bn_infer(x, scale, bias, rm, rv, y, eps, c0, c1):
     n_, c_, s_ = x.shape
-    for c in prange(c_):
+    for c in prange(c0, c1):
         a = scale[c] / math.sqrt(rv[c] + eps)
         b = bias[c] - rm[c] * a
         for n in range(n_):
@@ -60,10 +64,10 @@ def _bn_infer(x, scale, bias, rm, rv, y, eps):
 
 
 @pjit(fastmath=_FAST)
-def _bn_backward(dy, x, scale, smean, sinv, dx, dscale, dbias):
+def _bn_backward(dy, x, scale, smean, sinv, dx, dscale, dbias, c0, c1):
     n_, c_, s_ = x.shape
     m = n_ * s_
-    for c in prange(c_):
+    for c in prange(c0, c1):
         mean, inv = smean[c], sinv[c]
         db = 0.0
         ds = 0.0
@@ -88,20 +92,28 @@ def _ncs(a):
     return a.reshape(a.shape[0], a.shape[1], -1)
 
 
+def _by_channels(kernel, x, *args):
+    """``kernel(*args, c0, c1)`` over channel ranges, on the cores when x is big."""
+    c = x.shape[1]
+    parts = num_threads() if x.size >= PARALLEL_MIN_ITEMS else 1
+    run_chunks(lambda span: kernel(*args, span[0], span[0] + span[1]), split_spans(c, parts))
+
+
 @kernel_attrs(contiguous_inputs=True)
 @via_float32
 def batchnorm_train(ins, outs, attrs):
     x, scale, bias, rm, rv = ins
     y, smean, sinv, nrm, nrv = outs
-    _bn_train(_ncs(x), scale, bias, rm, rv, _ncs(y), smean, sinv, nrm, nrv,
-              float(attrs.get("momentum", 0.9)), float(attrs.get("eps", 1e-5)))
+    _by_channels(_bn_train, x, _ncs(x), scale, bias, rm, rv, _ncs(y), smean, sinv, nrm, nrv,
+                 float(attrs.get("momentum", 0.9)), float(attrs.get("eps", 1e-5)))
 
 
 @kernel_attrs(contiguous_inputs=True)
 @via_float32
 def batchnorm_infer(ins, outs, attrs):
     x, scale, bias, rm, rv = ins
-    _bn_infer(_ncs(x), scale, bias, rm, rv, _ncs(outs[0]), float(attrs.get("eps", 1e-5)))
+    _by_channels(_bn_infer, x, _ncs(x), scale, bias, rm, rv, _ncs(outs[0]),
+                 float(attrs.get("eps", 1e-5)))
 
 
 @kernel_attrs(contiguous_inputs=True)
@@ -109,7 +121,8 @@ def batchnorm_infer(ins, outs, attrs):
 def batchnorm_backward(ins, outs, attrs):
     dy, x, scale, smean, sinv = ins
     dx, dscale, dbias = outs
-    _bn_backward(_ncs(dy), _ncs(x), scale, smean, sinv, _ncs(dx), dscale, dbias)
+    _by_channels(_bn_backward, x, _ncs(dy), _ncs(x), scale, smean, sinv, _ncs(dx), dscale,
+                 dbias)
 
 
 KERNELS = {
