@@ -186,3 +186,17 @@ def test_batchnorm_by_channel_ranges(dev, rng, threads, monkeypatch):
     _, mean, inv, _, _ = check(dev, "BatchNormTrain", [x] + p, {})
     check(dev, "BatchNormInfer", [x] + p, {})
     check(dev, "BatchNormBackward", [randn(rng, x.shape), x, p[0], mean, inv], {})
+
+
+@pytest.mark.parametrize("case", ["cnn.pool1", "overlap ceil", "asymmetric"])
+@pytest.mark.parametrize("mode", ["max", "avg"])
+def test_pooling_by_image_ranges(dev, rng, threads, monkeypatch, case, mode):
+    from singa_cpu.kernels import pool
+    from test_nn_kernels_cpu import POOL
+
+    monkeypatch.setattr(pool, "PARALLEL_MIN_ITEMS", 0)
+    monkeypatch.setattr(pool, "num_threads", lambda: 3)
+    xs, geo = POOL[case]
+    x = randn(rng, xs)
+    y = check(dev, "Pooling2d", [x], dict(geo, mode=mode))[0]
+    check(dev, "Pooling2dBackward", [randn(rng, y.shape), x, y], dict(geo, mode=mode))

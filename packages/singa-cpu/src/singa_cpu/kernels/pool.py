@@ -11,6 +11,10 @@ from singa.ops._nn_ops import pool2d_geometry
 
 from ._float16 import via_float32
 from ._parallel import pjit
+from ._threads import num_threads, run_chunks, split_spans
+
+#: Inputs with fewer elements run on one thread (a parallel section costs ~20 us).
+PARALLEL_MIN_ITEMS = 1 << 18
 
 prange = range  # numba.prange once compiled (see _parallel.pjit)
 
@@ -159,15 +163,25 @@ def _avg_bwd(dy, dx, kh, kw, sh, sw, pt, pb, pl, pr, include_pad):
                         dx[n, c, h, w] += share
 
 
+def _by_images(fn, n, size):
+    """``fn(lo, hi)`` over image ranges of the batch, on the cores when the input is big."""
+    parts = num_threads() if size >= PARALLEL_MIN_ITEMS else 1
+    run_chunks(lambda span: fn(span[0], span[0] + span[1]), split_spans(n, parts))
+
+
 @kernel_attrs(contiguous_inputs=True)
 @via_float32
 def pooling2d(ins, outs, attrs):
     x, y = ins[0], outs[0]
     g = pool2d_geometry("Pooling2d", x.shape, attrs)
     if g.is_max:
-        _max_fwd(x, y, g.kh, g.kw, g.sh, g.sw, g.pt, g.pl)
+        def part(lo, hi):
+            _max_fwd(x[lo:hi], y[lo:hi], g.kh, g.kw, g.sh, g.sw, g.pt, g.pl)
     else:
-        _avg_fwd(x, y, g.kh, g.kw, g.sh, g.sw, g.pt, g.pb, g.pl, g.pr, g.count_include_pad)
+        def part(lo, hi):
+            _avg_fwd(x[lo:hi], y[lo:hi], g.kh, g.kw, g.sh, g.sw, g.pt, g.pb, g.pl, g.pr,
+                     g.count_include_pad)
+    _by_images(part, x.shape[0], x.size)
 
 
 @kernel_attrs(contiguous_inputs=True)
@@ -178,11 +192,16 @@ def pooling2d_backward(ins, outs, attrs):
     g = pool2d_geometry("Pooling2dBackward", x.shape, attrs)
     if g.is_max and (g.kh, g.kw, g.sh, g.sw, g.pt, g.pb, g.pl, g.pr) == (2, 2, 2, 2, 0, 0, 0, 0) \
             and not g.ceil_mode:
-        _max_bwd_2x2(dy, x, dx)
+        def part(lo, hi):
+            _max_bwd_2x2(dy[lo:hi], x[lo:hi], dx[lo:hi])
     elif g.is_max:
-        _max_bwd(dy, x, dx, g.kh, g.kw, g.sh, g.sw, g.pt, g.pl)
+        def part(lo, hi):
+            _max_bwd(dy[lo:hi], x[lo:hi], dx[lo:hi], g.kh, g.kw, g.sh, g.sw, g.pt, g.pl)
     else:
-        _avg_bwd(dy, dx, g.kh, g.kw, g.sh, g.sw, g.pt, g.pb, g.pl, g.pr, g.count_include_pad)
+        def part(lo, hi):
+            _avg_bwd(dy[lo:hi], dx[lo:hi], g.kh, g.kw, g.sh, g.sw, g.pt, g.pb, g.pl, g.pr,
+                     g.count_include_pad)
+    _by_images(part, x.shape[0], x.size)
 
 
 KERNELS = {"Pooling2d": pooling2d, "Pooling2dBackward": pooling2d_backward}
