@@ -9,7 +9,7 @@ import threading
 
 import numpy as np
 import pytest
-from test_nn_kernels_cpu import CONV, _conv_arrays, check, randn
+from test_nn_kernels_cpu import check, conv_all_passes, randn
 
 
 @pytest.fixture
@@ -38,15 +38,6 @@ def _force_threads(monkeypatch, threads, n):
     monkeypatch.setattr(conv, "num_threads", lambda: n)
 
 
-def _conv_all_passes(dev, rng, case):
-    xs, ws, attrs = CONV[case]
-    x, w, b = _conv_arrays(rng, xs, ws)
-    y = check(dev, "Conv2d", [x, w, b], attrs)[0]
-    dy = randn(rng, y.shape)
-    check(dev, "Conv2dBackwardX", [dy, w], {**attrs, "x_shape": xs})
-    check(dev, "Conv2dBackwardW", [dy, x], {**attrs, "w_shape": ws})
-
-
 @pytest.mark.parametrize("n_threads", [1, 2, 3])
 @pytest.mark.parametrize("case", ["r18.l1", "r18.l4", "winograd odd", "r18.down", "group4",
                                   "pointwise", "asymmetric"])
@@ -59,7 +50,7 @@ def test_conv_is_exact_on_any_number_of_threads(dev, rng, threads, monkeypatch, 
     monkeypatch.setattr(conv, "COL_BYTES", 1)
     monkeypatch.setattr(winograd, "TILE_BYTES", 1)
     monkeypatch.setattr(winograd, "MIN_TILES", 1)
-    _conv_all_passes(dev, rng, case)
+    conv_all_passes(dev, rng, case)
 
 
 @pytest.mark.parametrize("case", ["r18.down", "r18.l4"])
@@ -86,7 +77,7 @@ def test_weight_gradient_when_other_threads_take_every_chunk(dev, rng, threads, 
     _force_threads(monkeypatch, threads, 2)
     monkeypatch.setattr(conv, "COL_BYTES", 1)
     monkeypatch.setattr(winograd, "TILE_BYTES", 1)
-    _conv_all_passes(dev, rng, case)
+    conv_all_passes(dev, rng, case)
 
 
 def test_run_chunks_covers_every_item_once_and_restores_blas(dev, threads):

@@ -93,6 +93,16 @@ def _conv_arrays(rng, xs, ws, dtype=np.float32):
     return x, w, randn(rng, (ws[0],), dtype)
 
 
+def conv_all_passes(dev, rng, case):
+    """Conv2d (with bias), Conv2dBackwardX and Conv2dBackwardW of CONV[case] vs float64."""
+    xs, ws, attrs = CONV[case]
+    x, w, b = _conv_arrays(rng, xs, ws)
+    y = check(dev, "Conv2d", [x, w, b], attrs)[0]
+    dy = randn(rng, y.shape)
+    check(dev, "Conv2dBackwardX", [dy, w], {**attrs, "x_shape": xs})
+    check(dev, "Conv2dBackwardW", [dy, x], {**attrs, "w_shape": ws})
+
+
 @pytest.mark.parametrize("case", list(CONV))
 def test_conv2d_forward_and_backward(dev, rng, case):
     xs, ws, attrs = CONV[case]
@@ -278,12 +288,7 @@ def test_parallel_numba_paths(dev, rng, monkeypatch):
     monkeypatch.setattr(_parallel, "PARALLEL_MIN_ITEMS", 0)
     monkeypatch.setattr(_parallel, "SERIAL_BY_DEFAULT", False)
     for case in ("r18.l1", "asymmetric", "group4", "winograd odd"):
-        xs, ws, attrs = CONV[case]
-        x, w, b = _conv_arrays(rng, xs, ws)
-        y = check(dev, "Conv2d", [x, w, b], attrs)[0]
-        dy = randn(rng, y.shape)
-        check(dev, "Conv2dBackwardX", [dy, w], {**attrs, "x_shape": xs})
-        check(dev, "Conv2dBackwardW", [dy, x], {**attrs, "w_shape": ws})
+        conv_all_passes(dev, rng, case)
     for mode in ("max", "avg"):
         xs, geo = POOL["overlap ceil"]
         x = randn(rng, xs)
