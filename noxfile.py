@@ -54,8 +54,9 @@ from singa.device import get_device
 want = sys.argv[1]
 dev = get_device(want)
 assert dev.backend == want, f"asked for backend {want!r} but got {dev.backend!r}"
-print(f"preflight: running on {dev.name} ({type(dev).__name__}), {len(dev.kernels)} kernels: "
-      f"{dev.describe()}")
+describe = getattr(dev, "describe", None)  # backend-specific (OpenCL: platform / device)
+print(f"preflight: running on {dev.name} ({type(dev).__name__}), {len(dev.kernels)} kernels"
+      + (f": {describe()}" if describe else ""))
 """
 
 
