@@ -358,21 +358,13 @@ def test_layouts(kernel_case, singa_device, request):
 
 
 def test_inplace(kernel_case, singa_device, request):
-    """Each kernel is correct when its output aliases an input, as the API calls it."""
+    """Each kernel is correct when its output aliases an input, as the API calls it, and for
+    every input the op declares in ``OpDef.inplace`` (the promise a graph's arena planner
+    relies on when it gives the output that input's memory)."""
     case = kernel_case
 
-    def body(g):
-        arrays, attrs = _draw_case(g, case)
+    def aliased(arrays, attrs, i):
         ins = [checks.upload(a, singa_device) for a in arrays]
-        ((shape, dt),) = case.op.infer(ins, attrs)
-        fixed = FIXED_INPLACE.get(case.op.name)
-        cands = [
-            i
-            for i, t in enumerate(ins)
-            if t.shp == tuple(shape) and t.dt == dt and (fixed is None or i == fixed)
-        ]
-        assume(cands)
-        i = g.choice(cands)
         note(f"output aliases input {i}")
         outs = run(case.op, ins, attrs, [ins[i]])
         assert outs[0] is ins[i]
@@ -383,6 +375,20 @@ def test_inplace(kernel_case, singa_device, request):
             attrs,
             f"{case.op.name} on {singa_device.name} writing in place into input {i}",
         )
+
+    def body(g):
+        arrays, attrs = _draw_case(g, case)
+        ins = [checks.upload(a, singa_device) for a in arrays]
+        ((shape, dt),) = case.op.infer(ins, attrs)
+        fits = [i for i, t in enumerate(ins) if t.shp == tuple(shape) and t.dt == dt]
+        fixed = FIXED_INPLACE.get(case.op.name)
+        cands = [i for i in fits if fixed is None or i == fixed]
+        declared = [i for i in case.op.inplace if i in fits]
+        assume(cands or declared)
+        if cands:
+            aliased(arrays, attrs, g.choice(cands))
+        for i in declared:  # the planner may alias any of these: each must hold
+            aliased(arrays, attrs, i)
 
     _hypothesis(request, case, "inplace", body)
 
