@@ -27,30 +27,35 @@ MIB = 1 << 20
 
 def explain(graph) -> None:
     """Print what is live at the graph's peak node (see the module docstring)."""
-    order = graph.order
-    first, last = graph._lifetimes(order)
+    steps = graph.steps
+    blocks = graph.pblocks
+    first, last = graph._lifetimes(steps)
     spans = {r: (min(first[k] for k in ms), max(last[k] for k in ms))
              for r, ms in graph.groups.items()}
-    live = [0] * (len(order) + 1)
+    live = [0] * (len(steps) + 1)
     for r, (lo, hi) in spans.items():
-        live[lo] += graph.blocks[r].nbytes
-        live[hi + 1] -= graph.blocks[r].nbytes
+        live[lo] += blocks[r].nbytes
+        live[hi + 1] -= blocks[r].nbytes
     for p in range(1, len(live)):
         live[p] += live[p - 1]
-    pk = max(range(len(order)), key=live.__getitem__)
-    name = [graph.nodes[i].name for i in order]
+    pk = max(range(len(steps)), key=live.__getitem__)
+    name = [n.name + (" (recompute)" if n.remat else "") for n in steps]
     writer, readers = {}, collections.defaultdict(set)
-    for p, i in enumerate(order):
-        for b in graph.nodes[i].writes:
+    for p, n in enumerate(steps):
+        for b in n.writes:
             writer.setdefault(id(b), p)
-        for b in graph.nodes[i].reads:
+        for b in n.reads:
             if p >= pk:
                 readers[id(b)].add(name[p])
     outside = collections.Counter()
     for k, b in graph.blocks.items():
         if k not in graph.planned:
             outside[graph.block_type[k]] += b.cls or b.nbytes
-    print(f"    peak at node {pk}/{len(order)} ({name[pk]}): arena "
+    drops = graph.remat_drops
+    dropped = sum(blocks[d.block].nbytes for d in drops) / MIB
+    print(f"    recomputed: {len(drops)} blocks, {dropped:.1f} MiB, "
+          f"{len(steps) - len(graph.nodes)} extra nodes")
+    print(f"    peak at node {pk}/{len(steps)} ({name[pk]}): arena "
           f"{sum(n for _, n in graph.arena) / MIB:.1f} MiB, live there {live[pk] / MIB:.1f}; "
           "outside the arena: " + ", ".join(f"{t} {v / MIB:.1f}" for t, v in outside.items()))
     rows = collections.Counter()
@@ -58,7 +63,7 @@ def explain(graph) -> None:
         if lo <= pk <= hi:
             k = next((k for k in graph.groups[r] if first[k] <= pk <= last[k]), r)
             src = name[writer[k]] if k in writer else "?"
-            rows[(src, ", ".join(sorted(readers[k])) or "-")] += graph.blocks[r].nbytes
+            rows[(src, ", ".join(sorted(readers[k])) or "-")] += blocks[r].nbytes
     for (src, rd), v in rows.most_common(8):
         print(f"    {v / MIB:8.2f} MiB written by {src}, still read by {rd}")
 

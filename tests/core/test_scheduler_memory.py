@@ -197,8 +197,8 @@ def test_memory_order_postpones_a_large_output_until_memory_is_freed(dev):
     g = dev._graph
     bfs = g._bfs_order()
     dev.RunGraph()
-    assert g._max_live(bfs, g.planned) >= 2 * 8000
-    assert g._max_live(g.order, g.planned) < 8000 + 256
+    assert g._max_live(g._seq(bfs), g.planned) >= 2 * 8000
+    assert g._max_live(g.steps, g.planned) < 8000 + 256
     assert g.shares_memory(keys["a"], keys["big"])
     np.testing.assert_array_equal(acc_a.to_numpy(), 1.0)
     np.testing.assert_array_equal(acc_big.to_numpy(), -2.0)

@@ -85,6 +85,14 @@ _declare(
     "str",
 )
 
+_declare(
+    "SINGA_GRAPH_RECOMPUTE", _parse_bool, True,
+    "1 (default): graph mode frees long-lived intermediates that cheap, deterministic ops "
+    "(elementwise, batch norm) can recompute bitwise identically from blocks kept anyway, and "
+    "recomputes them before their next use, where that lowers the planned peak memory. "
+    "0: keep every intermediate (no recompute). Read when a graph is analysed.", "bool",
+)
+
 
 def get(name: str) -> Any:
     """Return the parsed value of the registered variable ``name`` (its default when unset)."""

@@ -20,6 +20,7 @@ import sys
 import time
 from collections import deque
 
+from . import _remat, config
 from ._ctensor import CTensor
 from ._dtype import ITEMSIZE
 from .memory import size_class
@@ -41,7 +42,7 @@ class Node:
     """One recorded operation."""
 
     __slots__ = ("id", "fn", "name", "reads", "writes", "preds", "succs", "time_total",
-                 "time_count")
+                 "time_count", "remat")
 
     def __init__(self, nid, fn, name, reads, writes):
         self.id = nid
@@ -53,6 +54,7 @@ class Node:
         self.succs: list[int] = []
         self.time_total = 0.0
         self.time_count = 0
+        self.remat = False  # a recompute inserted by the planner (singa._remat)
 
     def __repr__(self):
         return f"<Node {self.id} {self.name}>"
@@ -108,12 +110,15 @@ class Graph:
             self._release_arena()
         self.nodes: list[Node] = []
         self.blocks: dict[int, object] = {}  # id -> Block (keeps them alive)
+        self.pblocks: dict[int, object] = {}  # the blocks a plan uses: these + recomputed
         self.block_type: dict[int, str] = {}
         self._last_writer: dict[int, int] = {}
         self._readers: dict[int, list[int]] = {}
         self._last_sync: int | None = None
         self._plans: dict[bool, list] = {}
         self.order: list[int] = []
+        self.steps: list[Node] = []
+        self.remat_drops: list = []
         self.iteration = 0
         self.trace_events: list[dict] = []
         self.wall_time = 0.0
@@ -226,6 +231,8 @@ class Graph:
         the order is the one of BFS and :meth:`_memory_order` with the smaller peak.
         """
         self._release_arena()
+        self.steps, self.remat_drops = [], []  # their kernel calls hold the graph's CTensors
+        self.pblocks = dict(self.blocks)
         held = self._python_held()
         planned = {k for k, t in self.block_type.items()
                    if t in (BlockType.INTER, BlockType.END) and k not in held}
@@ -234,43 +241,75 @@ class Graph:
         else:
             bfs = self._bfs_order()
             order = min((bfs, self._memory_order(bfs, planned)),
-                        key=lambda o: self._max_live(o, planned))
-        first, last = self._lifetimes(order)
-        self.groups = self._inplace_groups(order, planned, first, last)
+                        key=lambda o: self._max_live(self._seq(o), planned))
+        seq = self._seq(order)
+        if config.get("SINGA_GRAPH_RECOMPUTE"):
+            seq, planned = self._rematerialize(seq, planned)
+        first, last = self._lifetimes(seq)
+        self.groups = self._inplace_groups(seq, planned, first, last)
         self._plan_arena(planned, first, last)
         for k, b in self.blocks.items():
             if b.data is None:  # persistent blocks the graph touches get memory now
                 b.allocate(zero=self.block_type[k] in (BlockType.INPUT, BlockType.PARAM))
         self.order = order
+        self.steps = seq
         self.planned = planned
-        return [self._prebuild(self.nodes[i]) for i in order]
+        return [self._prebuild(n) for n in seq]
 
-    def _lifetimes(self, order) -> tuple[dict[int, int], dict[int, int]]:
-        """Positions in ``order`` of the first and last node touching each block."""
+    def _seq(self, order) -> list[Node]:
+        return [self.nodes[i] for i in order]
+
+    def _rematerialize(self, seq, planned):
+        """``seq`` and ``planned`` with cheap long-lived intermediates recomputed.
+
+        :func:`singa._remat.plan` picks blocks to drop from the live-bytes profile of ``seq``;
+        the result is kept only if the planner's own measure, the most bytes live at one node
+        (in-place reuse counted), went down.
+        """
+        drops = _remat.plan(seq, planned, self.pblocks, self._live_profile(seq, planned))
+        if not drops:
+            return seq, planned
+        new_seq, new_blocks = _remat.apply(seq, drops, Node)
+        new_planned = planned | set(new_blocks)
+        self.pblocks.update(new_blocks)
+        if self._max_live(new_seq, new_planned) >= self._max_live(seq, planned):
+            return seq, planned
+        self.remat_drops = drops
+        return new_seq, new_planned
+
+    def _lifetimes(self, seq) -> tuple[dict[int, int], dict[int, int]]:
+        """Positions in ``seq`` (nodes in execution order) of the first and last node touching
+        each block."""
         first: dict[int, int] = {}
         last: dict[int, int] = {}
-        for pos, i in enumerate(order):
-            n = self.nodes[i]
+        for pos, n in enumerate(seq):
             for b in n.reads + n.writes:
                 k = id(b)
                 first.setdefault(k, pos)
                 last[k] = pos
         return first, last
 
-    def _max_live(self, order, planned) -> int:
-        """Largest sum of bytes of planned blocks alive at one node of ``order`` (in-place
+    def _max_live(self, seq, planned) -> int:
+        """Largest sum of bytes of planned blocks alive at one node of ``seq`` (in-place
         reuse counted): the least memory an arena for that order can have."""
-        first, last = self._lifetimes(order)
-        groups = self._inplace_groups(order, planned, first, last)
-        change = [0] * (len(order) + 1)
+        return max(self._live_profile(seq, planned), default=0)
+
+    def _live_profile(self, seq, planned) -> list[int]:
+        """Bytes of planned blocks alive at each position of ``seq`` (in-place reuse
+        counted)."""
+        first, last = self._lifetimes(seq)
+        groups = self._inplace_groups(seq, planned, first, last)
+        change = [0] * (len(seq) + 1)
         for members in groups.values():
-            change[min(first[k] for k in members)] += self.blocks[members[0]].nbytes
-            change[max(last[k] for k in members) + 1] -= self.blocks[members[0]].nbytes
-        cur = peak = 0
-        for c in change:
+            nbytes = self.pblocks[members[0]].nbytes
+            change[min(first[k] for k in members)] += nbytes
+            change[max(last[k] for k in members) + 1] -= nbytes
+        cur = 0
+        live = []
+        for c in change[:-1]:
             cur += c
-            peak = max(peak, cur)
-        return peak
+            live.append(cur)
+        return live
 
     def _inplace_input(self, node, planned, dies) -> int | None:
         """The block (id) whose memory ``node``'s output can take over, or None.
@@ -302,15 +341,14 @@ class Graph:
                 return k
         return None
 
-    def _inplace_groups(self, order, planned, first, last) -> dict[int, list[int]]:
+    def _inplace_groups(self, seq, planned, first, last) -> dict[int, list[int]]:
         """Planned blocks grouped by the memory they share in place: ``{root: members}``.
 
         A node's output joins the group of an input it reads for the last time when
         :meth:`_inplace_input` allows it; a group's lifetime is the union of its members'.
         """
         root = {k: k for k in planned}
-        for pos, i in enumerate(order):
-            n = self.nodes[i]
+        for pos, n in enumerate(seq):
             if not n.writes or first.get(id(n.writes[0])) != pos:
                 continue
             k = self._inplace_input(n, planned, lambda k, pos=pos: last[k] == pos)
@@ -396,11 +434,11 @@ class Graph:
         pool = self.device.pool
         placement = {}
         for r, (region, off) in self.placement.items():
-            b = self.blocks[r]
+            b = self.pblocks[r]
             buf = self.arena[region][0]
             data = buf if off is None else pool.allocator.sub(buf, off, b.nbytes)
             for k in self.groups[r]:
-                m = self.blocks[k]
+                m = self.pblocks[k]
                 m.free_data()
                 m.data = data
                 m.cls = 0  # arena memory: detached (not returned to the pool) on release
@@ -416,7 +454,7 @@ class Graph:
         pass with the smallest arena wins (on ResNet-18 it is within 0.01 MiB of the most
         bytes live at one node, the least any placement can reach).
         """
-        size = {r: (self.blocks[r].nbytes + 255) // 256 * 256 or 256 for r in span}
+        size = {r: (self.pblocks[r].nbytes + 255) // 256 * 256 or 256 for r in span}
         ties = (lambda r: span[r][0], lambda r: -span[r][1],
                 lambda r: span[r][0] - span[r][1])
         best = None
@@ -449,9 +487,9 @@ class Graph:
         ends: dict[int, list[int]] = {}
         placement = {}
         slot_cls: list[int] = []
-        for pos in range(len(self.nodes)):
-            for r in sorted(starts.get(pos, ()), key=lambda r: -self.blocks[r].nbytes):
-                cls = size_class(self.blocks[r].nbytes)
+        for pos in range(max(starts, default=-1) + 1):
+            for r in sorted(starts.get(pos, ()), key=lambda r: -self.pblocks[r].nbytes):
+                cls = size_class(self.pblocks[r].nbytes)
                 j = bisect.bisect_left(free, (cls, -1))
                 if j < len(free):
                     slot = free.pop(j)[1]
@@ -473,11 +511,11 @@ class Graph:
             return False
         if o1 is None:
             return True
-        return o1 < o2 + self.blocks[k2].nbytes and o2 < o1 + self.blocks[k1].nbytes
+        return o1 < o2 + self.pblocks[k2].nbytes and o2 < o1 + self.pblocks[k1].nbytes
 
     def _release_arena(self) -> None:
         for k in getattr(self, "placement", {}):
-            self.blocks[k].data = None
+            self.pblocks[k].data = None
         pool = self.device.pool
         for buf, nbytes in getattr(self, "arena", ()):
             pool.free_exact(buf, nbytes)
@@ -541,11 +579,10 @@ class Graph:
             lines.append(f"(nothing timed yet: the first {dev._skip_iteration} graph runs are "
                          "skipped, see SetSkipIteration)")
             return "\n".join(lines)
-        order = self.order or range(len(self.nodes))
+        steps = self.steps or self.nodes
         if v == 1:
             fwd = 0.0
-            for i in order:
-                n = self.nodes[i]
+            for n in steps:
                 if "Backward" in n.name:
                     break
                 if n.time_count:
@@ -554,12 +591,12 @@ class Graph:
             lines.append(f"Forward Propagation Time : {fwd:.6f} sec")
             lines.append(f"Backward Propagation Time : {max(total - fwd, 0.0):.6f} sec")
         else:
-            for i in order:
-                n = self.nodes[i]
+            for n in steps:
                 if v == 3 and "Dist" not in n.name:
                     continue
                 avg = n.time_total / n.time_count if n.time_count else 0.0
-                lines.append(f"OP_ID{n.id}. {n.name} : {avg:.6f} sec")
+                tag = " (recompute)" if n.remat else ""
+                lines.append(f"OP_ID{n.id}. {n.name}{tag} : {avg:.6f} sec")
         return "\n".join(lines)
 
     def export_chrome_trace(self, path: str) -> None:

@@ -635,7 +635,8 @@ def _batchnorm_backward_sample(g, dtype):
 _BN_TOL = {_F32: (1e-4, 1e-4), _F16: (3e-2, 5e-2)}
 
 defop("BatchNormTrain", 5, _batchnorm_train_infer, _batchnorm_train_ref,
-      _batchnorm_train_sample, nout=5, dtypes=FHD, tol=_BN_TOL,
+      _batchnorm_train_sample, nout=5, dtypes=FHD, tol=_BN_TOL, recompute=True,
+      state=((3, 3), (4, 4)),
       doc="""Batch normalisation, training mode; channel axis 1 of x (N, C) or (N, C, H, W).
 
     ``(x, scale[C], bias[C], running_mean[C], running_var[C]) ->
@@ -652,7 +653,7 @@ defop("BatchNormTrain", 5, _batchnorm_train_infer, _batchnorm_train_ref,
     """)
 
 defop("BatchNormInfer", 5, _batchnorm_infer_infer, _batchnorm_infer_ref, _batchnorm_infer_sample,
-      dtypes=FHD, tol=_BN_TOL,
+      dtypes=FHD, tol=_BN_TOL, recompute=True,
       doc="""Batch normalisation, inference mode:
     ``(x, scale, bias, running_mean, running_var) -> y`` with
     ``y = (x - running_mean) / sqrt(running_var + eps) * scale + bias`` per channel (axis 1).

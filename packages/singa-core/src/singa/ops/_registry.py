@@ -68,6 +68,15 @@ class OpDef:
         input's memory. A promise about every backend's kernel: for identical, contiguous
         input and output views it reads element i of the input before writing element i of
         the output and reads no other element after writing one (elementwise ops).
+    recompute: a graph may run the op a second time to rematerialise an output it dropped
+        (:mod:`singa.scheduler`). A promise about every backend's kernel: cheap (memory-bound;
+        never a convolution or GEMM), no effect besides writing its outputs, and
+        deterministic: the same input values give bitwise the same outputs, wherever the
+        outputs are placed. Never set together with ``random``.
+    state: ``(input, output)`` index pairs of running state the op updates (callers pass the
+        output aliasing the input, e.g. BatchNormTrain's running statistics). The input is
+        read only to compute that output: a recompute writes the output to scratch memory,
+        and the other outputs do not depend on the input's current value.
     """
 
     name: str
@@ -81,6 +90,8 @@ class OpDef:
     tol: dict = field(default_factory=dict)
     doc: str = ""
     inplace: tuple = ()
+    recompute: bool = False
+    state: tuple = ()
 
     def __repr__(self) -> str:
         return f"<op {self.name}>"
@@ -94,6 +105,8 @@ def defop(name: str, nin: int, infer, reference, sample=None, **kw) -> OpDef:
     if name in OPS:
         raise ValueError(f"operator {name!r} declared twice")
     op = OpDef(name, nin, infer, reference, sample, **kw)
+    if op.recompute and op.random:
+        raise ValueError(f"operator {name!r}: a random op cannot be declared recomputable")
     OPS[name] = op
     return op
 

@@ -78,7 +78,7 @@ def _unary_sampler(low, high, name):
 
 for _name, (_ref, (_lo, _hi), _dts) in UNARY.items():
     defop(_name, 1, R.same, _ref, _unary_sampler(_lo, _hi, _name), dtypes=_dts,
-          doc=f"y = {_name.lower()}(x), elementwise", inplace=(0,))
+          doc=f"y = {_name.lower()}(x), elementwise", inplace=(0,), recompute=True)
 
 
 # ---------------------------------------------------------------- x (op) scalar
@@ -130,7 +130,7 @@ def _scalar_sampler(name):
 for _name, (_ref, _dts) in SCALAR.items():
     defop(_name, 1, R.same, _ref, _scalar_sampler(_name), dtypes=_dts,
           doc=f"y = {_name[:-6].lower()}(x, value), elementwise with a Python scalar",
-          inplace=(0,))
+          inplace=(0,), recompute=True)
 
 # ---------------------------------------------------------------- binary, broadcasting
 BINARY = {
@@ -173,7 +173,7 @@ def _binary_sampler(name):
 for _name, (_ref, _dts) in BINARY.items():
     defop(_name, 2, R.binary(_name), _ref, _binary_sampler(_name), dtypes=_dts,
           doc=f"y = {_name.lower()}(a, b), elementwise with numpy broadcasting",
-          inplace=(0, 1))
+          inplace=(0, 1), recompute=True)
 
 
 def _relu_backward_ref(dy, x):
@@ -182,7 +182,7 @@ def _relu_backward_ref(dy, x):
 
 defop("ReLUBackward", 2, R.binary("ReLUBackward"), _relu_backward_ref,
       lambda g, dt: ([g.array(s := g.shape(), dt, -3, 3), g.array(s, dt, -3, 3)], {}),
-      dtypes=FHD, doc="dx = dy * (x > 0)", inplace=(0, 1))
+      dtypes=FHD, doc="dx = dy * (x > 0)", inplace=(0, 1), recompute=True)
 
 
 def _clip_ref(x, min=None, max=None):
@@ -196,7 +196,7 @@ def _clip_sample(g, dtype):
     return [x], {"min": lo, "max": hi}
 
 
-defop("Clip", 1, R.same, _clip_ref, _clip_sample, dtypes=FHD,
+defop("Clip", 1, R.same, _clip_ref, _clip_sample, dtypes=FHD, recompute=True,
       doc="y = min(max(x, min), max); either bound may be None")
 
 # ---------------------------------------------------------------- copies, casts, fills
@@ -207,6 +207,7 @@ def _copy_sample(g, dtype):
 
 
 defop("Copy", 1, R.same, lambda x: np.array(x), _copy_sample, dtypes=NUM + (_dtype.kUChar,),
+      recompute=True,
       doc="contiguous copy of a (possibly strided, offset or broadcast) view")
 
 
