@@ -9,6 +9,7 @@ Analysis (lazy, once per recorded graph) fixes an execution order (BFS from the 
 pending inputs, or insertion order when serial) and, for each intermediate block that Python no
 longer references, the node after which it can be freed. A replay is then a flat loop over
 precomputed ``(fn, blocks to allocate, blocks to free)`` steps. Nothing here is backend-specific.
+Rematerialisation (dropping cheap intermediates and recomputing them) is in :mod:`singa._remat`.
 """
 
 from __future__ import annotations
@@ -226,9 +227,12 @@ class Graph:
         lifetimes do not overlap share memory. This is the recycling SINGA does at run time
         (free after the last reader, reuse on the next write), decided once instead of on
         every replay, so a replay allocates nothing and every kernel call is prebuilt with its
-        native arrays. Two further savings: an elementwise op may write its output over an
-        input it reads for the last time (:meth:`_inplace_groups`), and outside serial mode
-        the order is the one of BFS and :meth:`_memory_order` with the smaller peak.
+        native arrays. Three further savings: an elementwise op may write its output over an
+        input it reads for the last time (:meth:`_inplace_groups`), outside serial mode the
+        order is the one of BFS and :meth:`_memory_order` with the smaller peak, and cheap
+        intermediates may be dropped and recomputed where that lowers the peak
+        (:meth:`_rematerialize`, unless ``SINGA_GRAPH_RECOMPUTE=0``). ``self.steps`` is the
+        sequence of nodes a replay runs: ``self.order`` with recompute nodes inserted.
         """
         self._release_arena()
         self.steps, self.remat_drops = [], []  # their kernel calls hold the graph's CTensors
