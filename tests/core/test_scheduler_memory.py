@@ -17,22 +17,7 @@ from singa import _dtype
 from singa._ctensor import CTensor
 from singa._device import Device
 from singa.ops import OPS, run
-
-
-class _Alloc:
-    def alloc(self, nbytes):
-        return np.zeros(nbytes, np.uint8)
-
-    def free(self, buf):
-        pass
-
-    def zero(self, buf, nbytes):
-        buf[:nbytes] = 0
-
-
-class _SubAlloc(_Alloc):
-    def sub(self, buf, offset, nbytes):
-        return buf[offset:offset + nbytes]
+from test_scheduler import _Alloc, _SubAlloc
 
 
 def _k(f):

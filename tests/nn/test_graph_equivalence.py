@@ -17,7 +17,17 @@ from singa.ops import OPS
 STEPS = 4
 
 
-class SeedCNN(model.Model):
+class Classifier(model.Model):
+    """SINGA's training step: forward, softmax cross-entropy, the optimizer."""
+
+    def train_one_batch(self, x, y):
+        out = self.forward(x)
+        loss = autograd.softmax_cross_entropy(out, y)
+        self.optimizer(loss)
+        return out, loss
+
+
+class SeedCNN(Classifier):
     def __init__(self):
         super().__init__()
         self.conv1 = layer.Conv2d(1, 4, 5, padding=0, activation="RELU")
@@ -31,14 +41,8 @@ class SeedCNN(model.Model):
         y = self.pool2(self.conv2(y))
         return self.linear2(autograd.relu(self.linear1(self.flatten(y))))
 
-    def train_one_batch(self, x, y):
-        out = self.forward(x)
-        loss = autograd.softmax_cross_entropy(out, y)
-        self.optimizer(loss)
-        return out, loss
 
-
-class ResBlock(model.Model):
+class ResBlock(Classifier):
     """conv-bn-relu-conv-bn + (1x1 conv-bn downsample) -> add -> relu -> pool -> linear."""
 
     def __init__(self):
@@ -57,14 +61,8 @@ class ResBlock(model.Model):
         y = autograd.relu(autograd.add(y, self.bd(self.cd(x))))
         return self.fc(autograd.flatten(autograd.globalaveragepool(y)))
 
-    def train_one_batch(self, x, y):
-        out = self.forward(x)
-        loss = autograd.softmax_cross_entropy(out, y)
-        self.optimizer(loss)
-        return out, loss
 
-
-class TwoBlocks(model.Model):
+class TwoBlocks(Classifier):
     """A stem and two ResNet basic blocks with identity shortcuts: relu(bn(conv)) outputs kept
     for the backward pass, the pattern the scheduler rematerialises."""
 
@@ -86,14 +84,8 @@ class TwoBlocks(model.Model):
             y = autograd.relu(autograd.add(z, y))
         return self.fc(autograd.flatten(autograd.globalaveragepool(y)))
 
-    def train_one_batch(self, x, y):
-        out = self.forward(x)
-        loss = autograd.softmax_cross_entropy(out, y)
-        self.optimizer(loss)
-        return out, loss
 
-
-class DropoutMLP(model.Model):
+class DropoutMLP(Classifier):
     def __init__(self):
         super().__init__()
         self.l1, self.l2 = layer.Linear(12), layer.Linear(3)
@@ -101,12 +93,6 @@ class DropoutMLP(model.Model):
 
     def forward(self, x):
         return self.l2(self.drop(autograd.relu(self.l1(x))))
-
-    def train_one_batch(self, x, y):
-        out = self.forward(x)
-        loss = autograd.softmax_cross_entropy(out, y)
-        self.optimizer(loss)
-        return out, loss
 
 
 CASES = {
