@@ -191,3 +191,20 @@ def test_pooling_by_image_ranges(dev, rng, threads, monkeypatch, case, mode):
     x = randn(rng, xs)
     y = check(dev, "Pooling2d", [x], dict(geo, mode=mode))[0]
     check(dev, "Pooling2dBackward", [randn(rng, y.shape), x, y], dict(geo, mode=mode))
+
+
+def test_thread_count_follows_openblas_and_the_doctor_says_so(dev, threads):
+    """OPENBLAS_NUM_THREADS=1 makes every kernel serial; the doctor's cpu lines report it."""
+    import os
+    import subprocess
+    import sys
+
+    if not threads._find_blas():
+        pytest.skip("numpy's BLAS thread count cannot be controlled here")
+    code = ("from singa_cpu.kernels import _threads; from singa_cpu.plugin import _describe; "
+            "print(_threads.num_threads()); print(_describe()[1])")
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         check=True).stdout.splitlines()
+    assert out[0] == "1"
+    assert out[1].startswith("kernel threads: 1 ")

@@ -19,7 +19,17 @@ def _describe() -> list[str]:
     import os
     import platform
 
-    return [f"cpu: {platform.processor() or platform.machine()}, {os.cpu_count()} cores"]
+    from .kernels import _threads
+
+    blas = _threads._find_blas()
+    if blas:
+        threads = (f"kernel threads: {_threads.num_threads()} (follows numpy's OpenBLAS thread "
+                   "count; OPENBLAS_NUM_THREADS or threadpoolctl limit it)")
+    else:
+        threads = ("kernel threads: 1 (numpy's BLAS is not an OpenBLAS whose thread count can "
+                   "be controlled, so convolution chunks run serially)")
+    return [f"cpu: {platform.processor() or platform.machine()}, {os.cpu_count()} cores",
+            threads]
 
 
 @hookimpl
