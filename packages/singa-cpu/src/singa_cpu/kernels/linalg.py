@@ -6,8 +6,9 @@ import numpy as np
 
 from ._threads import matmul, num_threads, run_chunks, single_threaded_blas, split_spans
 
-#: Axpy on at least this many elements is split across the cores.
-PARALLEL_MIN_ITEMS = 1 << 18
+#: Axpy on at least this many elements is split across the cores (measured on 2 cores: 1M
+#: floats 145 us on one thread vs 176 us split; 2M floats 502 vs 300 us).
+PARALLEL_MIN_ITEMS = 1 << 21
 
 
 def _matmul(ins, outs, attrs):

@@ -14,8 +14,9 @@ from ._float16 import via_float32
 from ._parallel import pjit
 from ._threads import num_threads, run_chunks, split_spans
 
-#: Inputs with fewer elements run on one thread (a parallel section costs ~20 us).
-PARALLEL_MIN_ITEMS = 1 << 18
+#: Inputs with fewer elements run on one thread (measured on 2 cores: 737k elements 142 us on
+#: one thread vs 138 us split, 2M elements 452 vs 274 us).
+PARALLEL_MIN_ITEMS = 1 << 20
 
 prange = range  # numba.prange once compiled (see _parallel.pjit)
 

@@ -13,8 +13,9 @@ from ._float16 import via_float32
 from ._parallel import pjit
 from ._threads import num_threads, run_chunks, split_spans
 
-#: Inputs with fewer elements run on one thread (a parallel section costs ~20 us).
-PARALLEL_MIN_ITEMS = 1 << 18
+#: Inputs with fewer elements run on one thread (measured on 2 cores, 2x2 max pooling of 184k
+#: elements: 260 us on one thread, 190 us split; the windows make it compute-bound).
+PARALLEL_MIN_ITEMS = 1 << 17
 
 prange = range  # numba.prange once compiled (see _parallel.pjit)
 
