@@ -5,7 +5,12 @@ parallel loops with a module-level ``prange`` name bound to ``range`` (so the fu
 run as plain Python, e.g. under coverage); :func:`pjit` rebinds it to ``numba.prange`` just
 before compiling, which is what makes numba split those loops across threads.
 
-Threading layer. Parallel loops alternate with OpenBLAS GEMMs that use the same cores. numba's
+Most of the CPU backend's parallelism comes from :func:`._threads.run_chunks` (whole chunks
+per core, each running the *serial* compilation of these kernels, which release the GIL). The
+parallel compilation is only used outside a chunk, on machines with more than two cores, for
+calls with at least PARALLEL_MIN_ITEMS elements.
+
+Threading layer. Parallel loops alternate with BLAS GEMMs that use the same cores. numba's
 ``omp`` layer (libgomp) keeps its idle workers spinning after each loop, and on a machine with
 few cores those spinning threads take the cores the following GEMM needs (measured: conv
 layers 2-10x slower on 2 cores). Unless the user chose a layer (``NUMBA_THREADING_LAYER``), we
@@ -33,10 +38,8 @@ _LOCK = threading.Lock()
 PARALLEL_MIN_ITEMS = 1 << 20
 
 #: On machines with two cores or fewer the numba loops run serially unless the user sets
-#: NUMBA_NUM_THREADS: OpenBLAS already uses both cores for the GEMMs, and its threads, still
-#: spinning after a GEMM, fight numba's workers for them. Measured (benchmarks/train_step.py,
-#: ResNet-18 batch 32, quiet 2-core machine): 0.74-0.93 s/step with parallel loops, 0.70 s
-#: serial.
+#: NUMBA_NUM_THREADS (measured before run_chunks existed, with OpenBLAS threading each GEMM:
+#: ResNet-18 batch 32 took 0.74-0.93 s/step with numba's parallel loops, 0.70 s serial).
 SERIAL_BY_DEFAULT = (os.cpu_count() or 1) <= 2 and "NUMBA_NUM_THREADS" not in os.environ
 
 
