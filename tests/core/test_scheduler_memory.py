@@ -15,9 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from singa import _dtype
 from singa._ctensor import CTensor
-from singa._device import Device
 from singa.ops import OPS, run
-from test_scheduler import _Alloc, _SubAlloc
+from test_scheduler import FakeDevice, _Alloc, _SubAlloc
 
 
 def _k(f):
@@ -31,21 +30,12 @@ KERNELS = {
 }
 
 
-class NumpyDevice(Device):
-    """float64 numpy views of the block buffers, a few elementwise kernels."""
+class NumpyDevice(FakeDevice):
+    """test_scheduler's float64 device with a few elementwise kernels."""
 
     def __init__(self, allocator):
-        super().__init__("npdev", 0, allocator)
+        super().__init__(allocator)
         self.kernels = dict(KERNELS)
-
-    def native(self, ct):
-        return ct.block.data.view(np.float64)[: ct.size].reshape(ct.shp)
-
-    def native_to_numpy(self, arr):
-        return np.array(arr)
-
-    def numpy_into_native(self, src, arr):
-        arr[...] = src
 
 
 @pytest.fixture(params=["slots", "offsets"])
