@@ -32,10 +32,7 @@ def threads():
 
 
 def _force_threads(monkeypatch, threads, n):
-    from singa_cpu.kernels import conv
-
     monkeypatch.setattr(threads, "num_threads", lambda: n)
-    monkeypatch.setattr(conv, "num_threads", lambda: n)
 
 
 @pytest.mark.parametrize("n_threads", [1, 2, 3])
@@ -143,7 +140,7 @@ def test_elementwise_in_flat_slices(dev, rng, threads, monkeypatch, name):
     from singa_cpu.kernels import elementwise
 
     monkeypatch.setattr(elementwise, "PARALLEL_MIN_ITEMS", 0)
-    monkeypatch.setattr(elementwise, "num_threads", lambda: 3)
+    monkeypatch.setattr(threads, "num_threads", lambda: 3)
     kernel = elementwise.KERNELS[name]
     attrs = {"value": 0.75} if name.endswith("Scalar") else {}
     ins = [randn(rng, (7, 5, 11)) for _ in range(OPS[name].nin)]
@@ -159,7 +156,7 @@ def test_axpy_in_slices(dev, rng, threads, monkeypatch):
     from singa_cpu.kernels import linalg
 
     monkeypatch.setattr(linalg, "PARALLEL_MIN_ITEMS", 0)
-    monkeypatch.setattr(linalg, "num_threads", lambda: 3)
+    monkeypatch.setattr(threads, "num_threads", lambda: 3)
     x, y = randn(rng, (13, 17)), randn(rng, (13, 17))
     alpha = np.array([-0.3], np.float32)
     want = y.astype(np.float64) - 0.3 * x
@@ -171,7 +168,7 @@ def test_batchnorm_by_channel_ranges(dev, rng, threads, monkeypatch):
     from singa_cpu.kernels import norm
 
     monkeypatch.setattr(norm, "PARALLEL_MIN_ITEMS", 0)
-    monkeypatch.setattr(norm, "num_threads", lambda: 3)
+    monkeypatch.setattr(threads, "num_threads", lambda: 3)
     x = randn(rng, (6, 10, 4, 3))
     p = [randn(rng, (10,)) for _ in range(3)] + [(rng.random(10) + 0.5).astype(np.float32)]
     _, mean, inv, _, _ = check(dev, "BatchNormTrain", [x] + p, {})
@@ -186,7 +183,7 @@ def test_pooling_by_image_ranges(dev, rng, threads, monkeypatch, case, mode):
     from test_nn_kernels_cpu import POOL
 
     monkeypatch.setattr(pool, "PARALLEL_MIN_ITEMS", 0)
-    monkeypatch.setattr(pool, "num_threads", lambda: 3)
+    monkeypatch.setattr(threads, "num_threads", lambda: 3)
     xs, geo = POOL[case]
     x = randn(rng, xs)
     y = check(dev, "Pooling2d", [x], dict(geo, mode=mode))[0]

@@ -25,6 +25,8 @@ import itertools
 import os
 import threading
 
+import numpy as np
+
 _state = threading.local()
 _lock = threading.Lock()
 _depth = 0  # parallel sections in flight (any Python thread); guarded by _lock
@@ -40,9 +42,7 @@ def _find_blas():
     if _blas is not None:
         return _blas
     _blas = False
-    try:
-        import numpy  # noqa: F401  (loads its BLAS)
-
+    try:  # numpy (imported above) has loaded its BLAS
         with open("/proc/self/maps") as f:
             fields = (line.split() for line in f)
             paths = {p[-1] for p in fields if len(p) >= 6 and "openblas" in p[-1].lower()
@@ -177,11 +177,8 @@ class single_threaded_blas:
 
         @functools.wraps(fn)
         def wrapped(*args, **kwargs):
-            _enter()
-            try:
+            with self:
                 return fn(*args, **kwargs)
-            finally:
-                _exit()
 
         return wrapped
 
@@ -193,43 +190,24 @@ PARALLEL_MIN_MACS = 8 << 20
 
 def matmul(a, b, out) -> None:
     """``np.matmul(a, b, out=out)`` with single-threaded BLAS, split by rows of the output
-    (or by the leading batch axis) across :func:`num_threads` threads when it is big."""
+    (or its columns, or the leading batch axis) across :func:`num_threads` threads when it is
+    big."""
     t = num_threads()
-    macs = out.size * a.shape[-1]
-    _enter()
-    try:
-        if t <= 1 or macs < PARALLEL_MIN_MACS or out.ndim < 2:
-            np_matmul(a, b, out=out)
-            return
-        if out.ndim == 2 and a.ndim == 2:
-            if out.shape[0] >= 2 * t:  # rows of a / out
-                def part(span):
-                    lo, m = span
-                    np_matmul(a[lo:lo + m], b, out=out[lo:lo + m])
-                run_chunks(part, split_spans(out.shape[0], t), t)
-            elif out.shape[1] >= 2 * t and b.ndim == 2:  # columns of b / out
-                def part(span):
-                    lo, m = span
-                    np_matmul(a, b[:, lo:lo + m], out=out[:, lo:lo + m])
-                run_chunks(part, split_spans(out.shape[1], t), t)
-            else:
-                np_matmul(a, b, out=out)
-            return
-        if a.ndim == b.ndim == out.ndim and a.shape[0] == b.shape[0] == out.shape[0] > 1:
-            def part(span):
-                lo, m = span
-                np_matmul(a[lo:lo + m], b[lo:lo + m], out=out[lo:lo + m])
-            run_chunks(part, split_spans(out.shape[0], t), t)
-            return
-        np_matmul(a, b, out=out)
-    finally:
-        _exit()
-
-
-def np_matmul(a, b, out):
-    import numpy as np
-
-    np.matmul(a, b, out=out)
+    with single_threaded_blas():
+        if t <= 1 or out.size * a.shape[-1] < PARALLEL_MIN_MACS or out.ndim < 2:
+            np.matmul(a, b, out=out)
+        elif out.ndim == a.ndim == 2 and out.shape[0] >= 2 * t:  # rows of a / out
+            run_ranges(lambda lo, hi: np.matmul(a[lo:hi], b, out=out[lo:hi]), out.shape[0],
+                       threads=t)
+        elif out.ndim == a.ndim == b.ndim == 2 and out.shape[1] >= 2 * t:  # columns of b / out
+            run_ranges(lambda lo, hi: np.matmul(a, b[:, lo:hi], out=out[:, lo:hi]),
+                       out.shape[1], threads=t)
+        elif (out.ndim > 2 and a.ndim == b.ndim == out.ndim
+              and a.shape[0] == b.shape[0] == out.shape[0] > 1):  # batch
+            run_ranges(lambda lo, hi: np.matmul(a[lo:hi], b[lo:hi], out=out[lo:hi]),
+                       out.shape[0], threads=t)
+        else:
+            np.matmul(a, b, out=out)
 
 
 def run_chunks(fn, items, threads: int | None = None) -> None:
@@ -239,13 +217,9 @@ def run_chunks(fn, items, threads: int | None = None) -> None:
     free. Returns after every call has finished; the first exception raised is re-raised."""
     items = list(items)
     t = min(num_threads() if threads is None else threads, len(items))
-    if t <= 1:
-        for item in items:
-            fn(item)
-        return
-    pool = _executor()
-    if not pool.busy.acquire(blocking=False):  # another Python thread has the pool
-        for item in items:
+    pool = _executor() if t > 1 else None
+    if pool is None or not pool.busy.acquire(blocking=False):  # serial, or the pool is busy
+        for item in items:                                      # with another Python thread
             fn(item)
         return
     counter = itertools.count()
@@ -273,14 +247,71 @@ def run_chunks(fn, items, threads: int | None = None) -> None:
         raise errors[0]
 
 
-def split(n: int, parts: int) -> list[tuple[int, int]]:
-    """``parts`` contiguous ranges covering ``range(n)`` as evenly as possible."""
-    parts = max(1, min(parts, n))
-    q, r = divmod(n, parts)
-    bounds = [0]
-    for i in range(parts):
-        bounds.append(bounds[-1] + q + (i < r))
-    return list(zip(bounds[:-1], bounds[1:]))
+def run_ranges(fn, n: int, parallel: bool = True, threads: int | None = None) -> None:
+    """``fn(lo, hi)`` over contiguous ranges covering ``range(n)``: one range per thread
+    (:func:`num_threads`, or ``threads``) when ``parallel``, else one range on the caller."""
+    t = (num_threads() if threads is None else threads) if parallel else 1
+    run_chunks(lambda span: fn(span[0], span[0] + span[1]), split_spans(n, t), t)
+
+
+def split_flat(kernel, min_items, whole=()):
+    """An elementwise ``kernel(ins, outs, attrs)`` run on flat slices in parallel when every
+    sliced array is C-contiguous with the output's shape (no broadcasting) and the output has
+    at least ``min_items()`` elements (read per call). Element i of the output depends only on
+    element i of the inputs, so slices are independent (and an output aliasing an input stays
+    correct). ``whole``: indices of inputs passed unsliced (e.g. Axpy's scalar alpha)."""
+    def wrapped(ins, outs, attrs):
+        out = outs[0]
+        if out.size < min_items() or num_threads() <= 1 or any(
+                a.shape != out.shape or not a.flags.c_contiguous
+                for a in [*(a for i, a in enumerate(ins) if i not in whole), *outs]):
+            kernel(ins, outs, attrs)
+            return
+        flat_ins = [a if i in whole else a.reshape(-1) for i, a in enumerate(ins)]
+        flat_outs = [a.reshape(-1) for a in outs]
+
+        def part(lo, hi):
+            kernel([a if i in whole else a[lo:hi] for i, a in enumerate(flat_ins)],
+                   [a[lo:hi] for a in flat_outs], attrs)
+
+        run_ranges(part, out.size)
+
+    wrapped.__name__ = getattr(kernel, "__name__", "elementwise")
+    return wrapped
+
+
+class ThreadSums:
+    """Per-thread partial sums of a reduction over :func:`run_chunks` chunks (a weight
+    gradient summed over batch chunks). The calling thread accumulates into ``out`` itself,
+    every other thread into its own ``make()`` buffer; :meth:`finish` adds them into ``out``.
+
+    Each chunk calls :meth:`target` for the array it writes its contribution into, then adds
+    it to the returned accumulator unless that is None (a thread's first chunk writes its
+    accumulator directly)."""
+
+    def __init__(self, out, make):
+        self.out, self.make = out, make
+        self.caller = threading.get_ident()
+        self.partial = {}  # thread id -> accumulator
+
+    def target(self, scratch):
+        """(array to write into, accumulator to add it to or None); ``scratch()`` makes the
+        array for a thread's later chunks."""
+        tid = threading.get_ident()
+        acc = self.partial.get(tid)
+        if acc is None:
+            acc = self.partial[tid] = self.out if tid == self.caller else self.make()
+            return acc, None
+        return scratch(), acc
+
+    def finish(self):
+        """``out`` = the sum of every thread's partial sum."""
+        others = [acc for tid, acc in self.partial.items() if tid != self.caller]
+        if self.caller not in self.partial:  # the other threads took every chunk
+            self.out[...] = others.pop()
+        for acc in others:
+            self.out += acc
+        return self.out
 
 
 def chunk_spans(n: int, nb: int) -> list[tuple[int, int]]:
@@ -296,4 +327,11 @@ def chunk_spans(n: int, nb: int) -> list[tuple[int, int]]:
 
 def split_spans(n: int, parts: int) -> list[tuple[int, int]]:
     """``parts`` (start, count) chunks covering ``range(n)`` as evenly as possible."""
-    return [(lo, hi - lo) for lo, hi in split(n, parts)]
+    parts = max(1, min(parts, n))
+    q, r = divmod(n, parts)
+    spans, lo = [], 0
+    for i in range(parts):
+        m = q + (i < r)
+        spans.append((lo, m))
+        lo += m
+    return spans

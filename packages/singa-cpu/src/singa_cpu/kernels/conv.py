@@ -26,8 +26,6 @@ partial dW per thread.
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 from singa.ops import kernel_attrs
 from singa.ops._nn_ops import conv2d_geometry
@@ -35,7 +33,7 @@ from singa.ops._nn_ops import conv2d_geometry
 from . import winograd
 from ._float16 import via_float32
 from ._parallel import pjit
-from ._threads import chunk_spans, num_threads, run_chunks, single_threaded_blas, split_spans
+from ._threads import ThreadSums, chunk_spans, run_chunks, run_ranges, single_threaded_blas
 from ._workspace import Workspace
 
 prange = range  # numba.prange once compiled (see _parallel.pjit)
@@ -159,12 +157,8 @@ def _spans(g, itemsize) -> list[tuple[int, int]]:
 
 
 def _pointwise(a, b, out, n):
-    """out[i] = a @ b[i] (or a[i] @ b) for the n images, image ranges on the threads."""
-    def part(span):
-        lo, m = span
-        np.matmul(a, b[lo:lo + m], out=out[lo:lo + m])
-
-    run_chunks(part, split_spans(n, num_threads()))
+    """out[i] = a @ b[i] for the n images, image ranges on the threads."""
+    run_ranges(lambda lo, hi: np.matmul(a, b[lo:hi], out=out[lo:hi]), n)
 
 
 def _is_pointwise(g) -> bool:
@@ -311,19 +305,12 @@ def kernels(device) -> dict:
         rows = g.c * g.kh * g.kw
         og, rg = g.o // g.group, rows // g.group
         per_image = _per_image(g)
-        caller = threading.get_ident()
-        partial = {}  # thread id -> that thread's dW accumulator (the caller's is dw itself)
+        sums = ThreadSums(dw2, lambda: ws.get("dw_acc", dw2.shape, x.dtype))
 
         def chunk(span):
             n0, m = span
             col = _columns(ws, x, g, n0, m, per_image)
-            tid = threading.get_ident()
-            acc = partial.get(tid)
-            if acc is None:  # a thread's first chunk writes its accumulator
-                target = dw2 if tid == caller else ws.get("dw_acc", dw2.shape, x.dtype)
-                partial[tid] = target
-            else:
-                target = ws.get("dw", dw2.shape, x.dtype)
+            target, acc = sums.target(lambda: ws.get("dw", dw2.shape, x.dtype))
             if per_image:  # dW = sum_n dy[n] @ col[n].T
                 part = ws.get("dw_images", (m, og, rg), x.dtype)
                 for k in range(g.group):
@@ -340,11 +327,7 @@ def kernels(device) -> dict:
                 acc += target
 
         run_chunks(chunk, _spans(g, x.itemsize))
-        others = [acc for tid, acc in partial.items() if tid != caller]
-        if caller not in partial:  # the other threads took every chunk
-            dw2[...] = others.pop()
-        for acc in others:
-            dw2 += acc
+        sums.finish()
 
     return {
         "Conv2d": conv2d,

@@ -7,37 +7,12 @@ import math
 import numpy as np
 
 from ._jit import vectorize_float
-from ._threads import num_threads, run_chunks, split_spans
+from ._threads import split_flat
 
 #: Outputs with at least this many elements are computed in flat slices on the cores. These
 #: passes are memory-bound: measured on 2 cores, ReLU over 256k floats takes 86 us on one
 #: thread and 102 us split (section start and cache traffic), 1M floats 336 vs 229 us.
 PARALLEL_MIN_ITEMS = 1 << 20
-
-
-def split_flat(kernel):
-    """Run an elementwise ``kernel(ins, outs, attrs)`` on flat slices in parallel when every
-    array is C-contiguous with the output's shape (no broadcasting) and the output is big;
-    element i of the output depends only on element i of the inputs, so slices are
-    independent (and an output aliasing an input stays correct)."""
-    def wrapped(ins, outs, attrs):
-        out = outs[0]
-        t = num_threads() if out.size >= PARALLEL_MIN_ITEMS else 1
-        arrays = list(ins) + list(outs)
-        if t <= 1 or any(a.shape != out.shape or not a.flags.c_contiguous for a in arrays):
-            kernel(ins, outs, attrs)
-            return
-        flat_ins = [a.reshape(-1) for a in ins]
-        flat_outs = [a.reshape(-1) for a in outs]
-
-        def part(span):
-            lo, hi = span[0], span[0] + span[1]
-            kernel([a[lo:hi] for a in flat_ins], [a[lo:hi] for a in flat_outs], attrs)
-
-        run_chunks(part, split_spans(out.size, t), t)
-
-    wrapped.__name__ = getattr(kernel, "__name__", "elementwise")
-    return wrapped
 
 
 def _unary(ufunc):
@@ -182,4 +157,4 @@ KERNELS["Clip"] = _clip
 #: The memory-bound passes of a training step (activations, residual adds, their gradients)
 #: split across the cores; the transcendental ones keep numpy's single loop.
 for _name in ("ReLU", "ReLUBackward", "Add", "Sub", "Mul", "AddScalar", "MulScalar"):
-    KERNELS[_name] = split_flat(KERNELS[_name])
+    KERNELS[_name] = split_flat(KERNELS[_name], lambda: PARALLEL_MIN_ITEMS)

@@ -11,7 +11,7 @@ from singa.ops._nn_ops import pool2d_geometry
 
 from ._float16 import via_float32
 from ._parallel import pjit
-from ._threads import num_threads, run_chunks, split_spans
+from ._threads import run_ranges
 
 #: Inputs with fewer elements run on one thread (measured on 2 cores, 2x2 max pooling of 184k
 #: elements: 260 us on one thread, 190 us split; the windows make it compute-bound).
@@ -164,12 +164,6 @@ def _avg_bwd(dy, dx, kh, kw, sh, sw, pt, pb, pl, pr, include_pad):
                         dx[n, c, h, w] += share
 
 
-def _by_images(fn, n, size):
-    """``fn(lo, hi)`` over image ranges of the batch, on the cores when the input is big."""
-    parts = num_threads() if size >= PARALLEL_MIN_ITEMS else 1
-    run_chunks(lambda span: fn(span[0], span[0] + span[1]), split_spans(n, parts))
-
-
 @kernel_attrs(contiguous_inputs=True)
 @via_float32
 def pooling2d(ins, outs, attrs):
@@ -182,7 +176,7 @@ def pooling2d(ins, outs, attrs):
         def part(lo, hi):
             _avg_fwd(x[lo:hi], y[lo:hi], g.kh, g.kw, g.sh, g.sw, g.pt, g.pb, g.pl, g.pr,
                      g.count_include_pad)
-    _by_images(part, x.shape[0], x.size)
+    run_ranges(part, x.shape[0], x.size >= PARALLEL_MIN_ITEMS)  # image ranges
 
 
 @kernel_attrs(contiguous_inputs=True)
@@ -202,7 +196,7 @@ def pooling2d_backward(ins, outs, attrs):
         def part(lo, hi):
             _avg_bwd(dy[lo:hi], dx[lo:hi], g.kh, g.kw, g.sh, g.sw, g.pt, g.pb, g.pl, g.pr,
                      g.count_include_pad)
-    _by_images(part, x.shape[0], x.size)
+    run_ranges(part, x.shape[0], x.size >= PARALLEL_MIN_ITEMS)  # image ranges
 
 
 KERNELS = {"Pooling2d": pooling2d, "Pooling2dBackward": pooling2d_backward}

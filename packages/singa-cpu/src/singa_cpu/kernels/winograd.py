@@ -25,12 +25,10 @@ Batch chunks run in parallel on the cores (:mod:`._threads`), each with single-t
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 
 from ._parallel import pjit
-from ._threads import chunk_spans, run_chunks
+from ._threads import ThreadSums, chunk_spans, run_chunks
 
 prange = range  # numba.prange once compiled (see _parallel.pjit)
 
@@ -346,8 +344,9 @@ def _tile(ho, wo) -> int:
     return 4 if min(ho, wo) >= F4_MIN_HW else 2
 
 
-_TRANSFORMS = {2: (lambda: (_input_transform, _output_transform, _grad_output_transform)),
-               4: (lambda: (_input_transform4, _output_transform4, _grad_output_transform4))}
+#: (input, output, gradient-output) transforms per output tile size.
+_TRANSFORMS = {2: (_input_transform, _output_transform, _grad_output_transform),
+               4: (_input_transform4, _output_transform4, _grad_output_transform4)}
 
 
 def conv3x3(ws, x, w, b, y, pads, pad_into, flip=False):
@@ -361,7 +360,7 @@ def conv3x3(ws, x, w, b, y, pads, pad_into, flip=False):
     o, ho, wo = y.shape[1:]
     m = _tile(ho, wo)
     k = (m + 2) ** 2
-    forward_in, forward_out, _ = _TRANSFORMS[m]()
+    forward_in, forward_out, _ = _TRANSFORMS[m]
     th, tw = -(-ho // m), -(-wo // m)
     u = _weight_transform(ws, w, o, c, flip, m)
     bias = b if b is not None else np.zeros(1, x.dtype)
@@ -394,10 +393,11 @@ def conv3x3_backward_w(ws, dy, x, dw, pads, pad_into):
     o, ho, wo = dy.shape[1:]
     m = _tile(ho, wo)
     k = (m + 2) ** 2
-    forward_in, _, grad_out = _TRANSFORMS[m]()
+    forward_in, _, grad_out = _TRANSFORMS[m]
     th, tw = -(-ho // m), -(-wo // m)
     pt, _, pl, _ = pads
-    partial = {}  # thread id -> that thread's dU accumulator
+    sums = ThreadSums(ws.get("wino_du", (k, o, c), x.dtype),  # each thread's own buffer
+                      lambda: ws.get("wino_du", (k, o, c), x.dtype))
 
     def chunk(span):
         n0, m_ = span
@@ -407,18 +407,10 @@ def conv3x3_backward_w(ws, dy, x, dw, pads, pad_into):
         forward_in(xp, v, m_, th, tw)
         z = ws.get("wino_m", (k, o, m_ * th * tw), x.dtype)
         grad_out(dy, z, n0, m_, th, tw)
-        acc = partial.get(threading.get_ident())
-        if acc is None:
-            acc = ws.get("wino_du", (k, o, c), x.dtype)
-            np.matmul(z, v.transpose(0, 2, 1), out=acc)
-            partial[threading.get_ident()] = acc
-        else:
-            part = ws.get("wino_du_part", (k, o, c), x.dtype)
-            np.matmul(z, v.transpose(0, 2, 1), out=part)
-            acc += part
+        target, acc = sums.target(lambda: ws.get("wino_du_part", (k, o, c), x.dtype))
+        np.matmul(z, v.transpose(0, 2, 1), out=target)
+        if acc is not None:
+            acc += target
 
     run_chunks(chunk, _spans(n, k * max(c, o) * th * tw * x.itemsize, th * tw))
-    sums = list(partial.values())
-    for extra in sums[1:]:
-        sums[0] += extra
-    _weight_grad_transform(sums[0], dw)
+    _weight_grad_transform(sums.finish(), dw)
