@@ -270,13 +270,14 @@ class Graph:
         the result is kept only if the planner's own measure, the most bytes live at one node
         (in-place reuse counted), went down.
         """
-        drops = _remat.plan(seq, planned, self.pblocks, self._live_profile(seq, planned))
+        profile = self._live_profile(seq, planned)
+        drops = _remat.plan(seq, planned, self.pblocks, profile)
         if not drops:
             return seq, planned
         new_seq, new_blocks = _remat.apply(seq, drops, Node)
         new_planned = planned | set(new_blocks)
         self.pblocks.update(new_blocks)
-        if self._max_live(new_seq, new_planned) >= self._max_live(seq, planned):
+        if self._max_live(new_seq, new_planned) >= max(profile, default=0):
             return seq, planned
         self.remat_drops = drops
         return new_seq, new_planned
