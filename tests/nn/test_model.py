@@ -222,7 +222,8 @@ def test_graph_replay_sees_schedule_changes(rng):
         np.testing.assert_allclose(finals[1][k], finals[0][k], rtol=1e-6, err_msg=k)
 
 
-def test_graph_replay_sees_a_hyper_parameter_set_by_the_user(rng):
+def _recorded_mlp(rng):
+    """An MLP in graph mode whose first training step has been recorded: (model, x, y)."""
     dev = _fresh_device_graph()
     xs, ys = _data(rng)
     m = MLP()
@@ -232,6 +233,11 @@ def test_graph_replay_sees_a_hyper_parameter_set_by_the_user(rng):
     tx.copy_from_numpy(xs[0])
     ty.copy_from_numpy(ys[0])
     m(tx, ty)  # records
+    return m, tx, ty
+
+
+def test_graph_replay_sees_a_hyper_parameter_set_by_the_user(rng):
+    m, tx, ty = _recorded_mlp(rng)
     m.optimizer.hyper("lr").set_value(0.0)
     before = {k: v.to_numpy() for k, v in m.get_params().items()}
     m(tx, ty)  # replay with lr = 0: nothing moves
@@ -339,15 +345,8 @@ def _record_initial_params(monkeypatch):
 
 
 def test_compiling_another_model_keeps_a_recorded_graph(rng):
-    dev = _fresh_device_graph()
-    xs, ys = _data(rng)
-    m = MLP()
-    m.set_optimizer(opt.SGD(0.1))
-    tx, ty = Tensor((16, 5), dev), Tensor((16,), dev, tensor.int32)
-    m.compile([tx], is_train=True, use_graph=True)
-    tx.copy_from_numpy(xs[0])
-    ty.copy_from_numpy(ys[0])
-    m(tx, ty)  # records
+    m, tx, ty = _recorded_mlp(rng)
+    dev = tx.device
     MLP().compile([Tensor((2, 5), dev)])  # its probe forward must not touch m's graph
     before = m.linear1.W.to_numpy()
     m(tx, ty)
