@@ -37,6 +37,7 @@ from ._threads import ThreadSums, chunk_spans, run_chunks, run_ranges, single_th
 from ._workspace import Workspace
 
 prange = range  # numba.prange once compiled (see _parallel.pjit)
+U = np.uint64  # unsigned flat indices in the jitted loops (see _im2col)
 
 #: Upper bound of the column buffer of one chunk (bytes; about L2-sized, which measured
 #: fastest); at least one image is processed.
@@ -69,61 +70,71 @@ def _pad_into(x, xp, n0, nb, pt, pl):
 
 
 @pjit()
-def _im2col(xp, col, nb, kh, kw, sh, sw, dh, dw, ho, wo):
-    """col[n, (c, i, j), (p, q)] = xp[n, c, p*sh + i*dh, q*sw + j*dw] for a padded chunk.
+def _im2col(xp, col, cs_n, cs_r, nb, kh, kw, sh, sw, dh, dw, ho, wo):
+    """col[n*cs_n + r*cs_r + p*Wo + q] = xp[n, c, p*sh + i*dh, q*sw + j*dw], r = (c, i, j), for
+    a padded chunk; ``col`` is the flat column buffer, with the per-image layout
+    (``cs_n = C*kh*kw*Ho*Wo``, ``cs_r = Ho*Wo``) or the packed one (``cs_n = Ho*Wo``,
+    ``cs_r = nb*Ho*Wo``).
 
-    ``col`` is 3-D: the per-image layout itself, or a transposed view of the packed 2-D
-    matrix ``(C*kh*kw, nb*Ho*Wo)``."""
-    c_in = xp.shape[1]
+    Flat indices are unsigned (``U``): with signed ones numba checks every index for
+    wraparound, which keeps the short row copies (Wo elements) from vectorising; measured 2.7x
+    faster on a 5x5 layer with 8x8 outputs."""
+    c_in, hp, wp = xp.shape[1], xp.shape[2], xp.shape[3]
+    x = xp.reshape(-1)
     kk = kh * kw
     for r in prange(c_in * kk):
         c = r // kk
         i = (r - c * kk) // kw
         j = r - c * kk - i * kw
         for n in range(nb):
-            dst = col[n, r]
+            d0 = U(n * cs_n + r * cs_r)
+            s0 = U(((n * c_in + c) * hp + i * dh) * wp + j * dw)
             for p in range(ho):
-                h = p * sh + i * dh
-                base = p * wo
-                w0 = j * dw
-                src = xp[n, c, h]
+                s = s0 + U(p * sh * wp)
+                d = d0 + U(p * wo)
                 if sw == 1:
                     for q in range(wo):
-                        dst[base + q] = src[w0 + q]
+                        col[d + U(q)] = x[s + U(q)]
                 else:
                     for q in range(wo):
-                        dst[base + q] = src[w0 + q * sw]
+                        col[d + U(q)] = x[s + U(q * sw)]
 
 
 @pjit()
-def _col2im(dcol, dxp, dx, n0, nb, kh, kw, sh, sw, pt, pl, dh, dw, ho, wo):
+def _col2im(dcol, cs_n, cs_r, dxp, dx, n0, nb, kh, kw, sh, sw, pt, pl, dh, dw, ho, wo):
     """dx[n0 + n] = the unpadded part of the sum of dcol's columns scattered back (adjoint of
-    _pad_into + _im2col; dcol is 3-D as in _im2col); dxp is a padded scratch buffer."""
+    _pad_into + _im2col; ``dcol`` is flat with the strides of _im2col); dxp is a padded
+    scratch buffer. Unsigned flat indices, as in _im2col."""
     c_in, h_in, w_in = dx.shape[1], dx.shape[2], dx.shape[3]
     hp, wp = dxp.shape[2], dxp.shape[3]
     zero = dxp.dtype.type(0)
+    d = dxp.reshape(-1)
+    out = dx.reshape(-1)
+    plane = hp * wp
     for t in prange(nb * c_in):
         n = t // c_in
         c = t - n * c_in
-        for h in range(hp):
-            for w in range(wp):
-                dxp[n, c, h, w] = zero
+        b = U(t * plane)
+        for k in range(plane):
+            d[b + U(k)] = zero
         for i in range(kh):
             for j in range(kw):
-                src = dcol[n, (c * kh + i) * kw + j]
-                w0 = j * dw
+                s0 = U(n * cs_n + ((c * kh + i) * kw + j) * cs_r)
                 for p in range(ho):
-                    dst = dxp[n, c, p * sh + i * dh]
-                    base = p * wo
+                    db = b + U((p * sh + i * dh) * wp + j * dw)
+                    sb = s0 + U(p * wo)
                     if sw == 1:
                         for q in range(wo):
-                            dst[w0 + q] += src[base + q]
+                            d[db + U(q)] += dcol[sb + U(q)]
                     else:
                         for q in range(wo):
-                            dst[w0 + q * sw] += src[base + q]
+                            d[db + U(q * sw)] += dcol[sb + U(q)]
+        o = U(((n0 + n) * c_in + c) * h_in * w_in)
         for h in range(h_in):
+            src = b + U((pt + h) * wp + pl)
+            dst = o + U(h * w_in)
             for w in range(w_in):
-                dx[n0 + n, c, h, w] = dxp[n, c, pt + h, pl + w]
+                out[dst + U(w)] = d[src + U(w)]
 
 
 @pjit()
@@ -180,6 +191,11 @@ def _per_image(g) -> bool:
     return g.ho * g.wo >= PER_IMAGE_MIN_HW
 
 
+def _col_strides(rows, hw, m, per_image) -> tuple[int, int]:
+    """(image, row) strides of the flat column buffer in elements (see _im2col)."""
+    return (rows * hw, hw) if per_image else (hw, m * hw)
+
+
 def _columns(ws, x, g, n0, m, per_image):
     """Columns of images n0 .. n0+m-1 in the workspace: ``(m, C*kh*kw, Ho*Wo)`` per image, or
     packed ``(C*kh*kw, m*Ho*Wo)``."""
@@ -190,13 +206,10 @@ def _columns(ws, x, g, n0, m, per_image):
         xp = ws.get("xpad", shape, x.dtype)
         _pad_into(x, xp, n0, m, g.pt, g.pl)
     rows, hw = g.c * g.kh * g.kw, g.ho * g.wo
-    if per_image:
-        col = ws.get("col", (m, rows, hw), x.dtype)
-        view = col
-    else:
-        col = ws.get("col", (rows, m * hw), x.dtype)
-        view = col.reshape(rows, m, hw).transpose(1, 0, 2)
-    _im2col(xp, view, m, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.ho, g.wo)
+    col = ws.get("col", (m, rows, hw) if per_image else (rows, m * hw), x.dtype)
+    cs_n, cs_r = _col_strides(rows, hw, m, per_image)
+    _im2col(xp, col.reshape(-1), cs_n, cs_r, m, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.ho,
+            g.wo)
     return col
 
 
@@ -277,15 +290,15 @@ def kernels(device) -> dict:
                               out=dcol[:, k * rg:(k + 1) * rg])
             else:
                 dyt = ws.get("dyt", (g.o, m * hw), dy.dtype)
-                col2 = ws.get("col", (rows, m * hw), dy.dtype)
+                dcol = ws.get("col", (rows, m * hw), dy.dtype)
                 _pack(dy3, dyt, n0, m)
                 for k in range(g.group):
                     np.matmul(w2[k * og:(k + 1) * og].T, dyt[k * og:(k + 1) * og],
-                              out=col2[k * rg:(k + 1) * rg])
-                dcol = col2.reshape(rows, m, hw).transpose(1, 0, 2)
+                              out=dcol[k * rg:(k + 1) * rg])
             dxp = ws.get("xpad", _padded_shape(g, m), dy.dtype)
-            _col2im(dcol, dxp, dx, n0, m, g.kh, g.kw, g.sh, g.sw, g.pt, g.pl, g.dh, g.dw,
-                    g.ho, g.wo)
+            cs_n, cs_r = _col_strides(rows, hw, m, per_image)
+            _col2im(dcol.reshape(-1), cs_n, cs_r, dxp, dx, n0, m, g.kh, g.kw, g.sh, g.sw,
+                    g.pt, g.pl, g.dh, g.dw, g.ho, g.wo)
 
         run_chunks(chunk, _spans(g, dy.itemsize))
 
