@@ -186,6 +186,69 @@ def test_pooling_other_dtypes_and_ties(dev, rng, dtype, case):
     check(dev, "Pooling2dBackward", [randn(rng, y.shape, dtype), x, y], attrs)
 
 
+# ============================================================== fused kernels (graph mode)
+def run_fused(dev, name, arrays, attrs, out_shape):
+    """The device's fused kernel ``name`` (singa.ops.FUSIONS) on ``arrays``; an array given
+    twice (the same object) is uploaded once, so the kernel sees one buffer twice."""
+    if name not in dev.kernels:
+        pytest.skip(f"{dev.name} has no fused {name} kernel")
+    from singa.ops import KernelCall
+
+    uploaded = {}
+    ins = [uploaded.setdefault(id(a), upload(dev, a)) for a in arrays]
+    out = CTensor(out_shape, dev, _dtype.code_of(arrays[0].dtype))
+    dev.exec(KernelCall(dev, dev.kernels[name][0], ins, [out], attrs),
+             [x.block for x in ins], [out.block], name)
+    return out.to_numpy()
+
+
+def assert_bitwise(got, want, what):
+    assert got.shape == want.shape, what
+    same = (got == want) & (np.signbit(got) == np.signbit(want))
+    assert same.all(), f"{what}: {np.count_nonzero(~same)} of {got.size} elements differ"
+
+
+@pytest.mark.parametrize("case", ["cnn.conv1", "cnn.conv2", "r18.l4", "pointwise", "group4",
+                                  "winograd odd", "asymmetric"])
+@pytest.mark.parametrize("bias", [True, False])
+def test_fused_conv_relu_is_conv_then_relu(dev, rng, case, bias):
+    """Conv2d+ReLU (each im2col chunk rectified in cache; the Winograd and 1x1 paths after)
+    is bitwise the Conv2d kernel followed by the ReLU kernel, and near the float64 oracle."""
+    xs, ws, attrs = CONV[case]
+    x, w, b = _conv_arrays(rng, xs, ws)
+    arrays = [x, w, b] if bias else [x, w]
+    y = run_op(dev, "Conv2d", arrays, attrs)[0]
+    want = run_op(dev, "ReLU", [y], {})[0]
+    got = run_fused(dev, "Conv2d+ReLU", arrays, attrs, y.shape)
+    assert_bitwise(got, want, f"Conv2d+ReLU {case}")
+    ref = np.maximum(OPS["Conv2d"].reference(*(a.astype(np.float64) for a in arrays), **attrs),
+                     0)
+    np.testing.assert_allclose(got, ref, rtol=2e-4, atol=2e-4 * max(1.0, np.abs(ref).max()))
+    assert (got == 0).any() and (got > 0).any()  # the ReLU did cut
+
+
+@pytest.mark.parametrize("case", list(POOL))
+@pytest.mark.parametrize("mode", ["max", "avg"])
+@pytest.mark.parametrize("mask", ["relu output", "other"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_fused_pool_relu_backward(dev, rng, case, mode, mask, dtype):
+    """Pooling2dBackward+ReLUBackward is bitwise the pooling gradient masked by the ReLU's
+    gradient. ``relu output``: the pooling reads the ReLU's output (conv -> ReLU -> pool, the
+    fast path), with many all-zero windows and ties; ``other``: an unrelated mask."""
+    xs, geo = POOL[case]
+    attrs = dict(geo, mode=mode)
+    x = np.maximum(np.round(randn(rng, xs, dtype) * 2) / 2, 0).astype(dtype)
+    y = run_op(dev, "Pooling2d", [x], attrs)[0]
+    dy = randn(rng, y.shape, dtype)
+    r = x if mask == "relu output" else randn(rng, xs, dtype)
+    dx = run_op(dev, "Pooling2dBackward", [dy, x, y], attrs)[0]
+    want = run_op(dev, "ReLUBackward", [dx, r], {})[0]
+    got = run_fused(dev, "Pooling2dBackward+ReLUBackward", [dy, x, y, r], attrs, xs)
+    assert_bitwise(got, want, f"Pooling2dBackward+ReLUBackward {case} {mode} {mask}")
+    if mode == "max" and mask == "relu output":  # windows whose maximum is 0 pass nothing
+        assert np.count_nonzero(dx != want) > 0
+
+
 # ============================================================== batch normalisation
 BN_SHAPES = [(32, 64, 8, 8), (16, 128, 4, 4), (64, 500), (4, 3, 17, 5)]
 

@@ -167,3 +167,24 @@ def test_rematerialized_graph_equals_eager_bitwise(case, recompute, monkeypatch)
             assert {"BatchNormTrain", "ReLU"} <= remats, f"{mode}: {remats}"
     if case != "dropout_lr_schedule":
         assert not np.allclose(eager_final["b1.running_mean"], 0)
+
+
+@pytest.mark.parametrize("mode", ["bfs", "serial"])
+def test_fused_graph_equals_unfused_bitwise(mode, monkeypatch):
+    """The seed CNN's convolutions run with their ReLU, and its pooling gradients with the
+    ReLU's gradient, as fused kernels where the device has them: every loss and parameter is
+    exactly what the graph gives with fusion off (and, as above, close to eager)."""
+    monkeypatch.setenv("SINGA_GRAPH_FUSE", "0")
+    start, plain_losses, plain_final, plain = train("seed_cnn", mode)
+    assert not any("+" in n.name for n in plain.steps)
+    monkeypatch.setenv("SINGA_GRAPH_FUSE", "1")
+    _, losses, final, graph = train("seed_cnn", mode, start)
+    fused = [n.name for n in graph.steps if "+" in n.name]
+    dev = device.get_default_device()
+    available = [name for name in ("Conv2d+ReLU", "Pooling2dBackward+ReLUBackward")
+                 if name in dev.kernels]
+    assert sorted(fused) == sorted(available * 2), fused  # two conv layers, two poolings
+    assert len(graph.steps) == len(plain.steps) - len(fused)
+    assert losses == plain_losses
+    for k in final:
+        np.testing.assert_array_equal(final[k], plain_final[k], err_msg=k)

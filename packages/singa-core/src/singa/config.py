@@ -94,6 +94,15 @@ _declare(
 )
 
 
+_declare(
+    "SINGA_GRAPH_FUSE", _parse_bool, True,
+    "1 (default): graph mode runs an op and the one op that reads its output as one fused "
+    "kernel where the device has one (singa.ops.FUSIONS: a convolution and its ReLU, a "
+    "pooling gradient and the ReLU gradient before it); the intermediate is never written. "
+    "0: every op runs as recorded. Read when a graph is analysed.", "bool",
+)
+
+
 def get(name: str) -> Any:
     """Return the parsed value of the registered variable ``name`` (its default when unset)."""
     var = ENV_VARS[name]

@@ -25,6 +25,7 @@ from . import _remat, config
 from ._ctensor import CTensor
 from ._dtype import ITEMSIZE
 from .memory import size_class
+from .ops._fusion import FUSIONS
 from .ops._registry import OPS, KernelCall
 
 __all__ = ["Graph", "Node", "BlockType"]
@@ -231,8 +232,10 @@ class Graph:
         input it reads for the last time (:meth:`_inplace_groups`), outside serial mode the
         order is the one of BFS and :meth:`_memory_order` with the smaller peak, and cheap
         intermediates may be dropped and recomputed where that lowers the peak
-        (:meth:`_rematerialize`, unless ``SINGA_GRAPH_RECOMPUTE=0``). ``self.steps`` is the
-        sequence of nodes a replay runs: ``self.order`` with recompute nodes inserted.
+        (:meth:`_rematerialize`, unless ``SINGA_GRAPH_RECOMPUTE=0``). Before that, pairs of
+        nodes the device has a fused kernel for run as one (:meth:`_fuse`, unless
+        ``SINGA_GRAPH_FUSE=0``). ``self.steps`` is the sequence of nodes a replay runs:
+        ``self.order`` with fused pairs merged and recompute nodes inserted.
         """
         self._release_arena()
         self.steps, self.remat_drops = [], []  # their kernel calls hold the graph's CTensors
@@ -247,18 +250,96 @@ class Graph:
             order = min((bfs, self._memory_order(bfs, planned)),
                         key=lambda o: self._max_live(self._seq(o), planned))
         seq = self._seq(order)
+        fused_away: set[int] = set()
+        if config.get("SINGA_GRAPH_FUSE"):
+            seq, fused_away = self._fuse(seq, planned)
+            planned = planned - fused_away
         if config.get("SINGA_GRAPH_RECOMPUTE"):
             seq, planned = self._rematerialize(seq, planned)
         first, last = self._lifetimes(seq)
         self.groups = self._inplace_groups(seq, planned, first, last)
         self._plan_arena(planned, first, last)
         for k, b in self.blocks.items():
-            if b.data is None:  # persistent blocks the graph touches get memory now
+            if b.data is None and k not in fused_away:  # persistent blocks get memory now
                 b.allocate(zero=self.block_type[k] in (BlockType.INPUT, BlockType.PARAM))
         self.order = order
         self.steps = seq
         self.planned = planned
         return [self._prebuild(n) for n in seq]
+
+    def _fuse(self, seq, planned) -> tuple[list[Node], set[int]]:
+        """``seq`` with pairs of nodes merged into calls of fused kernels, and the ids of the
+        intermediate blocks that thereby disappear (see :mod:`singa.ops._fusion`).
+
+        Node A (op ``first``) and node B (op ``second``) are merged when the device has the
+        fused kernel for their dtype, A's single output is a whole planned block that A alone
+        writes and B alone reads, as its input ``link`` (a whole view of the same shape and
+        dtype, and none of B's other inputs), B has no attributes, and no node between them
+        writes what A reads. The merged node runs at B's position.
+        """
+        kernels = self.device.kernels
+        by_first: dict[str, list] = {}
+        for fd in FUSIONS.values():
+            if fd.name in kernels:
+                by_first.setdefault(fd.first, []).append(fd)
+        if not by_first:
+            return seq, set()
+        readers: dict[int, list[int]] = {}
+        writers: dict[int, list[int]] = {}
+        for p, n in enumerate(seq):
+            for b in n.reads:
+                readers.setdefault(id(b), []).append(p)
+            for b in n.writes:
+                writers.setdefault(id(b), []).append(p)
+        out = list(seq)
+        merged: set[int] = set()  # positions of nodes taken into a fusion
+        removed: set[int] = set()  # positions of the first nodes (their call is merged)
+        gone: set[int] = set()
+        for p, a in enumerate(seq):
+            for fd in by_first.get(a.name, ()):
+                q = self._fusable(fd, p, a, seq, planned, readers, writers, merged)
+                if q is None:
+                    continue
+                b = seq[q]
+                fn, contig, dtypes = kernels[fd.name]
+                ins = [*a.fn.ins, *(x for j, x in enumerate(b.fn.ins) if j != fd.link)]
+                if (dtypes is not None and a.fn.outs[0].dt not in dtypes) or (
+                        contig and not all(x.contig for x in ins)):
+                    continue
+                k = id(a.fn.outs[0].block)
+                reads = [*a.reads, *(x for x in b.reads if id(x) != k)]
+                call = KernelCall(self.device, fn, ins, list(b.fn.outs), a.fn.attrs)
+                out[q] = Node(a.id, call, fd.name, tuple(reads), b.writes)
+                merged.update((p, q))
+                removed.add(p)
+                gone.add(k)
+                break
+        return [n for p, n in enumerate(out) if p not in removed], gone
+
+    @staticmethod
+    def _fusable(fd, p, a, seq, planned, readers, writers, merged) -> int | None:
+        """Position of the node that ``a`` (at ``p``) fuses with under ``fd``, or None."""
+        if p in merged or not isinstance(a.fn, KernelCall) or len(a.fn.outs) != 1:
+            return None
+        xa = a.fn.outs[0]
+        k = id(xa.block)
+        if (k not in planned or not _whole(xa) or len(a.writes) != 1
+                or writers.get(k) != [p] or len(readers.get(k, ())) != 1):
+            return None
+        q = readers[k][0]
+        b = seq[q]
+        if (q in merged or b.name != fd.second or not isinstance(b.fn, KernelCall)
+                or b.fn.attrs or fd.link >= len(b.fn.ins)):
+            return None
+        xb = b.fn.ins[fd.link]
+        if (xb.block is not xa.block or not _whole(xb) or xb.shp != xa.shp or xb.dt != xa.dt
+                or any(x.block is xa.block for j, x in enumerate(b.fn.ins) if j != fd.link)
+                or xa.block in b.writes):
+            return None
+        for blk in a.reads:
+            if any(p < w < q for w in writers.get(id(blk), ())):
+                return None
+        return q
 
     def _seq(self, order) -> list[Node]:
         return [self.nodes[i] for i in order]

@@ -14,7 +14,8 @@ automatically when singa-core is installed (if plugin autoloading is disabled, a
 ``--singa-xfails PATH``
     known failures, one per line: ``OpName[:dtype][:test][?]  reason``, e.g.
     ``Erf:float16  numba has no float16 erf`` or ``Concat::layouts  needs contiguous out``.
-    ``test`` is one of ``forward, layouts, inplace, random_stats, random_seed``; ``#`` starts
+    ``test`` is one of ``forward, layouts, inplace, random_stats, random_seed, fused``
+    (for ``fused``, ``OpName`` is the fusion's name, e.g. ``Conv2d+ReLU``); ``#`` starts
     a comment line. Listed tests are marked ``xfail(strict=True)``: when one starts passing,
     the run fails until the line is removed. A trailing ``?`` (``Neg::layouts?``) makes the
     entry non-strict, for failures that depend on memory addresses or timing rather than on
@@ -56,8 +57,13 @@ else the op's ``dtypes``); test ids read ``test_forward[Add-float32]``:
     known distributions pass checks of spread, range and frequencies.
 ``test_random_seed``
     ``SetRandSeed(s)`` twice gives identical draws; draws without reseeding differ.
+``test_fused``
+    fused kernels (``singa.ops.FUSIONS``, used by graph mode): inputs drawn by the first op's
+    sampler, the second op's other inputs random or an input of the first op (aliasing); the
+    fused kernel must give bitwise what the device's own two kernels give in sequence.
 ``test_kernel_table``
-    every kernel name is an op of the table and every ``dtypes`` attribute is valid.
+    every kernel name is an op of the table (or a fusion of two) and every ``dtypes``
+    attribute is valid.
 
 The terminal summary reports how many kernel/dtype pairs were checked; a run in which the
 suite was collected but no kernel test passed fails.
@@ -77,7 +83,7 @@ from hypothesis import strategies as st
 
 from .. import _dtype
 from .._ctensor import CTensor
-from ..ops import OPS, OpDef, run
+from ..ops import FUSIONS, OPS, FusionDef, KernelCall, OpDef, run
 from ..ops._tensor_ops import BINARY, SCALAR, UNARY
 from . import checks
 from .cases import Cases
@@ -96,6 +102,7 @@ __all__ = [
     "collect_cases",
     "pytest_generate_tests",
     "test_forward",
+    "test_fused",
     "test_inplace",
     "test_kernel_table",
     "test_layouts",
@@ -118,10 +125,15 @@ class KernelCase:
     dtype: int
     kernel: Callable | None
     contiguous_inputs: bool = False
+    fusion: FusionDef | None = None  # a fused kernel: op is the fusion's first op
+
+    @property
+    def name(self) -> str:
+        return self.fusion.name if self.fusion is not None else self.op.name
 
     @property
     def id(self) -> str:
-        return f"{self.op.name}-{_dtype.name_of(self.dtype)}"
+        return f"{self.name}-{_dtype.name_of(self.dtype)}"
 
 
 def _is_host_fallback(fn) -> bool:
@@ -159,6 +171,13 @@ def collect_cases(dev, kind: str) -> list[KernelCase]:
     """The kernel/dtype pairs of device ``dev`` that test kind ``kind`` checks."""
     table = device_kernels(dev)
     out = []
+    if kind == "fused":
+        for name, fd in FUSIONS.items():
+            entry = table.get(name)
+            if entry is not None and not OPS[fd.first].random:
+                for dt in _kernel_dtypes(entry[0], OPS[fd.first]):
+                    out.append(KernelCase(OPS[fd.first], dt, entry[0], entry[1], fd))
+        return out
     for name, op in OPS.items():
         entry = table.get(name)
         if entry is None:
@@ -185,9 +204,9 @@ def pytest_generate_tests(metafunc):
     params = []
     for case in collect_cases(dev, kind):
         marks = [
-            pytest.mark.singa_kernel(op=case.op.name, dtype=_dtype.name_of(case.dtype), kind=kind)
+            pytest.mark.singa_kernel(op=case.name, dtype=_dtype.name_of(case.dtype), kind=kind)
         ]
-        known = xfail_for(config, case.op.name, _dtype.name_of(case.dtype), kind)
+        known = xfail_for(config, case.name, _dtype.name_of(case.dtype), kind)
         if known is not None:
             reason = f"{known.reason} ({known.where})"
             marks.append(pytest.mark.xfail(strict=known.strict, reason=reason))
@@ -393,6 +412,47 @@ def test_inplace(kernel_case, singa_device, request):
     _hypothesis(request, case, "inplace", body)
 
 
+def test_fused(kernel_case, singa_device, request):
+    """Each fused kernel gives bitwise what the device's two kernels give in sequence."""
+    case = kernel_case
+    fd = case.fusion
+    second = OPS[fd.second]
+
+    def body(g):
+        arrays, attrs = _draw_case(g, case)
+        ins = [checks.upload(a, singa_device) for a in arrays]
+        (mid,) = run(case.op, ins, attrs)
+        mid_np = mid.to_numpy()
+        others = []
+        for j in range(second.nin):
+            if j == fd.link:
+                continue
+            same = [x for x in ins if x.shp == mid.shp and x.dt == mid.dt]
+            if same and g.booleans():  # the second op reads an input of the first one
+                note(f"second op's input {j} is an input of the first op")
+                others.append(g.choice(same))
+            else:
+                others.append(checks.upload(g.array(mid.shp, mid_np.dtype), singa_device))
+        b_ins = list(others)
+        b_ins.insert(fd.link, mid)
+        expected = run(second, b_ins, {})
+        outs = [CTensor(o.shp, singa_device, o.dt) for o in expected]
+        f_ins = [*ins, *others]
+        singa_device.exec(KernelCall(singa_device, case.kernel, f_ins, outs, attrs),
+                          [x.block for x in f_ins], [o.block for o in outs], fd.name)
+        for k, (o, e) in enumerate(zip(outs, expected)):
+            got, want = o.to_numpy(), e.to_numpy()
+            if not np.array_equal(got, want, equal_nan=True):
+                bad = np.flatnonzero(~((got == want) | (np.isnan(got) & np.isnan(want))))
+                raise AssertionError(
+                    f"fused kernel {fd.name} on {singa_device.name}, output {k}: differs from "
+                    f"{fd.first} then {fd.second} at {bad.size} of {got.size} elements "
+                    f"(first at flat index {bad[0]}: {got.flat[bad[0]]!r} vs "
+                    f"{want.flat[bad[0]]!r}; {checks.describe_case(arrays, attrs)})")
+
+    _hypothesis(request, case, "fused", body)
+
+
 def _draw_random(g, case: KernelCase, dev, seed: int):
     arrays, attrs = _draw_case(g, case)
     ins = [checks.upload(a, dev) for a in arrays]
@@ -458,6 +518,8 @@ def test_kernel_table(singa_device):
     for name, entry in device_kernels(singa_device).items():
         fn = entry[0]
         op = OPS.get(name)
+        if op is None and name in FUSIONS:
+            op = OPS[FUSIONS[name].first]
         if op is None:
             problems.append(
                 f"kernel {name!r} matches no op of singa.ops.OPS (typo? "

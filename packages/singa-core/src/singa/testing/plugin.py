@@ -47,7 +47,7 @@ __all__ = [
 #: Hypothesis examples per conformance test unless ``--singa-examples`` says otherwise.
 DEFAULT_EXAMPLES = 10
 #: Conformance test kinds (``test_<kind>``), as named in xfail files.
-KINDS = ("forward", "layouts", "inplace", "random_stats", "random_seed")
+KINDS = ("forward", "layouts", "inplace", "random_stats", "random_seed", "fused")
 
 
 def pytest_addoption(parser):

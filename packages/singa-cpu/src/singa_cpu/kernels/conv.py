@@ -27,7 +27,7 @@ partial dW per thread.
 from __future__ import annotations
 
 import numpy as np
-from singa.ops import kernel_attrs
+from singa.ops import EMPTY, kernel_attrs
 from singa.ops._nn_ops import conv2d_geometry
 
 from . import winograd
@@ -35,6 +35,7 @@ from ._float16 import via_float32
 from ._parallel import pjit
 from ._threads import ThreadSums, chunk_spans, run_chunks, run_ranges, single_threaded_blas
 from ._workspace import Workspace
+from .elementwise import KERNELS as _ELEMENTWISE
 
 prange = range  # numba.prange once compiled (see _parallel.pjit)
 U = np.uint64  # unsigned flat indices in the jitted loops (see _im2col)
@@ -217,11 +218,12 @@ def kernels(device) -> dict:
     """Convolution kernels bound to ``device``'s workspace."""
     ws = Workspace()
     device.conv_workspace = ws
+    relu_kernel = _ELEMENTWISE["ReLU"]
 
-    @kernel_attrs(contiguous_inputs=True)
-    @via_float32
-    @single_threaded_blas()
-    def conv2d(ins, outs, attrs):
+    def forward(ins, outs, attrs, relu: bool):
+        """y = conv(x, w) + b, and with ``relu`` max(y, 0) (the fused Conv2d+ReLU): on the
+        im2col paths the bias and the ReLU are applied to each chunk of y right after its
+        GEMM, while it is in cache; the same arithmetic as the Conv2d and ReLU kernels."""
         x, w = ins[0], ins[1]
         b = ins[2] if len(ins) > 2 else None
         y = outs[0]
@@ -229,13 +231,18 @@ def kernels(device) -> dict:
         w2 = w.reshape(g.o, -1)
         if winograd.eligible(g):
             winograd.conv3x3(ws, x, w, b, y, (g.pt, g.pb, g.pl, g.pr), _pad_into)
-            return
-        if _is_pointwise(g):
+        elif _is_pointwise(g):
             y3 = y.reshape(g.n, g.o, -1)
             _pointwise(w2, x.reshape(g.n, g.c, -1), y3, g.n)
             if b is not None:
                 y3 += b.reshape(1, -1, 1)
+        else:
+            _im2col_forward(x, w2, b, y, g, relu)
             return
+        if relu:
+            relu_kernel([y], [y], EMPTY)
+
+    def _im2col_forward(x, w2, b, y, g, relu):
         hw = g.ho * g.wo
         y3 = y.reshape(g.n, g.o, hw)
         bias = b if b is not None else np.zeros(1, x.dtype)
@@ -250,16 +257,31 @@ def kernels(device) -> dict:
                 for k in range(g.group):
                     np.matmul(w2[k * og:(k + 1) * og], col[:, k * rg:(k + 1) * rg],
                               out=y3[n0:n0 + m, k * og:(k + 1) * og])
-                return
-            out2 = ws.get("out", (g.o, m * hw), x.dtype)
-            for k in range(g.group):
-                np.matmul(w2[k * og:(k + 1) * og], col[k * rg:(k + 1) * rg],
-                          out=out2[k * og:(k + 1) * og])
-            _unpack(out2, y3, bias, b is not None, n0, m)
+                if b is not None:
+                    y3[n0:n0 + m] += b.reshape(1, -1, 1)
+            else:
+                out2 = ws.get("out", (g.o, m * hw), x.dtype)
+                for k in range(g.group):
+                    np.matmul(w2[k * og:(k + 1) * og], col[k * rg:(k + 1) * rg],
+                              out=out2[k * og:(k + 1) * og])
+                _unpack(out2, y3, bias, b is not None, n0, m)
+            if relu:
+                np.maximum(y3[n0:n0 + m], 0, out=y3[n0:n0 + m])
 
         run_chunks(chunk, _spans(g, x.itemsize))
-        if per_image and b is not None:
-            y3 += b.reshape(1, -1, 1)
+
+    @kernel_attrs(contiguous_inputs=True)
+    @via_float32
+    @single_threaded_blas()
+    def conv2d(ins, outs, attrs):
+        forward(ins, outs, attrs, False)
+
+    @kernel_attrs(contiguous_inputs=True)
+    @via_float32
+    @single_threaded_blas()
+    def conv2d_relu(ins, outs, attrs):
+        """The fused Conv2d+ReLU of graph mode (see singa.ops.FUSIONS)."""
+        forward(ins, outs, attrs, True)
 
     @kernel_attrs(contiguous_inputs=True)
     @via_float32
@@ -344,6 +366,7 @@ def kernels(device) -> dict:
 
     return {
         "Conv2d": conv2d,
+        "Conv2d+ReLU": conv2d_relu,
         "Conv2dBackwardX": conv2d_backward_x,
         "Conv2dBackwardW": conv2d_backward_w,
     }

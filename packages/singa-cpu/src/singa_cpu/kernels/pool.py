@@ -6,6 +6,7 @@ to the padded input (count_include_pad) or the input itself; see the Pooling2d d
 
 from __future__ import annotations
 
+import numpy as np
 from singa.ops import kernel_attrs
 from singa.ops._nn_ops import pool2d_geometry
 
@@ -91,12 +92,17 @@ def _max_bwd(dy, x, dx, kh, kw, sh, sw, pt, pl):
 
 
 @pjit()
-def _max_bwd_2x2(dy, x, dx):
+def _max_bwd_2x2(dy, x, dx, relu_mask):
     """Max-pool backward for 2x2 windows, stride 2, no padding (the common case): every input
-    cell belongs to at most one window, so each is written once, branch-free along a row."""
+    cell belongs to at most one window, so each is written once, branch-free along a row.
+
+    ``relu_mask``: x is a ReLU's output and dx also takes that ReLU's gradient: the cell that
+    gets ``dy`` gets ``dy * (max > 0)``, what ReLUBackward would make of it (every other cell
+    stays 0)."""
     n_, c_, h_in, w_in = x.shape
     ho, wo = dy.shape[2], dy.shape[3]
     zero = dx.dtype.type(0)
+    one = dx.dtype.type(1)
     for t in prange(n_ * c_):
         n = t // c_
         c = t - n * c_
@@ -114,7 +120,7 @@ def _max_bwd_2x2(dy, x, dx):
                 tb = (b == m) & ~ta
                 te = (e == m) & ~(ta | tb)
                 tf = ~(ta | tb | te)
-                gq = g[q]
+                gq = g[q] * (one if m > zero else zero) if relu_mask else g[q]
                 d0[2 * q] = gq if ta else zero
                 d0[2 * q + 1] = gq if tb else zero
                 d1[2 * q] = gq if te else zero
@@ -213,7 +219,7 @@ def pooling2d_backward(ins, outs, attrs):
     g = pool2d_geometry("Pooling2dBackward", x.shape, attrs)
     if _is_2x2(g):
         def part(lo, hi):
-            _max_bwd_2x2(dy[lo:hi], x[lo:hi], dx[lo:hi])
+            _max_bwd_2x2(dy[lo:hi], x[lo:hi], dx[lo:hi], False)
     elif g.is_max:
         def part(lo, hi):
             _max_bwd(dy[lo:hi], x[lo:hi], dx[lo:hi], g.kh, g.kw, g.sh, g.sw, g.pt, g.pl)
@@ -224,4 +230,34 @@ def pooling2d_backward(ins, outs, attrs):
     run_ranges(part, x.shape[0], x.size >= PARALLEL_MIN_ITEMS)  # image ranges
 
 
-KERNELS = {"Pooling2d": pooling2d, "Pooling2dBackward": pooling2d_backward}
+@kernel_attrs(contiguous_inputs=True)
+@via_float32
+def pooling2d_backward_relu(ins, outs, attrs):
+    """Fused Pooling2dBackward+ReLUBackward (graph mode, see singa.ops.FUSIONS):
+    ``dx = pool_backward(dy, x, y) * (r > 0)``, r the ReLU's output. When the pooling reads
+    that output (``r`` is ``x``, as in conv -> ReLU -> pool) and is 2x2 max pooling, the mask
+    of the one cell that gets a gradient is the window's maximum > 0, applied in the pooling
+    gradient's own pass; else the pooling gradient runs, then the mask. Either way the
+    arithmetic of the two kernels (for finite inputs), so bitwise their result."""
+    *pool_ins, r = ins  # the pooling gradient's (dy, x, y), then the ReLU's output
+    dy, x = pool_ins[0], pool_ins[1]
+    dx = outs[0]
+    g = pool2d_geometry("Pooling2dBackward", x.shape, attrs)
+    if _is_2x2(g) and _same_array(r, x):
+        def part(lo, hi):
+            _max_bwd_2x2(dy[lo:hi], x[lo:hi], dx[lo:hi], True)
+
+        run_ranges(part, x.shape[0], x.size >= PARALLEL_MIN_ITEMS)
+        return
+    pooling2d_backward(pool_ins, [dx], attrs)
+    np.multiply(dx, r > 0, out=dx)
+
+
+def _same_array(a, b) -> bool:
+    """Whether views ``a`` and ``b`` are the same elements of the same memory."""
+    return (a.shape == b.shape and a.strides == b.strides and a.dtype == b.dtype
+            and a.__array_interface__["data"][0] == b.__array_interface__["data"][0])
+
+
+KERNELS = {"Pooling2d": pooling2d, "Pooling2dBackward": pooling2d_backward,
+           "Pooling2dBackward+ReLUBackward": pooling2d_backward_relu}
