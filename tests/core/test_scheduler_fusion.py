@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from singa import _dtype
 from singa.ops import FUSIONS, OPS, FusionDef, run
 from test_scheduler_memory import NumpyDevice, _Alloc, _SubAlloc, op, record, tensor
 
@@ -112,3 +113,121 @@ def test_the_fusions_of_the_op_table_are_well_formed():
         assert name == f"{fd.first}+{fd.second}"
         assert fd.first in OPS and fd.second in OPS
         assert 0 <= fd.link < OPS[fd.second].nin
+
+
+# ------------------------------------------------------------------ elementwise chains
+class PyChains:
+    """A chain compiler for the numpy device: runs the chain element by element in Python,
+    recording what it compiled."""
+
+    FORMULAS = {"Add": lambda a, b: a + b, "Mul": lambda a, b: a * b,
+                "Axpy": lambda a, x, y: y + x * a}
+    ops = frozenset(FORMULAS)
+    dtypes = frozenset({_dtype.kDouble})
+
+    def __init__(self):
+        self.compiled = []
+
+    def compile(self, chain):
+        self.compiled.append(chain)
+
+        def kernel(ins, outs, attrs):
+            flat = [a.reshape(-1) for a in ins]
+            n = max(a.size for a in flat)
+            for i in range(n):
+                for st in chain.steps:
+                    vals = [flat[k][0] if chain.scalar[k] else flat[k][i] for k in st.ins]
+                    flat[st.out][i] = self.FORMULAS[st.op](*vals)
+
+        return kernel
+
+
+def chain_device(chains: bool):
+    """The numpy device with an Axpy kernel and, if ``chains``, the Python chain compiler."""
+    d = NumpyDevice(_SubAlloc())
+    d.kernels["Axpy"] = (lambda ins, outs, attrs: np.add(ins[2], ins[1] * ins[0].reshape(()),
+                                                        out=outs[0]), False, None)
+    if chains:
+        d.chains = PyChains()
+        d.chain_compiler = lambda: d.chains
+    return d
+
+
+@pytest.fixture
+def cdev():
+    return chain_device(True)
+
+
+def axpy(a, x, y):
+    run(OPS["Axpy"], [a, x, y], outs=[y])
+
+
+def sgd_program(dev, reader=False):
+    """Momentum SGD on two parameters of different sizes: buf *= mom; buf += g;
+    p += -lr * buf; ``reader``: a node reading b1 (updated) sits before p1's update."""
+    rng = np.random.default_rng(3)
+    state = {name: tensor(dev, rng.standard_normal(n)) for name, n in
+             (("p1", 6), ("b1", 6), ("p2", 3), ("b2", 3))}
+    mom, neg_lr = tensor(dev, [0.9]), tensor(dev, [-0.1])
+    x = tensor(dev, rng.standard_normal(6))
+    seen = {}
+
+    def body():
+        g1 = op("Mul", x, x)  # gradients computed in the graph
+        g2 = op("Add", state["p2"], state["p2"])
+        run(OPS["Mul"], [state["b1"], mom], outs=[state["b1"]])
+        run(OPS["Mul"], [state["b2"], mom], outs=[state["b2"]])
+        axpy(tensor(dev, [1.0]), g1, state["b1"])
+        if reader:  # reads b1 between its update and p1's; ReLU is no chain op
+            seen["b1"] = op("ReLU", state["b1"])
+        axpy(neg_lr, state["b1"], state["p1"])
+        axpy(tensor(dev, [1.0]), g2, state["b2"])
+        axpy(neg_lr, state["b2"], state["p2"])
+
+    return state, body, seen
+
+
+def test_an_optimizers_updates_run_as_one_chain_per_parameter(cdev):
+    want_state, want_body, _ = sgd_program(chain_device(False))
+    for _ in range(2):  # the same ops, eagerly, on a device without chains
+        want_body()
+    state, body, _ = sgd_program(cdev)
+    record(cdev, body)
+    for _ in range(2):
+        cdev.RunGraph()
+    for k in state:
+        np.testing.assert_array_equal(state[k].to_numpy(), want_state[k].to_numpy(), err_msg=k)
+    chains = sorted(sorted(s.op for s in c.steps) for c in cdev.chains.compiled)
+    # each parameter's chain includes the op computing its gradient (same size, read by it)
+    assert chains == [["Add", "Axpy", "Axpy", "Mul"], ["Axpy", "Axpy", "Mul", "Mul"]]
+    assert sum(n.startswith("Elementwise[") for n in names(cdev)) == 2
+    for c in cdev.chains.compiled:
+        # x or p2, g, b, mom, one, neg_lr, p (p2 twice: one operand): scalars are mom, one,
+        # neg_lr
+        assert sum(c.scalar) == 3 and len(c.scalar) in (6, 7)
+
+
+def test_a_chain_never_moves_past_a_node_that_reads_what_it_writes(cdev):
+    want_state, want_body, want_seen = sgd_program(chain_device(False), reader=True)
+    want_body()
+    state, body, seen = sgd_program(cdev, reader=True)
+    record(cdev, body)
+    cdev.RunGraph(serial=True)
+    np.testing.assert_array_equal(seen["b1"].to_numpy(), want_seen["b1"].to_numpy())
+    for k in state:
+        np.testing.assert_array_equal(state[k].to_numpy(), want_state[k].to_numpy(), err_msg=k)
+    steps = names(cdev)
+    # b1's updates (with the gradient x * x) run as a chain before the reader of b1, and
+    # p1's update after it, alone
+    first = steps.index("Elementwise[Mul,Mul,Axpy]")
+    assert steps.index("ReLU", first) < steps.index("Axpy", first)
+    assert "Elementwise[Add,Mul,Axpy,Axpy]" in steps  # the second parameter's chain
+
+
+def test_no_chains_without_a_compiler_or_with_fusion_off(cdev, monkeypatch):
+    monkeypatch.setenv("SINGA_GRAPH_FUSE", "0")
+    state, body, _ = sgd_program(cdev)
+    record(cdev, body)
+    cdev.RunGraph()
+    assert not cdev.chains.compiled
+    assert not any(n.startswith("Elementwise[") for n in names(cdev))

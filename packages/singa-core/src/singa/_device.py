@@ -96,6 +96,14 @@ class Device:
     def _seed(self, seed: int) -> None:
         """Reseed the device's random generator."""
 
+    def chain_compiler(self):
+        """What compiles elementwise chains for graph mode (see
+        :class:`singa.ops.ElementwiseChain`), or None (the default: no chain fusion). It has
+        ``ops`` (the op names it can chain) and ``dtypes`` (dtype codes), and
+        ``compile(chain)`` returns a kernel ``fn(ins, outs, attrs)`` whose ``ins`` are the
+        chain's operands in order (written ones included; ``outs`` is empty)."""
+        return None
+
     def _timed_call(self, fn) -> float:
         """Run ``fn`` and return its duration in seconds, measured by the device's clock."""
         import time

@@ -25,8 +25,8 @@ from . import _remat, config
 from ._ctensor import CTensor
 from ._dtype import ITEMSIZE
 from .memory import size_class
-from .ops._fusion import FUSIONS
-from .ops._registry import OPS, KernelCall
+from .ops._fusion import FUSIONS, ChainStep, ElementwiseChain
+from .ops._registry import EMPTY, OPS, KernelCall
 
 __all__ = ["Graph", "Node", "BlockType"]
 
@@ -254,6 +254,7 @@ class Graph:
         if config.get("SINGA_GRAPH_FUSE"):
             seq, fused_away = self._fuse(seq, planned)
             planned = planned - fused_away
+            seq = self._fuse_chains(seq)
         if config.get("SINGA_GRAPH_RECOMPUTE"):
             seq, planned = self._rematerialize(seq, planned)
         first, last = self._lifetimes(seq)
@@ -315,6 +316,115 @@ class Graph:
                 gone.add(k)
                 break
         return [n for p, n in enumerate(out) if p not in removed], gone
+
+    def _fuse_chains(self, seq) -> list[Node]:
+        """``seq`` with runs of elementwise ops merged into compiled chains (see
+        :class:`singa.ops.ElementwiseChain`), where the device compiles them.
+
+        Walking the order, each elementwise node (an op the compiler chains, one output, every
+        operand a whole contiguous block of the output's size and dtype, or one element)
+        joins the open groups of its size and dtype that it depends on (merging them), or
+        opens one. A group
+        closes at the first node that is not a member but reads what the group writes or
+        writes what it reads or writes (the group's members will run later, at its last
+        member's place, so nothing may come between them and such a node). A group of two
+        or more nodes becomes one node; each element then goes through every step in order.
+        """
+        compiler = self.device.chain_compiler()
+        if compiler is None:
+            return seq
+        groups: list[dict] = []  # every group ever opened, in order of opening
+        open_groups: list[dict] = []
+        for p, n in enumerate(seq):
+            key = self._chain_key(n, compiler)
+            reads = {id(b) for b in n.reads}
+            writes = {id(b) for b in n.writes}
+            sync = not n.reads and not n.writes
+            joined = None
+            still_open = []
+            for g in open_groups:
+                conflict = sync or bool(reads & g["writes"]) or bool(
+                    writes & (g["reads"] | g["writes"]))
+                if not conflict:
+                    still_open.append(g)
+                elif key is not None and g["key"] == key:
+                    if joined is None:  # n depends on the group: it continues it
+                        joined = g
+                        still_open.append(g)
+                    else:  # n depends on two groups: one group, members in order
+                        joined["members"] = sorted(joined["members"] + g["members"])
+                        joined["reads"] |= g["reads"]
+                        joined["writes"] |= g["writes"]
+                        g["members"] = []
+                # else: the group closes before n
+            open_groups = still_open
+            if key is None:
+                continue
+            if joined is None:
+                joined = {"key": key, "members": [], "reads": set(), "writes": set()}
+                groups.append(joined)
+                open_groups.append(joined)
+            joined["members"].append(p)
+            joined["reads"] |= reads
+            joined["writes"] |= writes
+        replace: dict[int, Node] = {}
+        dropped: set[int] = set()
+        for g in groups:
+            if len(g["members"]) < 2:
+                continue
+            members = [seq[p] for p in g["members"]]
+            replace[g["members"][-1]] = self._chain_node(members, g["key"][1], compiler)
+            dropped.update(g["members"][:-1])
+        return [replace.get(p, n) for p, n in enumerate(seq) if p not in dropped]
+
+    @staticmethod
+    def _chain_key(node, compiler):
+        """``(elements, dtype)`` if ``node`` may join an elementwise chain, else None."""
+        fn = node.fn
+        if (not isinstance(fn, KernelCall) or node.name not in compiler.ops
+                or len(fn.outs) != 1 or len(node.writes) != 1):
+            return None
+        out = fn.outs[0]
+        if out.dt not in compiler.dtypes or not _whole(out):
+            return None
+        n = out.size
+        for x in fn.ins:
+            if x.dt != out.dt:
+                return None
+            if x.size == n and n > 1 and not (_whole(x) and x.shp == out.shp):
+                return None
+            if x.size not in (1, n):
+                return None
+        return (n, out.dt)
+
+    def _chain_node(self, members, dtype, compiler) -> Node:
+        """One node running ``members`` (elementwise nodes, in order) as a compiled chain."""
+        operands: list = []
+        index: dict = {}
+        scalar: list[bool] = []
+
+        def operand(x, full):
+            key = id(x.block) if full else ("scalar", id(x))
+            if key not in index:
+                index[key] = len(operands)
+                operands.append(x)
+                scalar.append(not full)
+            return index[key]
+
+        n = members[0].fn.outs[0].size
+        steps = []
+        for m in members:
+            ins = tuple(operand(x, x.size == n) for x in m.fn.ins)
+            steps.append(ChainStep(m.name, ins, operand(m.fn.outs[0], True)))
+        chain = ElementwiseChain(tuple(steps), tuple(scalar), dtype)
+        call = KernelCall(self.device, compiler.compile(chain), operands, [], EMPTY)
+        reads: dict[int, object] = {}
+        writes: dict[int, object] = {}
+        for m in members:
+            reads.update((id(b), b) for b in m.reads)
+            writes.update((id(b), b) for b in m.writes)
+        return Node(members[-1].id, call, chain.name, tuple(reads.values()),
+                    tuple(writes.values()))
 
     @staticmethod
     def _fusable(fd, p, a, seq, planned, readers, writers, merged) -> int | None:

@@ -36,6 +36,7 @@ class CppCPU(Device):
     def __init__(self):
         super().__init__("cpu", -1, NumpyAllocator())
         self.rng = np.random.default_rng()
+        self._chains = None
 
     def native(self, ct):
         buf = ct.block.data
@@ -50,6 +51,14 @@ class CppCPU(Device):
         ct._view = v
         ct._vbuf = buf
         return v
+
+    def chain_compiler(self):
+        """Elementwise chains compiled with numba (see kernels.chains)."""
+        if self._chains is None:
+            from .kernels.chains import ChainCompiler
+
+            self._chains = ChainCompiler()
+        return self._chains
 
     def native_to_numpy(self, arr):
         return np.array(arr, copy=True)

@@ -8,8 +8,8 @@ from . import (
     _nn_ops,  # noqa: F401  (declares the neural-network ops)
     _tensor_ops,  # noqa: F401  (declares the tensor-math ops)
 )
-from ._fusion import FUSIONS, FusionDef
+from ._fusion import FUSIONS, ChainStep, ElementwiseChain, FusionDef
 from ._registry import EMPTY, OPS, KernelCall, OpDef, defop, kernel_attrs, run
 
-__all__ = ["EMPTY", "FUSIONS", "OPS", "FusionDef", "KernelCall", "OpDef", "defop",
-           "kernel_attrs", "run"]
+__all__ = ["EMPTY", "FUSIONS", "OPS", "ChainStep", "ElementwiseChain", "FusionDef",
+           "KernelCall", "OpDef", "defop", "kernel_attrs", "run"]

@@ -1,4 +1,9 @@
-"""Fused kernels: two ops run as one kernel in graph mode.
+"""Fused kernels: ops run as one kernel in graph mode.
+
+Two kinds. **Pairs** (:data:`FUSIONS`): an op and the one op that reads its output, fused by a
+kernel the backend writes by hand. **Elementwise chains** (:class:`ElementwiseChain`): runs of
+elementwise ops over arrays of one size (an optimizer's in-place updates of one parameter),
+compiled by the backend into one loop over the elements (``Device.chain_compiler``).
 
 A recorded graph knows which intermediate results nothing else reads. When op ``first``
 writes a block that only op ``second`` reads (as its input ``link``), and Python holds no
@@ -22,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["FusionDef", "FUSIONS"]
+__all__ = ["FusionDef", "FUSIONS", "ChainStep", "ElementwiseChain"]
 
 
 @dataclass(frozen=True)
@@ -50,3 +55,32 @@ _declare("Conv2d", "ReLU", 0,
 _declare("Pooling2dBackward", "ReLUBackward", 0,
          "The gradient of a max/average pooling, masked by the ReLU before it: "
          "dx = pool_backward(dy, x) * (y > 0), written once.")
+
+
+@dataclass(frozen=True)
+class ChainStep:
+    """One op of an elementwise chain: ``operands[out] = op(operands[ins]...)`` per element."""
+
+    op: str
+    ins: tuple
+    out: int
+
+
+@dataclass(frozen=True)
+class ElementwiseChain:
+    """Elementwise ops run in one pass over ``n`` elements, in order, for each element.
+
+    ``scalar[k]``: operand k has one element, broadcast (read once; never written by the chain);
+    every other operand is a contiguous array of ``n`` elements of dtype ``dtype``. Each step
+    computes element i from elements i of its operands, so running all steps for element 0,
+    then all for element 1, ... gives what running the ops one after the other gives, in-place
+    updates included. Equal chains (same ops, operand pattern and dtype) compile once.
+    """
+
+    steps: tuple
+    scalar: tuple
+    dtype: int
+
+    @property
+    def name(self) -> str:
+        return "Elementwise[" + ",".join(s.op for s in self.steps) + "]"
