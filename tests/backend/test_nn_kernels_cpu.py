@@ -287,6 +287,22 @@ def test_batchnorm_updates_running_stats_in_place(dev, rng, dtype):
     np.testing.assert_allclose(res[0].to_numpy(), want[0], rtol=rtol, atol=atol * 10)
 
 
+# ============================================================== bias-gradient sums
+@pytest.mark.parametrize("shape, axes, keepdims", [
+    ((64, 20, 24, 24), (0, 2, 3), False),   # the seed CNN's conv1 bias gradient
+    ((16, 50, 8, 8), (0, 2, 3), True),
+    ((3, 7, 5), (0, 2), False),
+    ((4, 3, 2, 5, 6), (0, 3, 4), False),     # two kept axes
+    ((5, 6, 7), (1, 2), False),              # no leading axis
+    ((64, 500), (0,), False),                # no trailing axis: numpy's own reduction
+    ((6, 4, 1), (0, 2), False),              # a trailing axis of one element
+])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_sum_over_outer_axes(dev, rng, shape, axes, keepdims, dtype):
+    x = (randn(rng, shape, dtype) + 0.25).astype(dtype)
+    check(dev, "Sum", [x], {"axes": axes, "keepdims": keepdims})
+
+
 # ============================================================== losses
 @pytest.mark.parametrize("dense", [False, True])
 def test_losses_on_a_training_batch(dev, rng, dense):

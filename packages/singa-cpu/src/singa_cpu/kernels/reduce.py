@@ -26,8 +26,31 @@ def _sum(ins, outs, attrs):
     keep = attrs.get("keepdims", False)
     if x.dtype == np.float16:  # accumulate in float32 like the GPU libraries do
         out[...] = np.sum(x, axis=axes, keepdims=keep, dtype=np.float32)
-    else:
+    elif not _sum_outer(x, axes, out):
         np.sum(x, axis=axes, keepdims=keep, out=out)
+
+
+def _sum_outer(x, axes, out) -> bool:
+    """Sum of a contiguous float array over leading and trailing axes, keeping a middle run
+    of axes (a bias gradient: ``(N, C, H, W)`` over ``(0, 2, 3)``): the trailing axes by a
+    BLAS matrix-vector product with ones, then the leading ones. numpy's own reduction over
+    such axes runs 5-6x slower (measured: 120 vs 21 us on 64x20x24x24 floats). False when the
+    pattern does not apply."""
+    kept = [a for a in range(x.ndim) if a not in axes]
+    if (not kept or kept != list(range(kept[0], kept[-1] + 1)) or kept[-1] == x.ndim - 1
+            or x.dtype not in (np.float32, np.float64) or not x.flags.c_contiguous
+            or not out.flags.c_contiguous):
+        return False
+    lead = int(np.prod(x.shape[:kept[0]], dtype=np.int64))
+    mid = int(np.prod(x.shape[kept[0]:kept[-1] + 1], dtype=np.int64))
+    tail = x.size // max(1, lead * mid)
+    if x.size == 0 or tail < 2:
+        return False
+    rows = np.empty(lead * mid, x.dtype)
+    with single_threaded_blas():
+        np.matmul(x.reshape(lead * mid, tail), np.ones(tail, x.dtype), out=rows)
+    np.sum(rows.reshape(lead, mid), axis=0, out=out.reshape(mid))
+    return True
 
 
 def _mean(ins, outs, attrs):
