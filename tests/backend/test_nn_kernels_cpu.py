@@ -187,19 +187,21 @@ def test_pooling_other_dtypes_and_ties(dev, rng, dtype, case):
 
 
 # ============================================================== fused kernels (graph mode)
-def run_fused(dev, name, arrays, attrs, out_shape):
+def run_fused(dev, name, arrays, attrs, *out_shapes):
     """The device's fused kernel ``name`` (singa.ops.FUSIONS) on ``arrays``; an array given
-    twice (the same object) is uploaded once, so the kernel sees one buffer twice."""
+    twice (the same object) is uploaded once, so the kernel sees one buffer twice. Returns
+    the output (or outputs, for several ``out_shapes``)."""
     if name not in dev.kernels:
         pytest.skip(f"{dev.name} has no fused {name} kernel")
     from singa.ops import KernelCall
 
     uploaded = {}
     ins = [uploaded.setdefault(id(a), upload(dev, a)) for a in arrays]
-    out = CTensor(out_shape, dev, _dtype.code_of(arrays[0].dtype))
-    dev.exec(KernelCall(dev, dev.kernels[name][0], ins, [out], attrs),
-             [x.block for x in ins], [out.block], name)
-    return out.to_numpy()
+    outs = [CTensor(shape, dev, _dtype.code_of(arrays[0].dtype)) for shape in out_shapes]
+    dev.exec(KernelCall(dev, dev.kernels[name][0], ins, outs, attrs),
+             [x.block for x in ins], [o.block for o in outs], name)
+    res = [o.to_numpy() for o in outs]
+    return res[0] if len(res) == 1 else res
 
 
 def assert_bitwise(got, want, what):
@@ -225,6 +227,30 @@ def test_fused_conv_relu_is_conv_then_relu(dev, rng, case, bias):
                      0)
     np.testing.assert_allclose(got, ref, rtol=2e-4, atol=2e-4 * max(1.0, np.abs(ref).max()))
     assert (got == 0).any() and (got > 0).any()  # the ReLU did cut
+
+
+@pytest.mark.parametrize("case", ["cnn.conv1", "cnn.conv2", "winograd nopad", "pointwise",
+                                  "asymmetric"])
+@pytest.mark.parametrize("pool", ["2x2 max", "3x3 max", "avg"])
+def test_fused_conv_relu_pool_is_the_three_kernels(dev, rng, case, pool, monkeypatch):
+    """Conv2d+ReLU+Pooling2d (2x2 max pooling of each chunk in cache; other poolings after)
+    gives bitwise the Conv2d, ReLU and Pooling2d kernels' outputs: the ReLU's and the
+    pooling's; also in many small chunks."""
+    if dev.backend == "cpu":
+        from singa_cpu.kernels import conv
+
+        monkeypatch.setattr(conv, "COL_BYTES", 1)  # one image per chunk
+    xs, ws, attrs = CONV[case]
+    pattrs = {"2x2 max": dict(kernel=(2, 2), stride=(2, 2), mode="max"),
+              "3x3 max": dict(kernel=(3, 3), stride=(2, 2), pads=(1, 1, 1, 1), mode="max"),
+              "avg": dict(kernel=(2, 2), stride=(2, 2), mode="avg")}[pool]
+    x, w, b = _conv_arrays(rng, xs, ws)
+    y = run_op(dev, "ReLU", [run_op(dev, "Conv2d", [x, w, b], attrs)[0]], {})[0]
+    pooled = run_op(dev, "Pooling2d", [y], pattrs)[0]
+    got_y, got_p = run_fused(dev, "Conv2d+ReLU+Pooling2d", [x, w, b],
+                             {**attrs, "second": pattrs}, y.shape, pooled.shape)
+    assert_bitwise(got_y, y, f"{case} ReLU output")
+    assert_bitwise(got_p, pooled, f"{case} {pool} pooling")
 
 
 @pytest.mark.parametrize("case", list(POOL))

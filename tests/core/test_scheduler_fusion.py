@@ -108,11 +108,37 @@ def test_no_fusion_across_a_write_to_the_first_ops_input(dev):
     np.testing.assert_array_equal(x.to_numpy(), -x0)
 
 
+def _add_relu_neg(ins, outs, attrs):
+    calls.append("Add+ReLU+Neg")
+    np.maximum(np.add(ins[0], ins[1]), 0, out=outs[0])
+    np.negative(outs[0], out=outs[1])
+
+
+def test_a_fused_node_fuses_again_and_keeps_an_output_read_later(dev, monkeypatch):
+    """Add+ReLU, then its Neg (keep: the ReLU's output is read again later), as one kernel."""
+    monkeypatch.setitem(FUSIONS, "Add+ReLU+Neg",
+                        FusionDef("Add+ReLU+Neg", "Add+ReLU", "Neg", 0, keep=True))
+    dev.kernels["Add+ReLU+Neg"] = (_add_relu_neg, False, None)
+    x = tensor(dev, [-3.0, -1.0, 0.5, 2.0])
+    y = tensor(dev, [1.0, -1.0, 1.0, -1.0])
+
+    def body():
+        r = op("ReLU", op("Add", x, y))
+        n = op("Neg", r)      # first reader of r: fused
+        return op("Mul", n, r)  # a later reader of r: r is kept
+
+    out = record(dev, body)
+    dev.RunGraph(serial=True)
+    assert names(dev) == ["Add+ReLU+Neg", "Mul"] and calls == ["Add+ReLU+Neg"]
+    r = np.maximum(x.to_numpy() + y.to_numpy(), 0)
+    np.testing.assert_array_equal(out.to_numpy(), -r * r)
+
+
 def test_the_fusions_of_the_op_table_are_well_formed():
     for name, fd in FUSIONS.items():
         assert name == f"{fd.first}+{fd.second}"
-        assert fd.first in OPS and fd.second in OPS
-        assert 0 <= fd.link < OPS[fd.second].nin
+        assert (fd.first in OPS or fd.first in FUSIONS) and fd.second in OPS
+        assert fd.base in OPS and 0 <= fd.link < OPS[fd.second].nin
 
 
 # ------------------------------------------------------------------ elementwise chains

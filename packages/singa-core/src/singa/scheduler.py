@@ -272,19 +272,31 @@ class Graph:
         """``seq`` with pairs of nodes merged into calls of fused kernels, and the ids of the
         intermediate blocks that thereby disappear (see :mod:`singa.ops._fusion`).
 
-        Node A (op ``first``) and node B (op ``second``) are merged when the device has the
-        fused kernel for their dtype, A's single output is a whole planned block that A alone
-        writes and B alone reads, as its input ``link`` (a whole view of the same shape and
-        dtype, and none of B's other inputs), B has no attributes, and no node between them
-        writes what A reads. The merged node runs at B's position.
+        Node A (op ``first``, which may itself be a fused node) and node B (op ``second``) are
+        merged when the device has the fused kernel for their dtype, A's single output is a
+        whole block that A alone writes and B reads as its input ``link`` (a whole view of the
+        same shape and dtype, and none of B's other inputs), and no node between them writes
+        what A reads. Without ``keep`` the output must be planned and B its only reader: it
+        disappears. With ``keep`` B must be its first reader: it is still written, for the
+        later ones. The merged node runs at B's position. Passes repeat until nothing merges,
+        so that a fused node can be the first op of a further fusion.
         """
         kernels = self.device.kernels
         by_first: dict[str, list] = {}
         for fd in FUSIONS.values():
             if fd.name in kernels:
                 by_first.setdefault(fd.first, []).append(fd)
-        if not by_first:
-            return seq, set()
+        gone: set[int] = set()
+        while by_first:
+            seq, more = self._fuse_pass(seq, planned - gone, by_first, kernels)
+            if more is None:
+                break
+            gone |= more
+        return seq, gone
+
+    def _fuse_pass(self, seq, planned, by_first, kernels):
+        """One pass of :meth:`_fuse`: the new sequence and the blocks gone, or (seq, None)
+        when nothing merged."""
         readers: dict[int, list[int]] = {}
         writers: dict[int, list[int]] = {}
         for p, n in enumerate(seq):
@@ -309,12 +321,18 @@ class Graph:
                     continue
                 k = id(a.fn.outs[0].block)
                 reads = [*a.reads, *(x for x in b.reads if id(x) != k)]
-                call = KernelCall(self.device, fn, ins, list(b.fn.outs), a.fn.attrs)
-                out[q] = Node(a.id, call, fd.name, tuple(reads), b.writes)
+                outs = [*a.fn.outs, *b.fn.outs] if fd.keep else list(b.fn.outs)
+                writes = (*a.writes, *b.writes) if fd.keep else b.writes
+                attrs = {**a.fn.attrs, "second": b.fn.attrs} if b.fn.attrs else a.fn.attrs
+                call = KernelCall(self.device, fn, ins, outs, attrs)
+                out[q] = Node(a.id, call, fd.name, tuple(reads), writes)
                 merged.update((p, q))
                 removed.add(p)
-                gone.add(k)
+                if not fd.keep:
+                    gone.add(k)
                 break
+        if not merged:
+            return seq, None
         return [n for p, n in enumerate(out) if p not in removed], gone
 
     def _fuse_chains(self, seq) -> list[Node]:
@@ -433,13 +451,15 @@ class Graph:
             return None
         xa = a.fn.outs[0]
         k = id(xa.block)
-        if (k not in planned or not _whole(xa) or len(a.writes) != 1
-                or writers.get(k) != [p] or len(readers.get(k, ())) != 1):
+        reads_k = readers.get(k, ())
+        if not _whole(xa) or len(a.writes) != 1 or writers.get(k) != [p] or not reads_k:
             return None
-        q = readers[k][0]
+        if not fd.keep and (k not in planned or len(reads_k) != 1):
+            return None
+        q = reads_k[0]
         b = seq[q]
         if (q in merged or b.name != fd.second or not isinstance(b.fn, KernelCall)
-                or b.fn.attrs or fd.link >= len(b.fn.ins)):
+                or fd.link >= len(b.fn.ins) or (b.fn.attrs and "second" in a.fn.attrs)):
             return None
         xb = b.fn.ins[fd.link]
         if (xb.block is not xa.block or not _whole(xb) or xb.shp != xa.shp or xb.dt != xa.dt

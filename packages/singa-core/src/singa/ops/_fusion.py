@@ -13,18 +13,22 @@ convolution followed by its ReLU then applies the ReLU to each batch chunk while
 still in cache, instead of a second pass over the whole output.
 
 A fusion is only used where the device registers a kernel under its name; backends without
-one run the two ops as recorded. The fused kernel's calling convention:
+one run the ops as recorded. ``first`` may itself be a fusion (``Conv2d+ReLU+Pooling2d``
+fuses the fused ``Conv2d+ReLU`` with the pooling of its output). The fused kernel's calling
+convention:
 
 - inputs: ``first``'s inputs, then ``second``'s inputs other than ``link``, in order;
-- outputs: ``second``'s outputs;
-- attributes: ``first``'s (``second`` must have none);
+- outputs: ``second``'s outputs; with ``keep``, ``first``'s output before them (it is still
+  written, for readers after ``second``);
+- attributes: ``first``'s, plus ``second``'s under the key ``"second"`` when it has any;
 
 and it must give, bitwise, what ``second``'s kernel gives on ``first``'s kernel's output (the
-conformance kit checks this against the device's own two kernels).
+conformance kit checks this against the device's own kernels).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 __all__ = ["FusionDef", "FUSIONS", "ChainStep", "ElementwiseChain"]
@@ -39,19 +43,43 @@ class FusionDef:
     second: str
     link: int  # index of second's input that is first's (single) output
     doc: str = ""
+    keep: bool = False  # first's output is kept (written) for readers after second
+    #: ``sample_second(g, shape) -> attrs | None``: attributes of ``second`` valid on an input
+    #: of ``shape`` (the conformance kit draws them), None if there are none
+    sample_second: Callable | None = None
+
+    @property
+    def base(self) -> str:
+        """The op of the table the chain of fusions starts from (whose sampler draws inputs)."""
+        return FUSIONS[self.first].base if self.first in FUSIONS else self.first
 
 
 FUSIONS: dict[str, FusionDef] = {}
 
 
-def _declare(first: str, second: str, link: int, doc: str) -> None:
+def _declare(first: str, second: str, link: int, doc: str, **kw) -> None:
     name = f"{first}+{second}"
-    FUSIONS[name] = FusionDef(name, first, second, link, doc)
+    FUSIONS[name] = FusionDef(name, first, second, link, doc, **kw)
+
+
+def _pool_attrs(g, shape):
+    """Pooling2d attributes valid on an NCHW input of ``shape``: the common 2x2/stride-2 max
+    pooling more often than the others."""
+    h, w = shape[2], shape[3]
+    choices = [dict(kernel=(2, 2), stride=(2, 2), mode="max")] * 3 + [
+        dict(kernel=(3, 3), stride=(2, 2), pads=(1, 1, 1, 1), mode="max"),
+        dict(kernel=(2, 2), stride=(1, 1), mode="avg")]
+    fit = [c for c in choices if h >= c["kernel"][0] and w >= c["kernel"][1]]
+    return g.choice(fit) if fit else None
 
 
 _declare("Conv2d", "ReLU", 0,
          "A convolution (bias included) and the ReLU of its output: the ReLU is applied to each "
          "chunk of the output as it is computed.")
+_declare("Conv2d+ReLU", "Pooling2d", 0,
+         "A convolution and its ReLU, and the pooling of the ReLU's output, which is kept for "
+         "the backward pass: each chunk of the output is pooled while in cache.",
+         keep=True, sample_second=_pool_attrs)
 _declare("Pooling2dBackward", "ReLUBackward", 0,
          "The gradient of a max/average pooling, masked by the ReLU before it: "
          "dx = pool_backward(dy, x) * (y > 0), written once.")

@@ -58,9 +58,10 @@ else the op's ``dtypes``); test ids read ``test_forward[Add-float32]``:
 ``test_random_seed``
     ``SetRandSeed(s)`` twice gives identical draws; draws without reseeding differ.
 ``test_fused``
-    fused kernels (``singa.ops.FUSIONS``, used by graph mode): inputs drawn by the first op's
-    sampler, the second op's other inputs random or an input of the first op (aliasing); the
-    fused kernel must give bitwise what the device's own two kernels give in sequence.
+    fused kernels (``singa.ops.FUSIONS``, used by graph mode): inputs drawn by the sampler of
+    the op the fusion starts from, the second op's attributes by the fusion's sampler and its
+    other inputs random or an input of the first op (aliasing); the fused kernel must give
+    bitwise what the device's own kernels give one after the other.
 ``test_kernel_table``
     every kernel name is an op of the table (or a fusion of two) and every ``dtypes``
     attribute is valid.
@@ -174,9 +175,10 @@ def collect_cases(dev, kind: str) -> list[KernelCase]:
     if kind == "fused":
         for name, fd in FUSIONS.items():
             entry = table.get(name)
-            if entry is not None and not OPS[fd.first].random:
-                for dt in _kernel_dtypes(entry[0], OPS[fd.first]):
-                    out.append(KernelCase(OPS[fd.first], dt, entry[0], entry[1], fd))
+            base = OPS[fd.base]
+            if entry is not None and not base.random:
+                for dt in _kernel_dtypes(entry[0], base):
+                    out.append(KernelCase(base, dt, entry[0], entry[1], fd))
         return out
     for name, op in OPS.items():
         entry = table.get(name)
@@ -412,8 +414,25 @@ def test_inplace(kernel_case, singa_device, request):
     _hypothesis(request, case, "inplace", body)
 
 
+def _compose(name: str, ins, attrs) -> list:
+    """Outputs of op or fusion ``name`` computed with the device's unfused kernels, one op
+    after the other (see :mod:`singa.ops._fusion` for the fused calling convention)."""
+    if name in OPS:
+        return run(OPS[name], ins, attrs)
+    fd = FUSIONS[name]
+    second = OPS[fd.second]
+    n_first = len(ins) - (second.nin - 1)
+    first_attrs = {k: v for k, v in attrs.items() if k != "second"}
+    (mid,) = _compose(fd.first, ins[:n_first], first_attrs)
+    b_ins = list(ins[n_first:])
+    b_ins.insert(fd.link, mid)
+    outs = run(second, b_ins, attrs.get("second", {}))
+    return [mid, *outs] if fd.keep else outs
+
+
 def test_fused(kernel_case, singa_device, request):
-    """Each fused kernel gives bitwise what the device's two kernels give in sequence."""
+    """Each fused kernel gives bitwise what the device's own kernels give one after the
+    other."""
     case = kernel_case
     fd = case.fusion
     second = OPS[fd.second]
@@ -421,7 +440,11 @@ def test_fused(kernel_case, singa_device, request):
     def body(g):
         arrays, attrs = _draw_case(g, case)
         ins = [checks.upload(a, singa_device) for a in arrays]
-        (mid,) = run(case.op, ins, attrs)
+        (mid,) = _compose(fd.first, ins, attrs)
+        if fd.sample_second is not None:
+            s_attrs = fd.sample_second(g, mid.shp)
+            assume(s_attrs is not None)
+            attrs = {**attrs, "second": s_attrs}
         mid_np = mid.to_numpy()
         others = []
         for j in range(second.nin):
@@ -433,11 +456,9 @@ def test_fused(kernel_case, singa_device, request):
                 others.append(g.choice(same))
             else:
                 others.append(checks.upload(g.array(mid.shp, mid_np.dtype), singa_device))
-        b_ins = list(others)
-        b_ins.insert(fd.link, mid)
-        expected = run(second, b_ins, {})
-        outs = [CTensor(o.shp, singa_device, o.dt) for o in expected]
         f_ins = [*ins, *others]
+        expected = _compose(fd.name, f_ins, attrs)
+        outs = [CTensor(o.shp, singa_device, o.dt) for o in expected]
         singa_device.exec(KernelCall(singa_device, case.kernel, f_ins, outs, attrs),
                           [x.block for x in f_ins], [o.block for o in outs], fd.name)
         for k, (o, e) in enumerate(zip(outs, expected)):
@@ -446,7 +467,7 @@ def test_fused(kernel_case, singa_device, request):
                 bad = np.flatnonzero(~((got == want) | (np.isnan(got) & np.isnan(want))))
                 raise AssertionError(
                     f"fused kernel {fd.name} on {singa_device.name}, output {k}: differs from "
-                    f"{fd.first} then {fd.second} at {bad.size} of {got.size} elements "
+                    f"its ops run one after the other at {bad.size} of {got.size} elements "
                     f"(first at flat index {bad[0]}: {got.flat[bad[0]]!r} vs "
                     f"{want.flat[bad[0]]!r}; {checks.describe_case(arrays, attrs)})")
 
@@ -519,7 +540,7 @@ def test_kernel_table(singa_device):
         fn = entry[0]
         op = OPS.get(name)
         if op is None and name in FUSIONS:
-            op = OPS[FUSIONS[name].first]
+            op = OPS[FUSIONS[name].base]
         if op is None:
             problems.append(
                 f"kernel {name!r} matches no op of singa.ops.OPS (typo? "

@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import numpy as np
 from singa.ops import EMPTY, kernel_attrs
-from singa.ops._nn_ops import conv2d_geometry
+from singa.ops._nn_ops import conv2d_geometry, pool2d_geometry
 
-from . import winograd
+from . import pool, winograd
 from ._float16 import via_float32
 from ._parallel import pjit
 from ._threads import ThreadSums, chunk_spans, run_chunks, run_ranges, single_threaded_blas
@@ -220,15 +220,20 @@ def kernels(device) -> dict:
     device.conv_workspace = ws
     relu_kernel = _ELEMENTWISE["ReLU"]
 
-    def forward(ins, outs, attrs, relu: bool):
-        """y = conv(x, w) + b, and with ``relu`` max(y, 0) (the fused Conv2d+ReLU): on the
-        im2col paths the bias and the ReLU are applied to each chunk of y right after its
-        GEMM, while it is in cache; the same arithmetic as the Conv2d and ReLU kernels."""
+    def forward(ins, outs, attrs, relu: bool, pooled=None):
+        """y = conv(x, w) + b, with ``relu`` max(y, 0) (the fused Conv2d+ReLU), and with
+        ``pooled`` also the pooling of y (Conv2d+ReLU+Pooling2d, the pooling's attributes in
+        ``attrs["second"]``). On the im2col paths the bias, the ReLU and a 2x2 max pooling are
+        applied to each chunk of y right after its GEMM, while it is in cache; the same
+        arithmetic as the Conv2d, ReLU and Pooling2d kernels."""
         x, w = ins[0], ins[1]
         b = ins[2] if len(ins) > 2 else None
         y = outs[0]
         g = conv2d_geometry("Conv2d", x.shape, w.shape, attrs)
         w2 = w.reshape(g.o, -1)
+        pool_attrs = attrs.get("second", EMPTY)
+        chunk_pool = pooled is not None and pool.is_2x2_max(
+            pool2d_geometry("Pooling2d", y.shape, pool_attrs))
         if winograd.eligible(g):
             winograd.conv3x3(ws, x, w, b, y, (g.pt, g.pb, g.pl, g.pr), _pad_into)
         elif _is_pointwise(g):
@@ -237,12 +242,16 @@ def kernels(device) -> dict:
             if b is not None:
                 y3 += b.reshape(1, -1, 1)
         else:
-            _im2col_forward(x, w2, b, y, g, relu)
+            _im2col_forward(x, w2, b, y, g, relu, pooled if chunk_pool else None)
+            if pooled is not None and not chunk_pool:
+                pool.KERNELS["Pooling2d"]([y], [pooled], pool_attrs)
             return
         if relu:
             relu_kernel([y], [y], EMPTY)
+        if pooled is not None:
+            pool.KERNELS["Pooling2d"]([y], [pooled], pool_attrs)
 
-    def _im2col_forward(x, w2, b, y, g, relu):
+    def _im2col_forward(x, w2, b, y, g, relu, pooled):
         hw = g.ho * g.wo
         y3 = y.reshape(g.n, g.o, hw)
         bias = b if b is not None else np.zeros(1, x.dtype)
@@ -267,6 +276,8 @@ def kernels(device) -> dict:
                 _unpack(out2, y3, bias, b is not None, n0, m)
             if relu:
                 np.maximum(y3[n0:n0 + m], 0, out=y3[n0:n0 + m])
+            if pooled is not None:
+                pool.max_2x2(y[n0:n0 + m], pooled[n0:n0 + m])
 
         run_chunks(chunk, _spans(g, x.itemsize))
 
@@ -282,6 +293,14 @@ def kernels(device) -> dict:
     def conv2d_relu(ins, outs, attrs):
         """The fused Conv2d+ReLU of graph mode (see singa.ops.FUSIONS)."""
         forward(ins, outs, attrs, True)
+
+    @kernel_attrs(contiguous_inputs=True)
+    @via_float32
+    @single_threaded_blas()
+    def conv2d_relu_pool(ins, outs, attrs):
+        """The fused Conv2d+ReLU+Pooling2d of graph mode: outputs the ReLU's (kept) and the
+        pooling's."""
+        forward(ins, outs[:1], attrs, True, outs[1])
 
     @kernel_attrs(contiguous_inputs=True)
     @via_float32
@@ -367,6 +386,7 @@ def kernels(device) -> dict:
     return {
         "Conv2d": conv2d,
         "Conv2d+ReLU": conv2d_relu,
+        "Conv2d+ReLU+Pooling2d": conv2d_relu_pool,
         "Conv2dBackwardX": conv2d_backward_x,
         "Conv2dBackwardW": conv2d_backward_w,
     }

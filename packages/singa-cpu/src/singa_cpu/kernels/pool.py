@@ -195,10 +195,16 @@ def _avg_bwd(dy, dx, kh, kw, sh, sw, pt, pb, pl, pr, include_pad):
                         dx[n, c, h, w] += share
 
 
-def _is_2x2(g) -> bool:
+def is_2x2_max(g) -> bool:
     """Max pooling with 2x2 windows, stride 2, no padding, floor mode."""
     return (g.is_max and not g.ceil_mode
             and (g.kh, g.kw, g.sh, g.sw, g.pt, g.pb, g.pl, g.pr) == (2, 2, 2, 2, 0, 0, 0, 0))
+
+
+def max_2x2(x, y) -> None:
+    """2x2/stride-2 max pooling of contiguous NCHW ``x`` into ``y`` on the calling thread (a
+    fused convolution pools each chunk of its output with it)."""
+    _max_fwd_2x2(x, y)
 
 
 @kernel_attrs(contiguous_inputs=True)
@@ -206,7 +212,7 @@ def _is_2x2(g) -> bool:
 def pooling2d(ins, outs, attrs):
     x, y = ins[0], outs[0]
     g = pool2d_geometry("Pooling2d", x.shape, attrs)
-    if _is_2x2(g):
+    if is_2x2_max(g):
         def part(lo, hi):
             _max_fwd_2x2(x[lo:hi], y[lo:hi])
     elif g.is_max:
@@ -225,7 +231,7 @@ def pooling2d_backward(ins, outs, attrs):
     dy, x = ins[0], ins[1]
     dx = outs[0]
     g = pool2d_geometry("Pooling2dBackward", x.shape, attrs)
-    if _is_2x2(g):
+    if is_2x2_max(g):
         def part(lo, hi):
             _max_bwd_2x2(dy[lo:hi], x[lo:hi], dx[lo:hi], False)
     elif g.is_max:
@@ -251,7 +257,7 @@ def pooling2d_backward_relu(ins, outs, attrs):
     dy, x = pool_ins[0], pool_ins[1]
     dx = outs[0]
     g = pool2d_geometry("Pooling2dBackward", x.shape, attrs)
-    if _is_2x2(g) and _same_array(r, x):
+    if is_2x2_max(g) and _same_array(r, x):
         def part(lo, hi):
             _max_bwd_2x2(dy[lo:hi], x[lo:hi], dx[lo:hi], True)
 
