@@ -223,14 +223,14 @@ def test_an_optimizers_updates_run_as_one_chain_per_parameter(cdev):
         cdev.RunGraph()
     for k in state:
         np.testing.assert_array_equal(state[k].to_numpy(), want_state[k].to_numpy(), err_msg=k)
-    chains = sorted(sorted(s.op for s in c.steps) for c in cdev.chains.compiled)
-    # each parameter's chain includes the op computing its gradient (same size, read by it)
-    assert chains == [["Add", "Axpy", "Axpy", "Mul"], ["Axpy", "Axpy", "Mul", "Mul"]]
+    chains = [[s.op for s in c.steps] for c in cdev.chains.compiled]
+    assert chains == [["Mul", "Axpy", "Axpy"]] * 2
     assert sum(n.startswith("Elementwise[") for n in names(cdev)) == 2
-    for c in cdev.chains.compiled:
-        # x or p2, g, b, mom, one, neg_lr, p (p2 twice: one operand): scalars are mom, one,
-        # neg_lr
-        assert sum(c.scalar) == 3 and len(c.scalar) in (6, 7)
+    # the gradients' ops write planned intermediates: they stay out (in-place reuse and
+    # rematerialisation decide per op on those)
+    assert names(cdev).count("Mul") == 1 and names(cdev).count("Add") == 1
+    for c in cdev.chains.compiled:  # b, mom, one, g, neg_lr, p: scalars mom, one, neg_lr
+        assert len(c.scalar) == 6 and sum(c.scalar) == 3
 
 
 def test_a_chain_never_moves_past_a_node_that_reads_what_it_writes(cdev):
@@ -243,11 +243,10 @@ def test_a_chain_never_moves_past_a_node_that_reads_what_it_writes(cdev):
     for k in state:
         np.testing.assert_array_equal(state[k].to_numpy(), want_state[k].to_numpy(), err_msg=k)
     steps = names(cdev)
-    # b1's updates (with the gradient x * x) run as a chain before the reader of b1, and
-    # p1's update after it, alone
-    first = steps.index("Elementwise[Mul,Mul,Axpy]")
+    # b1's updates run as a chain before the reader of b1, and p1's update after it, alone
+    first = steps.index("Elementwise[Mul,Axpy]")
     assert steps.index("ReLU", first) < steps.index("Axpy", first)
-    assert "Elementwise[Add,Mul,Axpy,Axpy]" in steps  # the second parameter's chain
+    assert "Elementwise[Mul,Axpy,Axpy]" in steps  # the second parameter's chain
 
 
 def test_no_chains_without_a_compiler_or_with_fusion_off(cdev, monkeypatch):

@@ -254,7 +254,7 @@ class Graph:
         if config.get("SINGA_GRAPH_FUSE"):
             seq, fused_away = self._fuse(seq, planned)
             planned = planned - fused_away
-            seq = self._fuse_chains(seq)
+            seq = self._fuse_chains(seq, planned)
         if config.get("SINGA_GRAPH_RECOMPUTE"):
             seq, planned = self._rematerialize(seq, planned)
         first, last = self._lifetimes(seq)
@@ -335,14 +335,16 @@ class Graph:
             return seq, None
         return [n for p, n in enumerate(out) if p not in removed], gone
 
-    def _fuse_chains(self, seq) -> list[Node]:
+    def _fuse_chains(self, seq, planned) -> list[Node]:
         """``seq`` with runs of elementwise ops merged into compiled chains (see
         :class:`singa.ops.ElementwiseChain`), where the device compiles them.
 
         Walking the order, each elementwise node (an op the compiler chains, one output, every
         operand a whole contiguous block of the output's size and dtype, or one element)
+        whose output is not planned (a parameter, optimizer state, a tensor Python holds)
         joins the open groups of its size and dtype that it depends on (merging them), or
-        opens one. A group
+        opens one. Planned outputs stay out of chains so that in-place reuse and
+        rematerialisation, which decide per op, keep every option they had. A group
         closes at the first node that is not a member but reads what the group writes or
         writes what it reads or writes (the group's members will run later, at its last
         member's place, so nothing may come between them and such a node). A group of two
@@ -354,7 +356,7 @@ class Graph:
         groups: list[dict] = []  # every group ever opened, in order of opening
         open_groups: list[dict] = []
         for p, n in enumerate(seq):
-            key = self._chain_key(n, compiler)
+            key = self._chain_key(n, compiler, planned)
             reads = {id(b) for b in n.reads}
             writes = {id(b) for b in n.writes}
             sync = not n.reads and not n.writes
@@ -396,14 +398,14 @@ class Graph:
         return [replace.get(p, n) for p, n in enumerate(seq) if p not in dropped]
 
     @staticmethod
-    def _chain_key(node, compiler):
+    def _chain_key(node, compiler, planned):
         """``(elements, dtype)`` if ``node`` may join an elementwise chain, else None."""
         fn = node.fn
         if (not isinstance(fn, KernelCall) or node.name not in compiler.ops
                 or len(fn.outs) != 1 or len(node.writes) != 1):
             return None
         out = fn.outs[0]
-        if out.dt not in compiler.dtypes or not _whole(out):
+        if out.dt not in compiler.dtypes or not _whole(out) or id(out.block) in planned:
             return None
         n = out.size
         for x in fn.ins:

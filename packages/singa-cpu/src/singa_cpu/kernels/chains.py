@@ -18,12 +18,17 @@ from singa import _dtype
 
 from ._threads import num_threads, run_ranges
 
-#: Scalar expression of each op, over its inputs ``{0}``, ``{1}``, ...
+#: Scalar expression of each op, over its inputs ``{0}``, ``{1}``, ... and the constants
+#: ``zero`` and ``one`` of the chain's dtype: numpy's arithmetic, including its ReLU's
+#: ``np.maximum(x, 0)`` (NaN stays NaN, -0.0 becomes +0.0) and ReLUBackward's multiplication
+#: by the comparison as a number.
 TEMPLATES = {
     "Add": "{0} + {1}",
     "Sub": "{0} - {1}",
     "Mul": "{0} * {1}",
     "Axpy": "{2} + {1} * {0}",
+    "ReLU": "({0} if ({0} > zero or {0} != {0}) else zero)",
+    "ReLUBackward": "{0} * (one if {1} > zero else zero)",
 }
 
 #: Chains over at least this many elements run in ranges on the cores (as the elementwise
@@ -34,7 +39,9 @@ PARALLEL_MIN_ITEMS = 1 << 20
 def source(chain) -> str:
     """Python source of the chain's loop: ``chain_loop(o0, o1, ..., lo, hi)``."""
     args = ", ".join(f"o{k}" for k in range(len(chain.scalar)))
-    lines = [f"def chain_loop({args}, lo, hi):"]
+    lines = [f"def chain_loop({args}, lo, hi):",
+             "    zero = o0.dtype.type(0)",
+             "    one = o0.dtype.type(1)"]
     for k, is_scalar in enumerate(chain.scalar):
         if is_scalar:
             lines.append(f"    s{k} = o{k}[0]")
