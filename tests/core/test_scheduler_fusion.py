@@ -256,3 +256,58 @@ def test_no_chains_without_a_compiler_or_with_fusion_off(cdev, monkeypatch):
     cdev.RunGraph()
     assert not cdev.chains.compiled
     assert not any(n.startswith("Elementwise[") for n in names(cdev))
+
+
+def test_a_chain_never_reads_as_a_scalar_what_it_writes(cdev):
+    """``b += g`` then ``b *= b[0]`` (one element of b, broadcast): a chain reads broadcast
+    scalars once, before its loop, so the second op must not join the first one's chain."""
+    def program(dev):
+        rng = np.random.default_rng(5)
+        b = tensor(dev, rng.standard_normal(5))
+        p = tensor(dev, rng.standard_normal(5))
+        g = tensor(dev, rng.standard_normal(5))
+        one = tensor(dev, [1.0])
+
+        def body():
+            axpy(one, g, b)                                   # writes b
+            run(OPS["Mul"], [p, b._view_as((1,), (1,), 0)], outs=[p])  # reads b[0]
+            run(OPS["Mul"], [b, b._view_as((1,), (1,), 0)], outs=[b])  # reads and writes b[0]
+
+        return b, p, body
+
+    want_b, want_p, want_body = program(chain_device(False))
+    want_body()
+    b, p, body = program(cdev)
+    record(cdev, body)
+    cdev.RunGraph(serial=True)
+    np.testing.assert_array_equal(p.to_numpy(), want_p.to_numpy())
+    np.testing.assert_array_equal(b.to_numpy(), want_b.to_numpy())
+    assert not any(n.startswith("Elementwise[") for n in names(cdev)), names(cdev)
+
+
+def _add_neg(ins, outs, attrs):
+    calls.append("Add+Neg")
+    np.add(ins[0], ins[1], out=outs[0])
+    np.negative(outs[0], out=outs[1])
+
+
+def test_a_kept_output_fuses_with_its_first_reader_after_its_writer(dev, monkeypatch):
+    """A parameter read before an op overwrites it: the fusion (with ``keep``) is with the
+    first reader after the write, never with the earlier one."""
+    monkeypatch.setitem(FUSIONS, "Add+Neg", FusionDef("Add+Neg", "Add", "Neg", 0, keep=True))
+    dev.kernels["Add+Neg"] = (_add_neg, False, None)
+    x = tensor(dev, [-3.0, -1.0, 0.5, 2.0])
+    y = tensor(dev, [1.0, -1.0, 1.0, -1.0])
+    w = tensor(dev, [5.0, 6.0, 7.0, 8.0])
+    w0 = w.to_numpy()
+
+    def body():
+        before = op("Neg", w)                  # reads w's old value
+        run(OPS["Add"], [x, y], outs=[w])      # overwrites w
+        return before, op("Neg", w)            # reads the new value: fused with the Add
+
+    before, after = record(dev, body)
+    dev.RunGraph(serial=True)
+    assert names(dev) == ["Neg", "Add+Neg"] and calls == ["Add+Neg"]
+    np.testing.assert_array_equal(before.to_numpy(), -w0)
+    np.testing.assert_array_equal(after.to_numpy(), -(x.to_numpy() + y.to_numpy()))

@@ -233,9 +233,10 @@ class Graph:
         order is the one of BFS and :meth:`_memory_order` with the smaller peak, and cheap
         intermediates may be dropped and recomputed where that lowers the peak
         (:meth:`_rematerialize`, unless ``SINGA_GRAPH_RECOMPUTE=0``). Before that, pairs of
-        nodes the device has a fused kernel for run as one (:meth:`_fuse`, unless
-        ``SINGA_GRAPH_FUSE=0``). ``self.steps`` is the sequence of nodes a replay runs:
-        ``self.order`` with fused pairs merged and recompute nodes inserted.
+        nodes the device has a fused kernel for run as one (:meth:`_fuse`), and runs of
+        elementwise updates as one compiled loop (:meth:`_fuse_chains`), unless
+        ``SINGA_GRAPH_FUSE=0``. ``self.steps`` is the sequence of nodes a replay runs:
+        ``self.order`` with fused nodes merged and recompute nodes inserted.
         """
         self._release_arena()
         self.steps, self.remat_drops = [], []  # their kernel calls hold the graph's CTensors
@@ -347,8 +348,10 @@ class Graph:
         rematerialisation, which decide per op, keep every option they had. A group
         closes at the first node that is not a member but reads what the group writes or
         writes what it reads or writes (the group's members will run later, at its last
-        member's place, so nothing may come between them and such a node). A group of two
-        or more nodes becomes one node; each element then goes through every step in order.
+        member's place, so nothing may come between them and such a node). A block read as a
+        broadcast scalar is read once, before the loop: a node may not join a group that
+        writes it, nor one that reads it so, if it writes it. A group of two or more nodes
+        becomes one node; each element then goes through every step in order.
         """
         compiler = self.device.chain_compiler()
         if compiler is None:
@@ -359,6 +362,9 @@ class Graph:
             key = self._chain_key(n, compiler, planned)
             reads = {id(b) for b in n.reads}
             writes = {id(b) for b in n.writes}
+            # blocks read as broadcast scalars: a chain reads those once, before its loop
+            scalars = {id(x.block) for x in n.fn.ins if x.size == 1} if key and key[0] > 1 \
+                else set()
             sync = not n.reads and not n.writes
             joined = None
             still_open = []
@@ -367,26 +373,30 @@ class Graph:
                     writes & (g["reads"] | g["writes"]))
                 if not conflict:
                     still_open.append(g)
-                elif key is not None and g["key"] == key:
+                elif (key is not None and g["key"] == key and not scalars & g["writes"]
+                      and not writes & g["scalars"]):
                     if joined is None:  # n depends on the group: it continues it
                         joined = g
                         still_open.append(g)
-                    else:  # n depends on two groups: one group, members in order
+                    elif not (g["scalars"] & joined["writes"] or joined["scalars"] & g["writes"]):
+                        # n depends on two groups: one group, members in order
+                        for field in ("reads", "writes", "scalars"):
+                            joined[field] |= g[field]
                         joined["members"] = sorted(joined["members"] + g["members"])
-                        joined["reads"] |= g["reads"]
-                        joined["writes"] |= g["writes"]
                         g["members"] = []
                 # else: the group closes before n
             open_groups = still_open
             if key is None:
                 continue
             if joined is None:
-                joined = {"key": key, "members": [], "reads": set(), "writes": set()}
+                joined = {"key": key, "members": [], "reads": set(), "writes": set(),
+                          "scalars": set()}
                 groups.append(joined)
                 open_groups.append(joined)
             joined["members"].append(p)
             joined["reads"] |= reads
             joined["writes"] |= writes
+            joined["scalars"] |= scalars
         replace: dict[int, Node] = {}
         dropped: set[int] = set()
         for g in groups:
@@ -409,7 +419,7 @@ class Graph:
             return None
         n = out.size
         for x in fn.ins:
-            if x.dt != out.dt:
+            if x.dt != out.dt or (x.size == 1 < n and x.block is out.block):
                 return None
             if x.size == n and n > 1 and not (_whole(x) and x.shp == out.shp):
                 return None
@@ -458,7 +468,9 @@ class Graph:
             return None
         if not fd.keep and (k not in planned or len(reads_k) != 1):
             return None
-        q = reads_k[0]
+        q = next((r for r in reads_k if r > p), None)  # A's first reader (a parameter A
+        if q is None:                                   # overwrites may be read before A)
+            return None
         b = seq[q]
         if (q in merged or b.name != fd.second or not isinstance(b.fn, KernelCall)
                 or fd.link >= len(b.fn.ins) or (b.fn.attrs and "second" in a.fn.attrs)):
