@@ -232,8 +232,6 @@ def kernels(device) -> dict:
         g = conv2d_geometry("Conv2d", x.shape, w.shape, attrs)
         w2 = w.reshape(g.o, -1)
         pool_attrs = attrs.get("second", EMPTY)
-        chunk_pool = pooled is not None and pool.is_2x2_max(
-            pool2d_geometry("Pooling2d", y.shape, pool_attrs))
         if winograd.eligible(g):
             winograd.conv3x3(ws, x, w, b, y, (g.pt, g.pb, g.pl, g.pr), _pad_into)
         elif _is_pointwise(g):
@@ -241,11 +239,13 @@ def kernels(device) -> dict:
             _pointwise(w2, x.reshape(g.n, g.c, -1), y3, g.n)
             if b is not None:
                 y3 += b.reshape(1, -1, 1)
-        else:
+        else:  # im2col: what the chunks can do, they do in cache
+            chunk_pool = pooled is not None and pool.is_2x2_max(
+                pool2d_geometry("Pooling2d", y.shape, pool_attrs))
             _im2col_forward(x, w2, b, y, g, relu, pooled if chunk_pool else None)
-            if pooled is not None and not chunk_pool:
-                pool.KERNELS["Pooling2d"]([y], [pooled], pool_attrs)
-            return
+            relu = False
+            if chunk_pool:
+                pooled = None
         if relu:
             relu_kernel([y], [y], EMPTY)
         if pooled is not None:
