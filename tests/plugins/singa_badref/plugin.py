@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import random
 
-from singa import _dtype
-from singa.ops import kernel_attrs
-from singa.plugins import BACKEND_API_VERSION, BackendSpec, hookimpl
+from singa import backend as sb
+from singa.backend import BACKEND_API_VERSION, BackendSpec, hookimpl, kernel_attrs
 
-F32 = (_dtype.kFloat32,)
+F32 = (sb.kFloat32,)
 
 
 @kernel_attrs(dtypes=F32)

@@ -5,8 +5,7 @@ from __future__ import annotations
 import random
 
 import numpy as np
-from singa._dtype import NP_DTYPE
-from singa.device import Device
+from singa.backend import NP_DTYPE, Device
 
 from .view import PyView
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import math
 
-from singa import _dtype
-from singa.ops import kernel_attrs
+from singa import backend as sb
+from singa.backend import kernel_attrs
 
 from .view import convert
 
@@ -38,7 +38,7 @@ def _unary(fn):
 
 
 def _div(a, b, code):
-    if _dtype.NP_DTYPE[code].kind in "iu":
+    if sb.NP_DTYPE[code].kind in "iu":
         return math.trunc(a / b)
     return a / b
 
@@ -129,7 +129,7 @@ def _sum(ins, outs, attrs):
     out.write(acc)
 
 
-@kernel_attrs(dtypes=(_dtype.kFloat32, _dtype.kDouble))
+@kernel_attrs(dtypes=(sb.kFloat32, sb.kDouble))
 def _matmul(ins, outs, attrs):
     """numpy.matmul semantics: 1-D operands are promoted, batch dimensions broadcast."""
     a, b = ins

@@ -1,6 +1,6 @@
 """Entry point of the pyref backend (``pyref = singa_pyref.plugin``)."""
 
-from singa.plugins import BACKEND_API_VERSION, BackendSpec, hookimpl
+from singa.backend import BACKEND_API_VERSION, BackendSpec, hookimpl
 
 
 def _create(index: int):

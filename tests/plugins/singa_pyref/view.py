@@ -5,23 +5,23 @@ from __future__ import annotations
 import math
 import struct
 
-from singa import _dtype
+from singa import backend as sb
 
 #: struct format of each SINGA dtype (little-endian, no padding).
 FORMATS = {
-    _dtype.kFloat32: "<f",
-    _dtype.kFloat16: "<e",
-    _dtype.kDouble: "<d",
-    _dtype.kInt: "<i",
-    _dtype.kChar: "<b",
-    _dtype.kUChar: "<B",
+    sb.kFloat32: "<f",
+    sb.kFloat16: "<e",
+    sb.kDouble: "<d",
+    sb.kInt: "<i",
+    sb.kChar: "<b",
+    sb.kUChar: "<B",
 }
 _STRUCTS = {code: struct.Struct(fmt) for code, fmt in FORMATS.items()}
-_INT_BITS = {_dtype.kInt: 32, _dtype.kChar: 8, _dtype.kUChar: 8}
+_INT_BITS = {sb.kInt: 32, sb.kChar: 8, sb.kUChar: 8}
 
 
 def is_float(code: int) -> bool:
-    return code in _dtype.FLOATS
+    return code in sb.FLOATS
 
 
 def convert(code: int, value):
@@ -30,7 +30,7 @@ def convert(code: int, value):
         return float(value)
     v = math.trunc(value)
     bits = _INT_BITS[code]
-    if code == _dtype.kUChar:
+    if code == sb.kUChar:
         return v % (1 << bits)
     half = 1 << (bits - 1)
     return (v + half) % (1 << bits) - half
@@ -89,6 +89,6 @@ class PyView:
 
     def __repr__(self) -> str:
         return (
-            f"<PyView {_dtype.name_of(self.code)}{list(self.shape)} strides "
+            f"<PyView {sb.dtype_name(self.code)}{list(self.shape)} strides "
             f"{list(self.strides)} offset {self.offset}>"
         )

@@ -4,7 +4,7 @@
 so one entry point names exactly one broken plugin object.
 """
 
-from singa.plugins import hookimpl
+from singa.backend import hookimpl
 
 from .fakedev import spec
 

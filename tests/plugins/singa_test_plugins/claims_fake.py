@@ -1,6 +1,6 @@
 """A plugin from another distribution that also claims backend ``fake``."""
 
-from singa.plugins import hookimpl
+from singa.backend import hookimpl
 
 from .fakedev import spec
 

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from singa._dtype import ITEMSIZE, NP_DTYPE
-from singa.device import Device
-from singa.plugins import BACKEND_API_VERSION, BackendSpec
+from singa.backend import BACKEND_API_VERSION, ITEMSIZE, NP_DTYPE, BackendSpec, Device
 
 
 class _Alloc:

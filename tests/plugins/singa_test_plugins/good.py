@@ -1,6 +1,6 @@
 """A well-behaved plugin: backend ``fake`` (2 devices, alias ``fk``), communicator ``fakecomm``."""
 
-from singa.plugins import BACKEND_API_VERSION, CommunicatorSpec, hookimpl
+from singa.backend import BACKEND_API_VERSION, CommunicatorSpec, hookimpl
 
 from .fakedev import spec
 

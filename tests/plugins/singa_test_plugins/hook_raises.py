@@ -1,6 +1,6 @@
 """A plugin whose singa_backends hook raises."""
 
-from singa.plugins import hookimpl
+from singa.backend import hookimpl
 
 
 @hookimpl

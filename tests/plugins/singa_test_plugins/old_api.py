@@ -1,6 +1,6 @@
 """A plugin built against another backend API version."""
 
-from singa.plugins import BACKEND_API_VERSION, hookimpl
+from singa.backend import BACKEND_API_VERSION, hookimpl
 
 from .fakedev import spec
 

@@ -1,6 +1,6 @@
 """A second well-behaved plugin: backend ``other`` (1 device)."""
 
-from singa.plugins import hookimpl
+from singa.backend import hookimpl
 
 from .fakedev import spec
 

@@ -1,6 +1,6 @@
 """A plugin whose backend is installed but cannot run here (its probe raises)."""
 
-from singa.plugins import hookimpl
+from singa.backend import hookimpl
 
 from .fakedev import spec
 

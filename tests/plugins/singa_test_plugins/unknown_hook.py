@@ -1,6 +1,6 @@
 """A plugin implementing a hook that singa.hookspecs does not declare (a typo)."""
 
-from singa.plugins import hookimpl
+from singa.backend import hookimpl
 
 from .fakedev import spec
 

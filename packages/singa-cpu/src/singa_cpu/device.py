@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from singa._dtype import ITEMSIZE, NP_DTYPE
-from singa.device import Device
+from singa.backend import ITEMSIZE, NP_DTYPE, Device
 
 _ALIGN = 64
 

@@ -1,6 +1,6 @@
 """Entry point of the CPU backend: registers ``cpu`` through the same hook as any plugin."""
 
-from singa.plugins import BACKEND_API_VERSION, BackendSpec, hookimpl
+from singa.backend import BACKEND_API_VERSION, BackendSpec, hookimpl
 
 
 def _create(index: int):

@@ -1,6 +1,6 @@
 """Registers ``cuda`` with a probe that states why it cannot run (no kernels in this release)."""
 
-from singa.plugins import BACKEND_API_VERSION, BackendSpec, hookimpl
+from singa.backend import BACKEND_API_VERSION, BackendSpec, hookimpl
 
 
 class CudaBackendNotImplemented(RuntimeError):

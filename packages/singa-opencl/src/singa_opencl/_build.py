@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from importlib import resources
 
 import numpy as np
-from singa import _dtype
-from singa.errors import KernelError
+from singa import backend as sb
+from singa.backend import KernelError
 
 
 @dataclass(frozen=True)
@@ -46,10 +46,10 @@ def _plain(name, c, scalar, is_int=False, fp64=False):
 
 
 CL_TYPES = {
-    _dtype.kFloat32: _plain("float32", "float", np.float32),
-    _dtype.kInt: _plain("int32", "int", np.int32, is_int=True),
-    _dtype.kDouble: _plain("float64", "double", np.float64, fp64=True),
-    _dtype.kFloat16: CLType("float16", "half", "float", np.float32, "vload_half((i), (p))",
+    sb.kFloat32: _plain("float32", "float", np.float32),
+    sb.kInt: _plain("int32", "int", np.int32, is_int=True),
+    sb.kDouble: _plain("float64", "double", np.float64, fp64=True),
+    sb.kFloat16: CLType("float16", "half", "float", np.float32, "vload_half((i), (p))",
                             "vstore_half_rte((v), (i), (p))"),
 }
 

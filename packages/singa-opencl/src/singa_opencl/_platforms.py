@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from singa import config
-from singa.errors import DeviceUnavailableError
+from singa.backend import DeviceUnavailableError
 
 from . import _icd
 

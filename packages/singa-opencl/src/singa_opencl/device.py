@@ -6,9 +6,7 @@ import math
 import os
 
 import numpy as np
-from singa._dtype import ITEMSIZE, NP_DTYPE
-from singa.device import Device
-from singa.errors import KernelError
+from singa.backend import ITEMSIZE, NP_DTYPE, Device, KernelError
 
 from ._build import ProgramCache
 

@@ -3,7 +3,7 @@
 Nothing here imports pyopencl; the record's callables do, when a device is probed or created.
 """
 
-from singa.plugins import BACKEND_API_VERSION, BackendSpec, hookimpl
+from singa.backend import BACKEND_API_VERSION, BackendSpec, hookimpl
 
 
 def _probe() -> None:

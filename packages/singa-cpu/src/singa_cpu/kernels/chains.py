@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 
-from singa import _dtype
+from singa import backend as sb
 
 from ._threads import num_threads, run_ranges
 
@@ -56,7 +56,7 @@ class ChainCompiler:
     """The CPU backend's ``Device.chain_compiler()``."""
 
     ops = frozenset(TEMPLATES)
-    dtypes = frozenset({_dtype.kFloat32, _dtype.kDouble})
+    dtypes = frozenset({sb.kFloat32, sb.kDouble})
 
     def __init__(self):
         self._kernels: dict = {}

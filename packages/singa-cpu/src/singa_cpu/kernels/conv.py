@@ -27,8 +27,7 @@ partial dW per thread.
 from __future__ import annotations
 
 import numpy as np
-from singa.ops import EMPTY, kernel_attrs
-from singa.ops._nn_ops import conv2d_geometry, pool2d_geometry
+from singa.backend import EMPTY, conv2d_geometry, kernel_attrs, pool2d_geometry
 
 from . import pool, winograd
 from ._float16 import via_float32

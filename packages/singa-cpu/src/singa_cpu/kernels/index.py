@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from singa.ops import kernel_attrs
+from singa.backend import kernel_attrs
 
 from ._float16 import via_float32
 from ._jit import njit

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from singa.ops import kernel_attrs
+from singa.backend import kernel_attrs
 
 from ._float16 import via_float32
 

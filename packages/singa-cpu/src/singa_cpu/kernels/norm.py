@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from singa.ops import kernel_attrs
+from singa.backend import kernel_attrs
 
 from ._float16 import via_float32
 from ._parallel import pjit

@@ -7,8 +7,7 @@ to the padded input (count_include_pad) or the input itself; see the Pooling2d d
 from __future__ import annotations
 
 import numpy as np
-from singa.ops import kernel_attrs
-from singa.ops._nn_ops import pool2d_geometry
+from singa.backend import kernel_attrs, pool2d_geometry
 
 from ._float16 import via_float32
 from ._parallel import pjit

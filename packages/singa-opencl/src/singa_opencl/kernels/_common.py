@@ -5,9 +5,8 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-from singa import _dtype
-from singa.errors import KernelError
-from singa.ops import OPS
+from singa import backend as sb
+from singa.backend import OPS, KernelError
 
 from .._build import CL_TYPES
 
@@ -21,9 +20,9 @@ EW_LAYOUT = np.dtype([("shape", np.int32, EW_MAXD), ("sy", np.int32, EW_MAXD),
 def device_dtypes(device) -> tuple:
     """dtype codes this device's kernels handle: float32, int32, float16 (stored as half,
     computed in float), and float64 when the device has cl_khr_fp64."""
-    dts = [_dtype.kFloat32, _dtype.kInt, _dtype.kFloat16]
+    dts = [sb.kFloat32, sb.kInt, sb.kFloat16]
     if device.has_fp64:
-        dts.append(_dtype.kDouble)
+        dts.append(sb.kDouble)
     return tuple(dts)
 
 
@@ -53,9 +52,9 @@ def make_kernel(device, op_name: str, body, dtypes=None, contiguous_inputs: bool
         first = outs[0] if check_output or not ins else ins[0]
         if first.dt not in allowed:
             raise KernelError(
-                f"{op_name}: dtype {_dtype.name_of(first.dt)} is not supported by the OpenCL "
+                f"{op_name}: dtype {sb.dtype_name(first.dt)} is not supported by the OpenCL "
                 f"kernel on {device.name} (supported: "
-                f"{', '.join(_dtype.name_of(d) for d in dts)}); convert first, e.g. "
+                f"{', '.join(sb.dtype_name(d) for d in dts)}); convert first, e.g. "
                 "x.as_type(tensor.float32)"
             )
         try:

@@ -9,7 +9,7 @@ Work is split into chunks of images so that workspaces stay below :data:`WORKSPA
 from __future__ import annotations
 
 import numpy as np
-from singa.ops._nn_ops import conv2d_geometry
+from singa.backend import conv2d_geometry
 
 from .._build import CL_TYPES
 from ..device import CLView

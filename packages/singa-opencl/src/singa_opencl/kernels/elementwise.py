@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from singa import _dtype
-from singa.ops import OPS
+from singa import backend as sb
+from singa.backend import OPS
 
 from .._build import BITS_TYPES, CL_TYPES, prelude, read_source
 from ._common import EW_LAYOUT, EW_MAXD, bcast_strides, claim, collapse, make_kernel, roundup
@@ -153,7 +153,7 @@ def launch_ew(device, op: str, name: str, in_t, out_t, y, a=None, b=None, c=None
         return
     nd = len(cshape)
     if nd > EW_MAXD:
-        from singa.errors import KernelError
+        from singa.backend import KernelError
 
         raise KernelError(f"{op}: a {nd}-D strided layout exceeds the OpenCL kernels' "
                           f"{EW_MAXD} dims; make the tensor contiguous first")
@@ -170,7 +170,7 @@ def copy_view(device, src, dst) -> None:
     """dst[...] = src (same shape, or src broadcast), moving raw bits of any dtype."""
     if _copy_tiles(device, src, dst):
         return
-    t = BITS_TYPES[_dtype.ITEMSIZE[dst.dt]]
+    t = BITS_TYPES[sb.ITEMSIZE[dst.dt]]
     launch_ew(device, "Copy", "Copy", t, t, dst, src, names=("Copy",))
 
 
@@ -190,7 +190,7 @@ def _copy_tiles(device, src, dst) -> bool:
         cshape, yst, xst = (1,) + cshape, (0,) + yst, (0,) + xst
     from .movement import _program as movement_program
 
-    prg = movement_program(device, "Copy", _dtype.ITEMSIZE[dst.dt])
+    prg = movement_program(device, "Copy", sb.ITEMSIZE[dst.dt])
     k = device.programs.kernel(prg, "copy_tiles", [np.int32] * 9 + [None, np.int32,
                                                                     None, np.int32])
     b, r, c = cshape
@@ -216,7 +216,7 @@ def kernels(device) -> dict:
             v = attrs["value"] if scalar_attr else 0
             launch_ew(device, name, name, t, t, y, *ins, v=t.scalar(v))
 
-        only = None if not f_expr_only else tuple(d for d in CL_TYPES if d != _dtype.kInt)
+        only = None if not f_expr_only else tuple(d for d in CL_TYPES if d != sb.kInt)
         return make_kernel(device, name, body, claim(device, name, only))
 
     for name, (_f, i_expr) in {**UNARY, **BINARY}.items():
@@ -247,10 +247,10 @@ def kernels(device) -> dict:
             copy_view(device, x, y)
             return
         out_dt = y.dt
-        if out_dt not in CL_TYPES or (out_dt == _dtype.kDouble and not device.has_fp64):
-            from singa.errors import KernelError
+        if out_dt not in CL_TYPES or (out_dt == sb.kDouble and not device.has_fp64):
+            from singa.backend import KernelError
 
-            raise KernelError(f"AsType: cannot cast to {_dtype.name_of(out_dt)} on "
+            raise KernelError(f"AsType: cannot cast to {sb.dtype_name(out_dt)} on "
                               f"{device.name}")
         launch_ew(device, "AsType", "Copy", CL_TYPES[x.dt], CL_TYPES[out_dt], y, x,
                   names=("Copy",))

@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from singa import _dtype
-from singa.errors import KernelError
+from singa import backend as sb
+from singa.backend import KernelError
 
 from .._build import BITS_TYPES, CL_TYPES, prelude, read_source
 from ._common import EW_LAYOUT, EW_MAXD, bcast_strides, collapse, make_kernel
@@ -43,7 +43,7 @@ def _layout(op: str, shape, **fields):
 def _cond_type(device, dt):
     t = CL_TYPES.get(dt)
     if t is None or (t.needs_fp64 and not device.has_fp64):
-        return BITS_TYPES[_dtype.ITEMSIZE[dt]]  # nonzero test on the raw bits
+        return BITS_TYPES[sb.ITEMSIZE[dt]]  # nonzero test on the raw bits
     return t
 
 
@@ -51,7 +51,7 @@ def kernels(device) -> dict:
     progs = device.programs
 
     def program(op, dt, cond_dt=None, bits=False):
-        t = BITS_TYPES[_dtype.ITEMSIZE[dt]] if bits else CL_TYPES[dt]
+        t = BITS_TYPES[sb.ITEMSIZE[dt]] if bits else CL_TYPES[dt]
         k = t if cond_dt is None else _cond_type(device, cond_dt)
         return progs.program(prelude(T=t, O=t, K=k) + read_source("indexing.cl"), op,
                              f"indexing[{t.name},{k.name}]")
@@ -100,7 +100,7 @@ def kernels(device) -> dict:
         k = progs.kernel(program("PadBackward", dx.dt), "pad_fold",
                          [I] * 6 + [None, I, None, I])
         cur, cur_shape, frees = dy, list(dy.shape), []
-        isz = _dtype.ITEMSIZE[dx.dt]
+        isz = sb.ITEMSIZE[dx.dt]
         for pos, d in enumerate(axes):
             new_shape = cur_shape[:d] + [x_shape[d]] + cur_shape[d + 1:]
             if pos == len(axes) - 1:

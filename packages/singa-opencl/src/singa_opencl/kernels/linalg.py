@@ -12,8 +12,8 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from singa import _dtype
-from singa.errors import KernelError
+from singa import backend as sb
+from singa.backend import KernelError
 
 from .._build import CL_TYPES, CLType, prelude, read_source
 from ._common import bcast_strides, claim, collapse, make_kernel
@@ -244,7 +244,7 @@ def kernels(device) -> dict:
                   pack_matrix_a(device, gp, a, a_st), pack_matrix_b(device, gp, b, b_st),
                   alpha, beta, c if beta != 0.0 else None, c_st)
 
-    float_dts = (_dtype.kFloat32, _dtype.kFloat16, _dtype.kDouble)
+    float_dts = (sb.kFloat32, sb.kFloat16, sb.kDouble)
     return {
         "Matmul": make_kernel(device, "Matmul", matmul, claim(device, "Matmul", float_dts)),
         "GEMM": make_kernel(device, "GEMM", gemm, claim(device, "GEMM", float_dts)),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from singa import _dtype
+from singa import backend as sb
 
 from .._build import CL_TYPES
 from ._common import make_kernel
@@ -12,7 +12,7 @@ from ._nnprog import I, launch_1d, nn_program
 
 def _target_args(t, x):
     """(ids flag, id buffer, id offset, dense buffer, dense offset) for target view t."""
-    if t.dt == _dtype.kInt:
+    if t.dt == sb.kInt:
         return 1, t.buf, t.off, x.buf, 0
     return 0, x.buf, 0, t.buf, t.off
 

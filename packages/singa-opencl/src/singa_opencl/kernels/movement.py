@@ -5,9 +5,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from singa import _dtype
-from singa.errors import KernelError
-from singa.ops import OPS
+from singa import backend as sb
+from singa.backend import OPS, KernelError
 
 from .._build import BITS_TYPES, prelude, read_source
 from ._common import EW_LAYOUT, EW_MAXD, make_kernel, roundup
@@ -47,7 +46,7 @@ def gather(device, op: str, y, x, gdim: int, axis: int, idx_buf, idx_off: int,
     lay["shape"][:nd] = y.shape
     lay["sy"][:nd] = y.strides
     lay["sa"][:nd] = x.strides
-    prg = _program(device, op, _dtype.ITEMSIZE[y.dt])
+    prg = _program(device, op, sb.ITEMSIZE[y.dt])
     k = device.programs.kernel(prg, "gather", [np.int32, np.int32, None] + [np.int32] * 3
                                + [None, np.int32, None, np.int32, None, np.int32, np.int32])
     ls = device.local_size
@@ -104,7 +103,7 @@ def kernels(device) -> dict:
         else:  # write a contiguous temporary, then copy into the strided output
             from ..device import CLView, _contig
 
-            buf, free = device.workspace(max(math.prod(shape), 1) * _dtype.ITEMSIZE[y.dt])
+            buf, free = device.workspace(max(math.prod(shape), 1) * sb.ITEMSIZE[y.dt])
             tmp = CLView(buf, 0, shape, _contig(shape), y.dt, True)
             gather(device, "Take", tmp, x, axis, axis, idx.buf, idx.off)
             copy_view(device, tmp.with_layout(y.shape, _contig(y.shape)), y)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from singa.ops._nn_ops import pool2d_geometry
+from singa.backend import pool2d_geometry
 
 from ._common import make_kernel
 from ._nnprog import I, launch_1d, nn_program

@@ -74,7 +74,7 @@ def reduce_view(device, op: str, kname: str, x, y, axes) -> None:
     if R == 0:
         rshape, rx = (1,), (0,)
     if len(kshape) > RD_MAXD or len(rshape) > RD_MAXD:
-        from singa.errors import KernelError
+        from singa.backend import KernelError
 
         raise KernelError(f"{op}: too many non-mergeable dims for the OpenCL reduction")
     lay = np.zeros((), RD_LAYOUT)
