@@ -161,10 +161,15 @@ def _scale_by(g: CTensor, dy) -> CTensor:
     return M.mul(g, float(dy))
 
 
-def _rows_summing_to_one(t: CTensor) -> CTensor:
-    """t / sum_c t per row (SINGA's reading of a dense target); an all-zero row stays zero."""
+def _rows_summing_to_one(t: CTensor):
+    """(t / sum_c t per row, 1 for rows with a nonzero sum else 0), both (N, ...) CTensors.
+
+    SINGA's reading of a dense target; an all-zero row stays zero (no 0/0) and is masked out
+    of the gradient, since it contributes nothing to the loss.
+    """
     s = M.sum(t, 1, keepdims=True)
-    return M.div(t, M.add(s, M.eq(s, 0.0)))
+    live = M.ne(s, 0.0)
+    return M.div(t, M.add(s, M.rsub(live, 1.0))), live
 
 
 class SoftMaxCrossEntropy(Operator):
@@ -174,7 +179,8 @@ class SoftMaxCrossEntropy(Operator):
     SINGA, a dense target is read as a distribution: each row is divided by its sum,
     q = t / sum_c t (one-hot and probability rows are unchanged). That makes dx the exact
     gradient of the loss for any non-negative target, e.g. the unnormalised random targets of
-    SINGA's RNN gradient checks.
+    SINGA's RNN gradient checks. A target row of zeros adds nothing to the loss and gets no
+    gradient.
     """
 
     def __init__(self, t):
@@ -185,14 +191,17 @@ class SoftMaxCrossEntropy(Operator):
         if len(x.shp) != 2:
             raise ShapeError(f"softmax_cross_entropy expects 2-D logits (N, C), got {x.shp}")
         self.tc = _target(self.t, x)
+        self.live = None
         if len(self.tc.shp) == 2:
-            self.tc = _rows_summing_to_one(self.tc)
+            self.tc, self.live = _rows_summing_to_one(self.tc)
         loss, probs = run(_O["SoftmaxCrossEntropy"], [x, self.tc])
         self.p = probs
         return loss
 
     def backward(self, dy=1.0):
         g = run(_O["SoftmaxCrossEntropyBackward"], [self.p, self.tc])[0]
+        if getattr(self, "live", None) is not None:
+            g = M.mul(g, self.live)
         return _scale_by(g, dy)
 
 
