@@ -60,11 +60,21 @@ print(f"preflight: running on {dev.name} ({type(dev).__name__}), {len(dev.kernel
 """
 
 
+# every package's import root, for lint-imports (it reads sources; nothing is installed)
+IMPORT_ROOTS = [*(f"packages/{p}/src" for p in sorted(os.listdir("packages"))),
+                "tests/plugins", "tools/lint"]
+
+
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff over the whole repository."""
-    session.install("ruff>=0.5")
+    """ruff over the whole repository, then the import-linter architecture contracts
+    (pyproject.toml's [tool.importlinter]) and the tests that prove each contract catches a
+    planted violation."""
+    session.install("ruff>=0.5", "import-linter>=2.1", *TEST_DEPS)
     session.run("ruff", "check", ".")
+    env = {"PYTHONPATH": os.pathsep.join(IMPORT_ROOTS)}
+    session.run("lint-imports", "--no-cache", env=env)
+    session.run("pytest", "-q", "tests/lint", env=env)
 
 
 @nox.session
