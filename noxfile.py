@@ -78,7 +78,7 @@ print(f"preflight: running on {dev.name} ({type(dev).__name__}), {len(dev.kernel
 
 # every package's import root, for lint-imports (it reads sources; nothing is installed)
 IMPORT_ROOTS = [*(f"packages/{p}/src" for p in sorted(os.listdir("packages"))),
-                "tests/plugins", "tools/lint"]
+                "tests/plugins", "tools/lint", "examples/plugin-template/src"]
 
 
 @nox.session
