@@ -14,6 +14,7 @@ __all__ = [
     "KernelError",
     "GraphError",
     "CheckpointError",
+    "HostFallbackWarning",
 ]
 
 
@@ -64,3 +65,11 @@ class GraphError(SingaError, RuntimeError):
 
 class CheckpointError(SingaError, ValueError):
     """A checkpoint is missing, malformed, hostile, or does not match the model."""
+
+
+class HostFallbackWarning(UserWarning):
+    """An op without a kernel on the device runs on the host (``BackendSpec.host_fallback``).
+
+    Issued once per op and device, naming the op; ``Device.fallback_stats()`` counts the calls.
+    Silence it with ``warnings.simplefilter("ignore", HostFallbackWarning)``.
+    """
