@@ -42,8 +42,13 @@ class DtypeMismatchError(SingaError, TypeError):
     """Tensors of different dtypes were combined where SINGA requires one dtype."""
 
 
-class ShapeError(SingaError, ValueError):
-    """Operand shapes are incompatible with the operation."""
+class ShapeError(SingaError, ValueError, AssertionError):
+    """Operand shapes are incompatible with the operation.
+
+    Also an ``AssertionError``: these checks replace SINGA's ``assert`` statements, so SINGA
+    user code (and SINGA's own tests) that catch ``AssertionError`` for a shape mismatch keep
+    working; ``except ValueError`` works as well.
+    """
 
 
 class MissingKernelError(SingaError, NotImplementedError):
