@@ -50,8 +50,10 @@ def kernel_table(device) -> dict:
     from . import cu_kernels, cudnn_conv
 
     table = shared_table(device.am, lambda: device.rng)
-    table.update(cudnn_conv.kernels(device, fallback=table))
+    table.update(cudnn_conv.kernels(device, fallback=dict(table)))
     table.update(cu_kernels.kernels(device))
+    # every kernel runs with the GPU current and the device's stream as cupy's stream
+    table = {name: device.on_device(fn) for name, fn in table.items()}
     missing = sorted(name for name, (src, _) in PLAN.items() if name not in table)
     if missing:  # a programming error in this package, caught by the plan test as well
         raise RuntimeError(f"singa-cuda: no kernel bound for {missing}")
