@@ -73,11 +73,12 @@ def _suffix(arr) -> str:
     return SUFFIX[arr.dtype.name]
 
 
-def kernels(device) -> dict:
-    """``{op_name: kernel}`` of the NVRTC-compiled kernels for ``device``."""
-    import cupy
-
-    mods = CuModules(device)
+def kernels(device, modules=None) -> dict:
+    """``{op_name: kernel}`` of the NVRTC-compiled kernels for ``device``. ``modules`` launches
+    them (default: :class:`CuModules`, cubins on the device's stream); temporaries come from
+    the device's array module."""
+    xp = device.am.xp
+    mods = modules if modules is not None else CuModules(device)
 
     @kernel_attrs(contiguous_inputs=True)
     def pooling(ins, outs, attrs):
@@ -99,19 +100,19 @@ def kernels(device) -> dict:
 
     def target_args(logits, target):
         use_ids = target.ndim == 1
-        ids = target if use_ids else cupy.zeros(1, cupy.int32)
+        ids = target if use_ids else xp.zeros(1, xp.int32)
         dense = logits[:1] if use_ids else target
         return ids, dense, np.int32(use_ids)
 
     def acc_dtype(x):
-        return cupy.float64 if x.dtype == cupy.float64 else cupy.float32
+        return xp.float64 if x.dtype == xp.float64 else xp.float32
 
     @kernel_attrs(contiguous_inputs=True)
     def softmax_ce(ins, outs, attrs):
         logits, target = ins
         loss, probs = outs
         n, c = logits.shape
-        rows = cupy.empty(n, acc_dtype(logits))
+        rows = xp.empty(n, acc_dtype(logits))
         ids, dense, use_ids = target_args(logits, target)
         mods.launch("loss.cu", f"softmax_ce_fwd_{_suffix(logits)}", n,
                     (logits, ids, dense, use_ids, np.int32(n), np.int32(c), probs, rows))
@@ -140,7 +141,7 @@ def kernels(device) -> dict:
         axis = attrs.get("axis", 0) % out.ndim
         outer = int(np.prod(out.shape[:axis], dtype=np.int64))
         inner = int(np.prod(out.shape[axis + 1:], dtype=np.int64))
-        acc = cupy.zeros(out.shape, cupy.float32 if out.dtype == cupy.float16 else out.dtype)
+        acc = xp.zeros(out.shape, xp.float32 if out.dtype == xp.float16 else out.dtype)
         mods.launch("scatter.cu", f"scatter_add_{_suffix(src)}", src.size,
                     (idx, src, acc, np.int64(outer), np.int64(idx.size), np.int64(inner),
                      np.int64(out.shape[axis])))

@@ -1,5 +1,9 @@
 """Test backend ``cudaxp``: the CUDA backend's shared array-module kernels on numpy.
 
+Also ``cudahost``: the CUDA C kernels of ``cu/*.cu``, built for the CPU with g++ (see
+``hostcu.py``) and launched by the GPU's own launcher code, so the conformance kit checks them
+too.
+
 A real backend registered through the real entry-point machinery (``conftest.py`` writes its
 dist-info), whose kernel table is exactly what :func:`singa_cuda.kernels.shared_table` gives the
 CudaGPU device, bound to numpy instead of cupy. The conformance kit then checks those kernels
@@ -35,9 +39,10 @@ class _Bytes:
 class HostXpDevice(Device):
     """numpy buffers; kernels from singa_cuda's shared table on numpy."""
 
-    def __init__(self):
-        super().__init__("cudaxp", 0, _Bytes())
+    def __init__(self, backend="cudaxp"):
+        super().__init__(backend, 0, _Bytes())
         self.rng = PhiloxState()
+        self.am = numpy_module()
 
     def native(self, ct):
         isz = ITEMSIZE[ct.dt]
@@ -54,9 +59,35 @@ class HostXpDevice(Device):
         self.rng.reseed(seed)
 
 
+def _cu_table(dev):
+    """The CUDA C kernels (``cu_kernels.kernels``, the GPU's launchers) over host builds of the
+    ``.cu`` sources, plus the shared Copy (the dispatcher makes inputs contiguous with it) and
+    ReLUBackward (the second half of the fused pooling backward, checked bitwise against it)."""
+    from hostcu import HostModules
+
+    from singa_cuda import cu_kernels
+
+    shared = shared_table(dev.am, lambda: dev.rng)
+    table = {"Copy": shared["Copy"], "ReLUBackward": shared["ReLUBackward"]}
+    table.update(cu_kernels.kernels(dev, modules=HostModules()))
+    return table
+
+
+def _cu_probe():
+    from hostcu import compiler
+
+    if compiler() is None:
+        raise RuntimeError("no C++ compiler (g++) to build the .cu kernels for the host")
+
+
 @hookimpl
 def singa_backends():
-    return [BackendSpec(name="cudaxp", api_version=BACKEND_API_VERSION,
-                        create_device=lambda index: HostXpDevice(),
-                        kernels=lambda dev: shared_table(numpy_module(), lambda: dev.rng),
-                        device_count=lambda: 1)]
+    return [
+        BackendSpec(name="cudaxp", api_version=BACKEND_API_VERSION,
+                    create_device=lambda index: HostXpDevice(),
+                    kernels=lambda dev: shared_table(dev.am, lambda: dev.rng),
+                    device_count=lambda: 1),
+        BackendSpec(name="cudahost", api_version=BACKEND_API_VERSION,
+                    create_device=lambda index: HostXpDevice("cudahost"), kernels=_cu_table,
+                    probe=_cu_probe, device_count=lambda: 1),
+    ]
