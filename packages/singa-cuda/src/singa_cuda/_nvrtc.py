@@ -57,13 +57,13 @@ def include_dir() -> str:
                             "pip install nvidia-cuda-runtime-cu12")
 
 
-def options(arch: int, sass: bool) -> list[str]:
+def options(arch: int, sass: bool, extra=()) -> list[str]:
     kind = "sm" if sass else "compute"
     return [f"--gpu-architecture={kind}_{arch}", "--std=c++17", f"-I{include_dir()}",
-            "-default-device"]
+            "-default-device", *extra]
 
 
-def compile_source(source: str, name: str, arch: int, sass: bool = True) -> bytes:
+def compile_source(source: str, name: str, arch: int, sass: bool = True, extra=()) -> bytes:
     """Compile ``source`` for ``arch`` (e.g. 80): SASS (a cubin) or PTX. Raises
     :class:`NvrtcCompileError` with NVRTC's log."""
     from cupy_backends.cuda.libs import nvrtc
@@ -71,7 +71,7 @@ def compile_source(source: str, name: str, arch: int, sass: bool = True) -> byte
     prog = nvrtc.createProgram(source, name, [], [])
     try:
         try:
-            nvrtc.compileProgram(prog, options(arch, sass))
+            nvrtc.compileProgram(prog, options(arch, sass, extra))
         except nvrtc.NVRTCError as exc:
             log = nvrtc.getProgramLog(prog)
             raise NvrtcCompileError(f"{name} for sm_{arch}: {exc}\n{log}") from None

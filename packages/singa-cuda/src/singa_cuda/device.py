@@ -55,6 +55,14 @@ class CudaGPU(Device):
 
         return kernel
 
+    def chain_compiler(self):
+        """Elementwise chains compiled with NVRTC (see :mod:`singa_cuda.chains`)."""
+        if getattr(self, "_chains", None) is None:
+            from .chains import ChainCompiler, gpu_builder
+
+            self._chains = ChainCompiler(gpu_builder(self), self.on_device)
+        return self._chains
+
     # ------------------------------------------------------------------ Device interface
     def native(self, ct):
         isz = ITEMSIZE[ct.dt]

@@ -78,3 +78,24 @@ class HostModules:
         fn = getattr(library(file), name)
         fn.restype = None
         fn(*(_arg(a) for a in args))
+
+
+def chain_builder(src: str, name: str):
+    """``build`` for :class:`singa_cuda.chains.ChainCompiler` on the CPU: the generated CUDA C
+    compiled by g++ as the shipped sources are."""
+    key = hashlib.sha256(src.encode()).hexdigest()[:16]
+    cpp = _BUILD / f"chain.{key}.cpp"
+    so = cpp.with_suffix(".so")
+    cpp.write_text(src)
+    cmd = [compiler() or "g++", "-x", "c++", "-std=c++17", "-O1", "-shared", "-fPIC",
+           f"-I{SHIM}", "-include", str(SHIM / "cuda_host_prelude.h"), str(cpp), "-o", str(so)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode:
+        raise RuntimeError(f"host build of a chain failed:\n{proc.stderr}\n{src}")
+    fn = getattr(ctypes.CDLL(str(so)), name)
+    fn.restype = None
+
+    def launch(args, n_items):
+        fn(*(_arg(a) for a in args))
+
+    return launch
