@@ -86,6 +86,12 @@ _declare(
 )
 
 _declare(
+    "SINGA_CUDA_INIT_SIZE", _parse_int, 0,
+    "MiB of device memory each CUDA GPU reserves when it is created and carves buffers from "
+    "before calling cudaMalloc (SINGA's MemPoolConf init_size). 0 reserves nothing.", "int",
+)
+
+_declare(
     "SINGA_GRAPH_RECOMPUTE", _parse_bool, True,
     "1 (default): graph mode frees long-lived intermediates that cheap, deterministic ops "
     "(elementwise, batch norm) can recompute bitwise identically from blocks kept anyway, and "
