@@ -226,15 +226,18 @@ class Communicator(ABC):
 
         self._exec("AllReduce", [c], body)
 
-    def fused_all_reduce(self, xs, op: str = "sum") -> None:
+    def fused_all_reduce(self, xs, op: str = "sum", half: bool = False) -> None:
         """All-reduce a list of tensors through one flat buffer of ``buff_size`` elements.
 
         Tensors are grouped by dtype; each group streams through the buffer, so a tensor or a
-        group larger than the buffer takes several rounds.
+        group larger than the buffer takes several rounds. ``half``: float32 tensors travel
+        as float16 (SINGA's ``fusedSynchHalf``).
         """
         cts = [_ct(x) for x in xs]
         if not cts:
             return
+        if op not in REDUCE_OPS:
+            raise ValueError(f"fused_all_reduce: op must be one of {REDUCE_OPS}, got {op!r}")
         self._checked("fused_all_reduce", cts)
         n = self.world_size
         red = "sum" if op == "mean" else op
@@ -244,12 +247,13 @@ class Communicator(ABC):
             for a in arrs:
                 groups.setdefault(a.dtype, []).append(a)
             for dt, group in groups.items():
-                self._fused_rounds(group, dt, red)
+                wire = np.dtype(np.float16) if half and dt == np.float32 else dt
+                self._fused_rounds(group, wire, red)
                 if op == "mean":
                     for a in group:
                         _divide(a, n)
 
-        self._exec("FusedAllReduce", cts, body)
+        self._exec("FusedAllReduceHalf" if half else "FusedAllReduce", cts, body)
 
     def _fused_rounds(self, arrs, dt, op) -> None:
         buf = self.host_buffer(min(self.buff_size, sum(a.size for a in arrs)), dt)
@@ -308,25 +312,36 @@ class Communicator(ABC):
         (``topK=True``). ``residual`` (a tensor of x's size, or None) is the error-feedback
         accumulation: added to x first, then set to what was not sent.
         """
-        c = _ct(x)
-        if c.dt != _dtype.kFloat32:
-            raise DistError("sparse_all_reduce: expects a float32 tensor, got "
-                            f"{_dtype.name_of(c.dt)}")
+        grads = [_ct(g) for g in (x if isinstance(x, (list, tuple)) else [x])]
+        for c in grads:
+            if c.dt != _dtype.kFloat32:
+                raise DistError("sparse_all_reduce: expects float32 tensors, got "
+                                f"{_dtype.name_of(c.dt)}")
         if topK and not 0 < spars <= 1:
             raise ValueError(f"sparse_all_reduce: with topK, spars is the kept fraction in "
                              f"(0, 1], got {spars}")
-        cts = [c]
+        total = sum(c.Size() for c in grads)
+        cts = list(grads)
         if residual is not None:
             r = _ct(residual)
-            if r.Size() != c.Size() or r.dt != c.dt:
+            if r.Size() != total or r.dt != _dtype.kFloat32:
                 raise DistError(f"sparse_all_reduce: residual has {r.Size()} elements "
-                                f"({_dtype.name_of(r.dt)}), the tensor {c.Size()}")
+                                f"({_dtype.name_of(r.dt)}), the tensors {total} (float32)")
             cts.append(r)
-        self._checked("sparse_all_reduce", [c])
+        self._checked("sparse_all_reduce", grads)
+        ng = len(grads)
 
         def body(arrs):
-            self._sparse(arrs[0].reshape(-1), arrs[1].reshape(-1) if len(arrs) > 1 else None,
-                         float(spars), bool(topK))
+            res = arrs[ng].reshape(-1) if residual is not None else None
+            if ng == 1:
+                self._sparse(arrs[0].reshape(-1), res, float(spars), bool(topK))
+                return
+            flat = np.concatenate([a.reshape(-1) for a in arrs[:ng]])
+            self._sparse(flat, res, float(spars), bool(topK))
+            pos = 0
+            for a in arrs[:ng]:
+                a.reshape(-1)[...] = flat[pos:pos + a.size]
+                pos += a.size
 
         self._exec("SparseAllReduce", cts, body)
 
@@ -408,10 +423,12 @@ class Communicator(ABC):
         c = _ct(x)
         self._exec("Get", [c], lambda arrs: self._recv(arrs[0], source, tag))
 
-    def start_all_reduce(self, xs, op: str = "sum") -> Work:
+    def start_all_reduce(self, xs, op: str = "sum", half: bool = False) -> Work:
         """Start summing ``xs`` (one tensor or a list, fused) without waiting; returns a
         :class:`Work` whose ``wait()`` completes it. Between the two, the tensors must not be
         read or written. Recorded in graphs as ``Dist.AllReduceStart``/``Dist.AllReduceWait``.
+        The values are copied to a flat buffer at the start (so a gradient that backward
+        still reads is never changed under it); ``half``: that buffer is float16.
         """
         cts = [_ct(x) for x in (xs if isinstance(xs, (list, tuple)) else [xs])]
         if op not in ("sum", "mean"):
@@ -424,28 +441,27 @@ class Communicator(ABC):
 
         def start():
             staged = [self._stage(dev, c) for c in cts]
-            if len(staged) == 1:
-                flat, pieces = staged[0][0].reshape(-1), None
-            else:
-                flat = np.concatenate([a.reshape(-1) for a, _ in staged])
-                pieces = staged
+            flat = np.concatenate([a.reshape(-1) for a, _ in staged])
+            if half:
+                if flat.dtype != np.float32:
+                    raise DistError("start_all_reduce(half=True) expects float32 tensors")
+                flat = flat.astype(np.float16)
             reqs = [self._iallreduce(flat[s:s + self.buff_size], "sum")
                     for s in range(0, flat.size, self.buff_size)]
-            state.update(flat=flat, pieces=pieces, staged=staged, reqs=reqs)
+            state.update(flat=flat, staged=staged, reqs=reqs)
             self._pending.extend(reqs)
 
         def finish():
             for r in state["reqs"]:
                 r.wait()
             flat = state["flat"]
-            if op == "mean":
-                _divide(flat, n)
-            if state["pieces"] is not None:
-                pos = 0
-                for a, _ in state["pieces"]:
-                    a.reshape(-1)[...] = flat[pos:pos + a.size]
-                    pos += a.size
+            pos = 0
             for c, (a, s) in zip(cts, state["staged"]):
+                part = a.reshape(-1)
+                part[...] = flat[pos:pos + a.size]
+                pos += a.size
+                if op == "mean":
+                    _divide(part, n)
                 if s:
                     dev.numpy_into_native(a, dev.native(c))
             done = {id(r) for r in state["reqs"]}
