@@ -85,6 +85,8 @@ class Communicator(ABC):
     """
 
     name = "abstract"
+    #: The array module of the native buffers (numpy; cupy for NCCL) used by the shared code.
+    xp = np
     rank: int = 0
     world_size: int = 1
     local_rank: int = 0
@@ -147,9 +149,9 @@ class Communicator(ABC):
         """Terminate every rank (a failed rank must never leave the others hanging)."""
         raise SystemExit(code)
 
-    def host_buffer(self, n: int, dtype) -> np.ndarray:
-        """A host array the primitives accept (backends may return pinned/registered memory)."""
-        return np.empty(n, dtype)
+    def host_buffer(self, n: int, dtype):
+        """A flat array the primitives accept (host memory for MPI, device memory for NCCL)."""
+        return self.xp.empty(n, dtype)
 
     # ------------------------------------------------------------------ tensor-level plumbing
     def _token(self, dev) -> CTensor:
@@ -163,8 +165,12 @@ class Communicator(ABC):
         arr = dev.native(ct)
         if self.accepts(arr):
             return arr, False
-        host = np.ascontiguousarray(dev.native_to_numpy(arr))
-        return host, True
+        return self._host_copy(dev, arr), True
+
+    def _host_copy(self, dev, arr):
+        """A copy the primitives accept of a native array they cannot use in place (host
+        staging; a backend without host buffers raises here, naming the device)."""
+        return np.ascontiguousarray(dev.native_to_numpy(arr))
 
     def _exec(self, name, cts, body, write=True, extra_reads=()) -> None:
         """Run ``body(arrays)`` on the tensors' buffers as one ``Dist.<name>`` device op."""
@@ -336,7 +342,7 @@ class Communicator(ABC):
             if ng == 1:
                 self._sparse(arrs[0].reshape(-1), res, float(spars), bool(topK))
                 return
-            flat = np.concatenate([a.reshape(-1) for a in arrs[:ng]])
+            flat = self.xp.concatenate([a.reshape(-1) for a in arrs[:ng]])
             self._sparse(flat, res, float(spars), bool(topK))
             pos = 0
             for a in arrs[:ng]:
@@ -346,14 +352,15 @@ class Communicator(ABC):
         self._exec("SparseAllReduce", cts, body)
 
     def _sparse(self, g, res, spars, topk) -> None:
+        xp = self.xp
         if res is not None:
             g += res
         if topk:
             k = min(g.size, int(math.ceil(spars * g.size)))
             # stable order by magnitude, ties to the lower index: deterministic on every rank
-            idx = np.sort(np.argsort(-np.abs(g), kind="stable")[:k])
+            idx = xp.sort(xp.argsort(-xp.abs(g), kind="stable")[:k])
         else:
-            idx = np.flatnonzero(np.abs(g) >= spars)
+            idx = xp.flatnonzero(xp.abs(g) >= spars)
         idx = idx.astype(np.int32)
         vals = g[idx]
         if res is not None:
@@ -361,14 +368,14 @@ class Communicator(ABC):
             res[idx] = 0
         counts = self._allgather_object(int(idx.size))
         total = sum(counts)
-        all_idx = np.empty(total, np.int32)
-        all_val = np.empty(total, np.float32)
+        all_idx = xp.empty(total, np.int32)
+        all_val = xp.empty(total, np.float32)
         self._allgatherv(idx, all_idx, counts)
-        self._allgatherv(np.ascontiguousarray(vals, np.float32), all_val, counts)
+        self._allgatherv(xp.ascontiguousarray(vals, np.float32), all_val, counts)
         g[...] = 0
         pos = 0
         for cnt in counts:  # rank order, so every rank sums in the same order
-            np.add.at(g, all_idx[pos:pos + cnt], all_val[pos:pos + cnt])
+            xp.add.at(g, all_idx[pos:pos + cnt], all_val[pos:pos + cnt])
             pos += cnt
 
     def broadcast(self, x, root: int = 0) -> None:
@@ -387,7 +394,7 @@ class Communicator(ABC):
         out = CTensor._new((self.world_size,) + tuple(c.shp), c.dev, c.dt)
 
         def body(arrs):
-            self._allgather(np.ascontiguousarray(arrs[0]), arrs[1])
+            self._allgather(self.xp.ascontiguousarray(arrs[0]), arrs[1])
 
         self._exec_rw("AllGather", [c], [out], body)
         return Tensor._wrap(out)
@@ -441,7 +448,7 @@ class Communicator(ABC):
 
         def start():
             staged = [self._stage(dev, c) for c in cts]
-            flat = np.concatenate([a.reshape(-1) for a, _ in staged])
+            flat = self.xp.concatenate([a.reshape(-1) for a, _ in staged])
             if half:
                 if flat.dtype != np.float32:
                     raise DistError("start_all_reduce(half=True) expects float32 tensors")

@@ -87,6 +87,10 @@ class MpiCommunicator(Communicator):
         self._ops = {"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}
         if abort_on_error and self.world_size > 1:
             _install_abort_hooks(self)
+            if comm is None and not os.environ.get("SINGA_DIST_NO_ABORT_HOOK"):
+                from . import watchdog
+
+                watchdog.start(self.comm, self.rank, self.local_rank)
 
     def __repr__(self) -> str:
         return f"<MpiCommunicator rank {self.rank}/{self.world_size}>"
@@ -138,6 +142,9 @@ class MpiCommunicator(Communicator):
         return self.comm.allgather(obj)
 
     def abort(self, message: str, code: int = 1) -> None:
+        from . import watchdog
+
+        watchdog.mark_done(self.rank)  # reported here: the watcher stays quiet
         sys.stderr.write(message.rstrip() + "\n")
         sys.stderr.flush()
         self.comm.Abort(code)
