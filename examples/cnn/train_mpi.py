@@ -22,7 +22,6 @@ sys.path.insert(0, HERE)
 
 import train_cnn  # noqa: E402
 from model._update import DIST_OPTIONS  # noqa: E402
-
 from singa import opt  # noqa: E402
 from singa.errors import DeviceUnavailableError  # noqa: E402
 

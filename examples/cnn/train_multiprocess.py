@@ -21,7 +21,6 @@ sys.path.insert(0, HERE)
 
 import train_cnn  # noqa: E402
 import train_mpi  # noqa: E402
-
 from singa import device, opt  # noqa: E402
 
 
