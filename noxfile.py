@@ -1,4 +1,4 @@
-"""Test sessions: one per backend, plus lint.
+"""Test sessions: one per backend, plus lint and the distributed tests (``dist``).
 
 ``nox`` runs them all (what CI runs); ``nox -s "tests(backend='opencl')"`` runs one. Each
 backend session installs singa-core and that backend from this checkout, asserts that the
@@ -12,7 +12,7 @@ import platform
 
 import nox
 
-nox.options.sessions = ["lint", "tests"]
+nox.options.sessions = ["lint", "tests", "dist"]
 nox.options.reuse_existing_virtualenvs = False
 nox.options.error_on_missing_interpreters = True
 
@@ -85,3 +85,19 @@ def tests(session: nox.Session, backend: str) -> None:
         # mode) runs on it too
         session.run("pytest", "-q", "-m", "slow or not slow", *targets, *args, *session.posargs,
                     env={"SINGA_DEVICE": backend, **env})
+
+
+@nox.session
+def dist(session: nox.Session) -> None:
+    """tests/dist: once as one process (the single-rank checks, plus the tests that launch
+    their own mpiexec: faults, examples), then under ``mpiexec -n 2`` and ``-n 3`` from the
+    session's venv (the mpich wheel provides mpiexec; no system MPI)."""
+    session.install(*TEST_DEPS, CORE, "./packages/singa-cpu", ".[examples]",
+                    "./packages/singa-dist[mpi]")
+    env = {"SINGA_DEVICE": "cpu"}
+    session.run("pytest", "-q", "-p", "no:cacheprovider", "tests/dist", *session.posargs,
+                env=env)
+    for n in ("2", "3"):
+        session.log(f"run: tests/dist on {n} MPI ranks")
+        session.run("mpiexec", "-n", n, "python", "-m", "pytest", "-q", "-p",
+                    "no:cacheprovider", "tests/dist", *session.posargs, env=env)
