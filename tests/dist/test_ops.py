@@ -70,12 +70,34 @@ def test_all_reduce_half(comm, dev, shape):
     comm.all_reduce_half(t)
     got = tensor.to_numpy(t)
     assert got.dtype == np.float32
-    # float16 on the wire: each rank's values are rounded to half first
-    halves = [x.astype(np.float16).astype(np.float32) for x in xs]
-    want = np.sum(halves, 0)
-    if comm.world_size == 2:  # one rounding of an exact float32 sum: bitwise
-        np.testing.assert_array_equal(got, want.astype(np.float16).astype(np.float32))
-    np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-3 * np.abs(want).max())
+    # float16 on the wire, float32 sum in rank order: the same bits on every rank
+    want = xs[0].astype(np.float16).astype(np.float32)
+    for x in xs[1:]:
+        want += x.astype(np.float16).astype(np.float32)
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("buff", [4, 7, 4194304])
+def test_half_paths_agree_for_any_buffer(comm, dev, buff):
+    """all_reduce_half, fused half and the started half all-reduce give the same bits."""
+    from singa import dist
+
+    small = dist.get_communicator("mpi", buffSize=buff)
+    shapes = [(5,), (33,), (4, 4)]
+    xs = [_all(50 + i, comm, s, np.float32) for i, s in enumerate(shapes)]
+    a = [_t(x[comm.rank], dev) for x in xs]
+    b = [_t(x[comm.rank], dev) for x in xs]
+    c = [_t(x[comm.rank], dev) for x in xs]
+    for t in a:
+        small.all_reduce_half(t)
+    small.fused_all_reduce(b, half=True)
+    small.start_all_reduce(c, half=True).wait()
+    for x, ta, tb, tc in zip(xs, a, b, c):
+        want = x[0].astype(np.float16).astype(np.float32)
+        for y in x[1:]:
+            want += y.astype(np.float16).astype(np.float32)
+        for t in (ta, tb, tc):
+            np.testing.assert_array_equal(tensor.to_numpy(t), want)
 
 
 def test_all_reduce_half_rejects_other_dtypes(comm, dev):

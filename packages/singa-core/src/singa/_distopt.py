@@ -248,7 +248,10 @@ class DistOpt:
         works, deferred = [], []
 
         def start(bucket):
-            works.append(comm.start_all_reduce([g for _, g in bucket], "mean", half=half))
+            works.append(comm.start_all_reduce(
+                [g for _, g in bucket], "mean", half=half, check=not self._checked_params,
+                # after backward nothing else reads a gradient: reduce it in its own buffer
+                inplace=not self.overlap))
 
         def on_bucket(bucket):
             if self.overlap:
@@ -375,7 +378,7 @@ class DistOpt:
                 res = self._residuals.get(k)
                 if res is None or res.Size() != total:
                     res = self._residuals[k] = self._zeros(total, grads[0].dev)
-            self.communicator.sparse_all_reduce(grads, spars, topK, res)
+            self.communicator.sparse_all_reduce(grads, spars, topK, res, check=False)
         self._begin_step()
         for p, g in seen:
             self.update(p, g)

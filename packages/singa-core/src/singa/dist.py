@@ -19,7 +19,8 @@ place is staged through host memory.
 Math (``n`` ranks, ``x_r`` the tensor on rank ``r``):
 
 * ``all_reduce``: :math:`x \\leftarrow \\sum_r x_r` (``op="mean"``: divided by ``n``).
-* ``all_reduce_half``: float16 on the wire, each pairwise sum computed in float32.
+* ``all_reduce_half``: :math:`x \\leftarrow \\sum_r \\mathrm{fp16}(x_r)`: float16 on the wire
+  (all-gathered), summed in float32 in rank order, so every rank gets the same bits.
 * ``sparse_all_reduce``: with residual ``e`` (error feedback) :math:`g = x + e`; the kept set
   :math:`S = \\{i : |g_i| \\ge s\\}` (threshold) or the :math:`\\lceil s\\,|g|\\rceil` entries
   of largest :math:`|g_i|` (top-K); :math:`e \\leftarrow g \\odot 1_{\\bar S}`;
@@ -81,7 +82,8 @@ class Communicator(ABC):
     validate:
         When True (default) every public collective first checks that all ranks pass tensors
         of the same shapes and dtypes (one small all-gather) and raises :class:`DistError`
-        naming both when they differ.
+        naming both when they differ. A call's ``check`` argument (where it has one)
+        overrides it; DistOpt checks its parameters once and then passes ``check=False``.
     """
 
     name = "abstract"
@@ -111,6 +113,10 @@ class Communicator(ABC):
     @abstractmethod
     def _iallreduce(self, buf, op: str):
         """Start an in-place reduction; returns an object with ``wait()`` and ``test()``."""
+
+    @abstractmethod
+    def _iallgather(self, send, recv):
+        """Start ``_allgather``; returns an object with ``wait()`` and ``test()``."""
 
     @abstractmethod
     def _bcast(self, buf, root: int) -> None:
@@ -211,8 +217,8 @@ class Communicator(ABC):
                         f"{a[1]} {a[0]} but rank {r} has {b[1]} {b[0]}; every rank must "
                         "pass tensors of the same shape and dtype")
 
-    def _checked(self, what, cts):
-        if self.validate and self.world_size > 1:
+    def _checked(self, what, cts, check=None):
+        if (self.validate if check is None else check) and self.world_size > 1:
             self.check_consistent(what, cts)
 
     # ------------------------------------------------------------------ public operations
@@ -232,7 +238,7 @@ class Communicator(ABC):
 
         self._exec("AllReduce", [c], body)
 
-    def fused_all_reduce(self, xs, op: str = "sum", half: bool = False) -> None:
+    def fused_all_reduce(self, xs, op: str = "sum", half: bool = False, check=None) -> None:
         """All-reduce a list of tensors through one flat buffer of ``buff_size`` elements.
 
         Tensors are grouped by dtype; each group streams through the buffer, so a tensor or a
@@ -244,7 +250,7 @@ class Communicator(ABC):
             return
         if op not in REDUCE_OPS:
             raise ValueError(f"fused_all_reduce: op must be one of {REDUCE_OPS}, got {op!r}")
-        self._checked("fused_all_reduce", cts)
+        self._checked("fused_all_reduce", cts, check)
         n = self.world_size
         red = "sum" if op == "mean" else op
 
@@ -253,8 +259,10 @@ class Communicator(ABC):
             for a in arrs:
                 groups.setdefault(a.dtype, []).append(a)
             for dt, group in groups.items():
-                wire = np.dtype(np.float16) if half and dt == np.float32 else dt
-                self._fused_rounds(group, wire, red)
+                if half and dt == np.float32 and red == "sum":
+                    self._fused_half(group)
+                else:
+                    self._fused_rounds(group, dt, red)
                 if op == "mean":
                     for a in group:
                         _divide(a, n)
@@ -291,6 +299,36 @@ class Communicator(ABC):
         if fill:
             flush()
 
+    def _fused_half(self, arrs) -> None:
+        flat = self.xp.concatenate([a.reshape(-1) for a in arrs])
+        self._half_sum(flat)
+        pos = 0
+        for a in arrs:
+            a.reshape(-1)[...] = flat[pos:pos + a.size]
+            pos += a.size
+
+    def _half_chunks(self, n):
+        step = max(1, self.buff_size // self.world_size)  # gathered: world x step elements
+        return [(s, min(n, s + step)) for s in range(0, n, step)]
+
+    def _half_gathered(self, flat32, lo, hi):
+        send = flat32[lo:hi].astype(np.float16)
+        return send, self.xp.empty((self.world_size, hi - lo), np.float16)
+
+    @staticmethod
+    def _half_accumulate(recv, out) -> None:
+        acc = recv[0].astype(np.float32)
+        for r in range(1, recv.shape[0]):  # rank order: the same bits on every rank
+            acc += recv[r]
+        out[...] = acc
+
+    def _half_sum(self, flat32) -> None:
+        """``flat32 = Σ_r fp16(flat32_r)`` with float16 on the wire, float32 accumulation."""
+        for lo, hi in self._half_chunks(flat32.size):
+            send, recv = self._half_gathered(flat32, lo, hi)
+            self._allgather(send, recv)
+            self._half_accumulate(recv, flat32[lo:hi])
+
     def all_reduce_half(self, x, op: str = "sum") -> None:
         """All-reduce a float32 tensor with float16 on the wire (SINGA's ``synchHalf``)."""
         c = _ct(x)
@@ -301,17 +339,15 @@ class Communicator(ABC):
         n = self.world_size
 
         def body(arrs):
-            a = arrs[0]
-            half = a.astype(np.float16)
-            self._allreduce(half, "sum")
-            a[...] = half
+            a = arrs[0].reshape(-1)
+            self._half_sum(a)
             if op == "mean":
                 _divide(a, n)
 
         self._exec("AllReduceHalf", [c], body)
 
     def sparse_all_reduce(self, x, spars: float = 0.05, topK: bool = False,
-                          residual=None) -> None:
+                          residual=None, check=None) -> None:
         """Sum only the significant entries of ``x`` over all ranks (see the module doc).
 
         ``spars`` is the threshold on :math:`|g|` (``topK=False``) or the kept fraction
@@ -334,7 +370,7 @@ class Communicator(ABC):
                 raise DistError(f"sparse_all_reduce: residual has {r.Size()} elements "
                                 f"({_dtype.name_of(r.dt)}), the tensors {total} (float32)")
             cts.append(r)
-        self._checked("sparse_all_reduce", grads)
+        self._checked("sparse_all_reduce", grads, check)
         ng = len(grads)
 
         def body(arrs):
@@ -357,8 +393,7 @@ class Communicator(ABC):
             g += res
         if topk:
             k = min(g.size, int(math.ceil(spars * g.size)))
-            # stable order by magnitude, ties to the lower index: deterministic on every rank
-            idx = xp.sort(xp.argsort(-xp.abs(g), kind="stable")[:k])
+            idx = _top_k(xp, xp.abs(g), k)
         else:
             idx = xp.flatnonzero(xp.abs(g) >= spars)
         idx = idx.astype(np.int32)
@@ -375,7 +410,9 @@ class Communicator(ABC):
         g[...] = 0
         pos = 0
         for cnt in counts:  # rank order, so every rank sums in the same order
-            xp.add.at(g, all_idx[pos:pos + cnt], all_val[pos:pos + cnt])
+            # a rank's indices are distinct, so a fancy-index add is exact (no add.at needed)
+            sel = all_idx[pos:pos + cnt]
+            g[sel] += all_val[pos:pos + cnt]
             pos += cnt
 
     def broadcast(self, x, root: int = 0) -> None:
@@ -430,17 +467,21 @@ class Communicator(ABC):
         c = _ct(x)
         self._exec("Get", [c], lambda arrs: self._recv(arrs[0], source, tag))
 
-    def start_all_reduce(self, xs, op: str = "sum", half: bool = False) -> Work:
+    def start_all_reduce(self, xs, op: str = "sum", half: bool = False, check=None,
+                         inplace: bool = False) -> Work:
         """Start summing ``xs`` (one tensor or a list, fused) without waiting; returns a
         :class:`Work` whose ``wait()`` completes it. Between the two, the tensors must not be
         read or written. Recorded in graphs as ``Dist.AllReduceStart``/``Dist.AllReduceWait``.
         The values are copied to a flat buffer at the start (so a gradient that backward
         still reads is never changed under it); ``half``: that buffer is float16.
+        ``inplace``: a single tensor that nothing else reads until the wait is reduced in its
+        own buffer (no copy; the same values, so the same result). ``half`` works as
+        :meth:`all_reduce_half` (non-blocking all-gather).
         """
         cts = [_ct(x) for x in (xs if isinstance(xs, (list, tuple)) else [xs])]
         if op not in ("sum", "mean"):
             raise ValueError(f"start_all_reduce: op must be 'sum' or 'mean', got {op!r}")
-        self._checked("start_all_reduce", cts)
+        self._checked("start_all_reduce", cts, check)
         dev = cts[0].dev
         tok = self._token(dev)
         state: dict = {}
@@ -448,24 +489,36 @@ class Communicator(ABC):
 
         def start():
             staged = [self._stage(dev, c) for c in cts]
-            flat = self.xp.concatenate([a.reshape(-1) for a, _ in staged])
+            copied = not (inplace and len(staged) == 1)
+            if not copied:
+                flat = staged[0][0].reshape(-1)
+            else:
+                flat = self.xp.concatenate([a.reshape(-1) for a, _ in staged])
+            gathers = []
             if half:
                 if flat.dtype != np.float32:
                     raise DistError("start_all_reduce(half=True) expects float32 tensors")
-                flat = flat.astype(np.float16)
-            reqs = [self._iallreduce(flat[s:s + self.buff_size], "sum")
-                    for s in range(0, flat.size, self.buff_size)]
-            state.update(flat=flat, staged=staged, reqs=reqs)
+                for lo, hi in self._half_chunks(flat.size):
+                    send, recv = self._half_gathered(flat, lo, hi)
+                    gathers.append((lo, hi, send, recv))
+                reqs = [self._iallgather(send, recv) for _, _, send, recv in gathers]
+            else:
+                reqs = [self._iallreduce(flat[s:s + self.buff_size], "sum")
+                        for s in range(0, flat.size, self.buff_size)]
+            state.update(flat=flat, staged=staged, reqs=reqs, copied=copied, gathers=gathers)
             self._pending.extend(reqs)
 
         def finish():
             for r in state["reqs"]:
                 r.wait()
             flat = state["flat"]
+            for lo, hi, _send, recv in state["gathers"]:
+                self._half_accumulate(recv, flat[lo:hi])
             pos = 0
             for c, (a, s) in zip(cts, state["staged"]):
                 part = a.reshape(-1)
-                part[...] = flat[pos:pos + a.size]
+                if state["copied"]:
+                    part[...] = flat[pos:pos + a.size]
                 pos += a.size
                 if op == "mean":
                     _divide(part, n)
@@ -516,6 +569,19 @@ class Communicator(ABC):
         """SINGA's ``wait``: collectives here complete before returning (except started
         ones, which complete at their ``Work.wait``), so there is nothing to wait for."""
         return None
+
+
+def _top_k(xp, mag, k):
+    """Indices (ascending) of the ``k`` largest ``mag``, ties to the lower index: what a
+    stable descending sort would keep, in O(n) (argpartition) instead of a full sort."""
+    if k >= mag.size:
+        return xp.arange(mag.size)
+    if k == 0:
+        return xp.zeros(0, np.int64)
+    kth = xp.partition(mag, mag.size - k)[mag.size - k]
+    above = xp.flatnonzero(mag > kth)
+    ties = xp.flatnonzero(mag == kth)[:k - above.size]
+    return xp.sort(xp.concatenate([above, ties]))
 
 
 def _divide(a, n) -> None:

@@ -1,9 +1,11 @@
 """The MPI communicator: singa.dist's primitives on mpi4py.
 
 Buffers are numpy arrays; tensors on devices without MPI-aware buffers are staged through
-host memory by :class:`singa.dist.Communicator`. MPI has no float16 datatype, so float16
-reductions use a user-defined operation over 16-bit words that computes each pairwise
-reduction in float32 and rounds once (what NCCL's ``ncclHalf`` sum does).
+host memory by :class:`singa.dist.Communicator`. MPI has no float16 datatype, so
+``all_reduce`` of a float16 tensor uses a user-defined operation over 16-bit words that computes
+each pairwise reduction in float32 and rounds once (what NCCL's ``ncclHalf`` sum does); the
+half-precision all-reduce of float32 tensors all-gathers float16 and sums in float32 (see
+:mod:`singa.dist`).
 
 Fault handling: creating the communicator installs ``sys.excepthook`` and
 ``threading.excepthook`` handlers that print which rank failed and call ``MPI_Abort``, so an
@@ -114,6 +116,9 @@ class MpiCommunicator(Communicator):
 
     def _iallreduce(self, buf, op):
         return self.comm.Iallreduce(self.MPI.IN_PLACE, self._buf(buf), self._op(buf, op))
+
+    def _iallgather(self, send, recv):
+        return self.comm.Iallgather(self._buf(send), self._buf(recv))
 
     def _progress(self, requests):
         self.MPI.Request.Testall(requests)

@@ -138,6 +138,12 @@ class NcclCommunicator(Communicator):
                             self._ops[op], self.stream.ptr)
         return _Event(self.stream.record())
 
+    def _iallgather(self, send, recv):
+        self._after_compute()
+        self.comm.allGather(send.data.ptr, recv.data.ptr, send.size, self._type(send),
+                            self.stream.ptr)
+        return _Event(self.stream.record())
+
     def _progress(self, requests):
         return None  # NCCL progresses on its own stream
 
