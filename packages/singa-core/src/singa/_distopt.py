@@ -32,7 +32,8 @@ class DistOpt:
     Parameters
     ----------
     opt:
-        The local optimizer (default ``SGD()``); it applies the synchronised gradients.
+        The local optimizer (``singa.opt.DistOpt`` defaults to ``SGD()``); it applies the
+        synchronised gradients.
     nccl_id, local_rank, world_size:
         ``nccl_id=None`` (MPI mode): the communicator named by ``communicator`` or
         ``SINGA_COMMUNICATOR`` (default ``"mpi"``), ranks from the launcher. Otherwise
@@ -54,9 +55,8 @@ class DistOpt:
     def __init__(self, opt=None, nccl_id=None, local_rank=None, world_size=None,
                  buffSize=4194304, communicator=None, overlap=True):
         if opt is None:
-            from .opt import SGD
-
-            opt = SGD()
+            raise TypeError("DistOpt needs the optimizer to wrap (singa.opt.DistOpt defaults "
+                            "to SGD())")
         self.opt = opt
         if isinstance(communicator, Communicator):
             comm = communicator

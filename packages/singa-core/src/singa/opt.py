@@ -377,4 +377,11 @@ class AdamW(Adam):
 
 # DistOpt is written in core against the singa.dist.Communicator interface; the MPI and NCCL
 # communicators come from the singa-dist plugin (pip install singa[dist]).
-from ._distopt import DistOpt  # noqa: E402
+from . import _distopt  # noqa: E402
+
+
+class DistOpt(_distopt.DistOpt):
+    __doc__ = _distopt.DistOpt.__doc__
+
+    def __init__(self, opt=None, *args, **kwargs):
+        super().__init__(SGD() if opt is None else opt, *args, **kwargs)
