@@ -210,3 +210,27 @@ def test_distopt_api_surface(comm):
     assert dist.communicator is comm
     with pytest.raises(SingaError, match="no get_states"):
         dist.get_states()
+
+
+@pytest.mark.parametrize("mode", ["backward_and_update", "backward_and_update_half",
+                                  "backward_and_partial_update", "backward_and_sparse_update"])
+def test_verbosity_3_profile_lists_the_dist_nodes(comm, dev, mode):
+    """Graph mode: communication nodes are recorded, timed and shown at verbosity 3 only."""
+    dist = opt.DistOpt(opt.SGD(lr=0.1), communicator=comm, overlap=True)
+    net, tx, ty = make(dev, dist, B, graph=True)
+    dev.SetVerbosity(3)
+    dev.SetSkipIteration(1)
+    try:
+        for x, y in batches(3, B * comm.world_size, seed=17):
+            step(net, tx, ty, _shard(x, comm), _shard(y, comm), mode, {"threshold": 20})
+        report = net._graph.profiling_report()
+    finally:
+        dev.SetVerbosity(0)
+        dev.SetSkipIteration(5)
+    lines = report.splitlines()[1:]
+    assert lines and all(". Dist." in ln for ln in lines), report
+    want = {"backward_and_update": "Dist.AllReduceStart",
+            "backward_and_update_half": "Dist.AllReduceWait",
+            "backward_and_partial_update": "Dist.PartialAllReduce",
+            "backward_and_sparse_update": "Dist.SparseAllReduce"}[mode]
+    assert any(want in ln for ln in lines), report
