@@ -33,8 +33,11 @@ def mark_done(rank: int) -> None:
 
 
 def start(mpi_comm, rank: int, local_rank: int) -> None:
-    """Collective: every rank calls it once after the communicator is created."""
+    """Collective over the world: every rank calls it when it creates its first world
+    communicator; later calls do nothing (one watcher per host and job)."""
     global _DIR
+    if _DIR is not None:
+        return
     host = socket.gethostname()
     table = mpi_comm.allgather((host, os.getpid()))
     if not hasattr(os, "pidfd_open"):
