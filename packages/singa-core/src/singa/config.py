@@ -109,6 +109,14 @@ _declare(
 )
 
 
+_declare(
+    "SINGA_COMMUNICATOR", _parse_str, "",
+    "Communicator backend used by singa.dist.get_communicator() and opt.DistOpt when none is "
+    "named: 'mpi' (mpi4py, any device, host staging) or 'nccl' (CUDA tensors). Empty means "
+    "'mpi' (or 'nccl' when DistOpt is given an nccl_id).", "str",
+)
+
+
 def get(name: str) -> Any:
     """Return the parsed value of the registered variable ``name`` (its default when unset)."""
     var = ENV_VARS[name]
