@@ -229,3 +229,14 @@ def test_check_plan_rejects_live_blocks_sharing_memory(dev, stages):
     dev.RunGraph(serial=True)  # u is written before g is last read: both alive at once
     with pytest.raises(GraphError, match="share arena memory"):
         dev._graph.check()
+
+
+def test_public_names_stay_where_users_and_backends_import_them():
+    import singa.backend
+    import singa.graph
+    import singa.scheduler
+
+    assert singa.scheduler.Graph is singa.graph.Graph
+    assert singa.scheduler.BlockType is singa.graph.BlockType
+    assert singa.backend.register_stage is register_stage
+    assert singa.backend.GraphStage is GraphStage and singa.backend.check_plan is check_plan

@@ -6,6 +6,7 @@ native arrays resolved, nothing allocated, no Python autograd work.
 
 from __future__ import annotations
 
+from ..errors import GraphError
 from ..ops._registry import KernelCall
 from ._plan import Plan
 from ._stages import AROUND_REPLAY, stages_at
@@ -52,8 +53,6 @@ def wrap(plan: Plan, replay, profiled: bool):
     for stage in reversed(stages_at(AROUND_REPLAY, plan.device)):
         replay = stage.fn(plan, replay, profiled)
         if not callable(replay):
-            from ..errors import GraphError
-
             raise GraphError(f"graph stage {stage.name!r} (around_replay) returned "
                              f"{type(replay).__name__}, not the replay callable to run")
     return replay
