@@ -115,9 +115,13 @@ def inplace_groups(seq, planned, first, last) -> dict[int, list[int]]:
     """Planned blocks grouped by the memory they share in place: ``{root: members}``.
 
     A node's output joins the group of an input it reads for the last time when
-    :func:`inplace_input` allows it; a group's lifetime is the union of its members'.
+    :func:`inplace_input` allows it; a group's lifetime is the union of its members'. Groups
+    and members come in the order of first use in ``seq`` (blocks ``seq`` never touches
+    last), never in the order of a set of ids: placement breaks ties between equal groups by
+    this order, and object addresses must not decide the plan.
     """
-    root = {k: k for k in planned}
+    used = dict.fromkeys(id(b) for n in seq for b in n.reads + n.writes if id(b) in planned)
+    root = {k: k for k in (*used, *(k for k in planned if k not in used))}
     for pos, n in enumerate(seq):
         if not n.writes or first.get(id(n.writes[0])) != pos:
             continue
@@ -125,7 +129,7 @@ def inplace_groups(seq, planned, first, last) -> dict[int, list[int]]:
         if k is not None:
             root[id(n.writes[0])] = root[k]
     groups: dict[int, list[int]] = {}
-    for k in planned:
+    for k in root:
         groups.setdefault(root[k], []).append(k)
     return groups
 
