@@ -240,3 +240,26 @@ def test_public_names_stay_where_users_and_backends_import_them():
     assert singa.scheduler.BlockType is singa.graph.BlockType
     assert singa.backend.register_stage is register_stage
     assert singa.backend.GraphStage is GraphStage and singa.backend.check_plan is check_plan
+
+
+def test_what_a_stage_made_for_a_plan_is_freed_before_its_arena(dev, stages):
+    released = []
+
+    def capture(plan, replay, profiled):
+        # e.g. a captured CUDA graph pointing into the arena: freed while the arena exists
+        plan.on_release.append(lambda: released.append(
+            (bool(plan.arena), bool(plan.placement), dev.pool.current_bytes)))
+        return replay
+
+    register_stage(GraphStage("capture", "around_replay", capture))
+    program(dev, {})
+    dev.RunGraph()
+    dev.RunGraph()
+    assert released == []
+    with_arena = dev.pool.current_bytes
+    arena = sum(n for _, n in dev._graph.arena)
+    dev.ResetGraph()
+    assert released == [(True, True, with_arena)]
+    assert arena > 0 and dev.pool.current_bytes <= with_arena - arena  # arena returned after
+    dev.ResetGraph()
+    assert len(released) == 1  # once per plan

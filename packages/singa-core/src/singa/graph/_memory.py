@@ -35,7 +35,10 @@ def plan_memory(plan: Plan) -> None:
 
 
 def release(plan: Plan) -> None:
-    """Detach the planned blocks from the arena and return the arena to the pool."""
+    """Run the plan's ``on_release`` callbacks, detach the planned blocks from the arena and
+    return the arena to the pool."""
+    while plan.on_release:
+        plan.on_release.pop()()
     for k in plan.placement:
         plan.blocks[k].data = None
     pool = plan.device.pool

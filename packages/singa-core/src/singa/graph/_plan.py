@@ -60,6 +60,10 @@ class Plan:
         What a replay runs: the loop over ``calls``, wrapped by the ``around_replay`` stages.
     extras : dict
         Free space for stages, keyed by stage name (e.g. communication handles, streams).
+    on_release : list
+        Callables a stage adds to free what it made for this plan (a captured CUDA graph,
+        events); run, last added first, before the arena goes back to the pool (the plan is
+        replaced, the graph reset or a node recorded).
     """
 
     recording: Recording
@@ -79,6 +83,7 @@ class Plan:
     calls: list = field(default_factory=list)
     replay: object = None
     extras: dict = field(default_factory=dict)
+    on_release: list = field(default_factory=list)
     _next_id: int = 0
 
     def new_node(self, fn, reads, writes, name: str) -> Node:

@@ -26,6 +26,8 @@ Points, in pipeline order (see :mod:`singa.graph` for the whole pipeline):
     ``SetVerbosity``). The stage returns the callable to run instead, e.g. one that enters a
     stream, or captures the calls once as a CUDA graph and launches it afterwards. Built
     when the plan is (``profiled``: at each profiled run), so nothing is added per node.
+    What it makes for the plan (a captured graph) it frees in a callback appended to
+    ``plan.on_release``, which runs before the arena it points into is returned.
 
 Invariants every stage keeps (:func:`singa.graph.check_plan` tests the first two):
 
