@@ -58,9 +58,9 @@ class Device:
 
     def host(self) -> Device:
         """The host (CPU) device (not the default device, which SINGA_DEVICE may change)."""
-        from ._device_api import create_cpu_device
+        from ._plugins import registry
 
-        return create_cpu_device()
+        return registry().device("cpu", 0)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name}>"
