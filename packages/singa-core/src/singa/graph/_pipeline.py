@@ -60,17 +60,19 @@ class Graph:
     def analyze(self, serial: bool) -> Plan:
         """Make the plan of the recorded graph: every stage, in order.
 
-        The blocks the plan may place are the intermediates and outputs Python cannot reach.
-        Then:
+        The blocks the plan may place are the intermediates and outputs Python cannot reach
+        (stage 1 recorded the rest). Then, numbered as the modules are:
 
-        1. ordering: insertion order if ``serial``, else the one of BFS and the memory-aware
+        2. ordering: insertion order if ``serial``, else the one of BFS and the memory-aware
            order with the smaller peak;
-        2. stages registered ``after_ordering`` (:func:`register_stage`);
+           ▸ the stages registered ``after_ordering`` (:func:`register_stage`);
         3. fusion of pairs and chains, unless ``SINGA_GRAPH_FUSE=0``;
         4. rematerialisation, unless ``SINGA_GRAPH_RECOMPUTE=0``;
         5. memory planning: lifetimes, in-place groups, arena placement;
-        6. stages registered ``after_memory_planning``;
-        7. replay preparation: prebuilt calls, wrapped by the ``around_replay`` stages.
+           ▸ the stages registered ``after_memory_planning``;
+        6. replay: prebuilt calls, ▸ wrapped by the ``around_replay`` stages.
+
+        If any of it raises, the arena goes back to the pool and no plan is kept.
         """
         self._release()
         self.plan = None  # its fused calls hold the graph's CTensors: python_held counts them
