@@ -12,7 +12,7 @@ import platform
 
 import nox
 
-nox.options.sessions = ["lint", "tests"]
+nox.options.sessions = ["lint", "tests", "template"]
 nox.options.reuse_existing_virtualenvs = False
 nox.options.error_on_missing_interpreters = True
 
@@ -78,7 +78,7 @@ print(f"preflight: running on {dev.name} ({type(dev).__name__}), {len(dev.kernel
 
 # every package's import root, for lint-imports (it reads sources; nothing is installed)
 IMPORT_ROOTS = [*(f"packages/{p}/src" for p in sorted(os.listdir("packages"))),
-                "tests/plugins", "tools/lint"]
+                "tests/plugins", "tools/lint", "examples/plugin-template/src"]
 
 
 @nox.session
@@ -120,3 +120,18 @@ def tests(session: nox.Session, backend: str) -> None:
                     env={"SINGA_DEVICE": backend, **env})
     if not ran:
         session.error(f"no run of the {backend} suite could happen on this machine")
+
+
+TEMPLATE = "./examples/plugin-template"
+
+
+@nox.session
+def template(session: nox.Session) -> None:
+    """examples/plugin-template installed from its path, as a vendor's CI runs it: the
+    conformance kit on its native kernels, then its tests (fallbacks warned once per op and
+    counted per op; the seed CNN reaching >= 95% on digits in graph mode on its device)."""
+    session.install(f"{CORE}[testing]", f"{TEMPLATE}[test]")
+    session.run("python", "-c", PREFLIGHT, "template")
+    session.run("pytest", "-q", "--pyargs", "singa.testing.conformance",
+                "--singa-backend", "template", *session.posargs)
+    session.run("pytest", "-q", "-m", "slow or not slow", f"{TEMPLATE}/tests", *session.posargs)
