@@ -25,6 +25,7 @@ Dtypes: ops and kernels name dtypes by SINGA's integer codes (``kFloat32`` ...);
 
 from __future__ import annotations
 
+from ._bounds import check_indices
 from ._dtype import (
     FLOATS,
     ITEMSIZE,
@@ -51,6 +52,7 @@ from .errors import (
     DeviceMismatchError,
     DeviceUnavailableError,
     DtypeMismatchError,
+    IndexOutOfRangeError,
     KernelError,
     MissingKernelError,
     ShapeError,
@@ -82,6 +84,7 @@ __all__ = [
     "DtypeMismatchError",
     "ElementwiseChain",
     "FusionDef",
+    "IndexOutOfRangeError",
     "KernelError",
     "MemPool",
     "MissingKernelError",
@@ -89,6 +92,7 @@ __all__ = [
     "Pool2dGeometry",
     "ShapeError",
     "SingaError",
+    "check_indices",
     "conv2d_geometry",
     "dtype_code",
     "dtype_name",
