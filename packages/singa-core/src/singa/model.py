@@ -26,7 +26,7 @@ import numpy as np
 
 from . import autograd
 from . import tensor as tensor_mod
-from .errors import CheckpointError
+from .errors import CheckpointError, GraphError
 from .layer import Layer, LayerMeta
 from .scheduler import Graph
 from .tensor import Tensor
@@ -101,10 +101,12 @@ class ModelMeta(LayerMeta):
                         dev.EnableGraph(False)
                 self._graph, self._graph_device = graph, dev
                 self._recorded_inputs = _input_blocks(args, kwargs)
+                self._recorded_shapes = _input_shapes(args, kwargs)
                 self._buffered = True
                 _remove_creator(self._results)
                 gc.collect()
             else:
+                _check_input_shapes(self._recorded_shapes, _input_shapes(args, kwargs))
                 _warn_if_new_inputs(self._recorded_inputs, _input_blocks(args, kwargs))
             with _own_graph(dev, self._graph):
                 dev.RunGraph(self.sequential)
@@ -124,6 +126,25 @@ def _input_blocks(args, kwargs) -> list:
         for t in (a if isinstance(a, (list, tuple)) else (a,)):
             blocks.append(t.data.block if isinstance(t, Tensor) else None)
     return blocks
+
+
+def _input_shapes(args, kwargs) -> list:
+    return [t.shape if isinstance(t, Tensor) else None
+            for a in list(args) + list(kwargs.values())
+            for t in (a if isinstance(a, (list, tuple)) else (a,))]
+
+
+def _check_input_shapes(recorded: list, now: list) -> None:
+    """A replay computes with the recorded shapes; other shapes (a smaller last batch) would
+    return the recorded batch's outputs and train on its data, so they are refused."""
+    if recorded != now:
+        raise GraphError(
+            f"train_one_batch was recorded with inputs of shapes {recorded} and is now called "
+            f"with {now}. A graph-mode model replays the recorded graph, which has fixed "
+            "shapes. Keep the batch size fixed (drop or pad the last partial batch), or train "
+            "with model.graph(False) for varying shapes (or build and compile a second model "
+            "for the other shape)."
+        )
 
 
 def _warn_if_new_inputs(recorded: list, now: list) -> None:
@@ -200,6 +221,25 @@ class Model(Layer, metaclass=ModelMeta):
         self._graph = None
         self._buffered = False
         self._results = None
+
+    def to_device(self, device):
+        """Move the model's parameters and states, and its optimizer's state (moments, step
+        counter, hyper-parameters), to ``device``; a recorded graph is dropped (re-recorded
+        at the next ``train_one_batch``)."""
+        from .device import get_device
+
+        device = get_device(device) if isinstance(device, str) else device
+        super().to_device(device)
+        optimizer = self.__dict__.get("optimizer")
+        if optimizer is not None:
+            for slot in getattr(optimizer, "_slots", ()):
+                for t in getattr(optimizer, slot).values():
+                    t.to_device(device)
+            optimizer.step_counter.to_device(device)
+            for t in optimizer._values.values():
+                t.to_device(device)
+        self._reset_graph()
+        return self
 
     def set_optimizer(self, optimizer):
         """Attach the optimizer that ``train_one_batch`` calls as ``self.optimizer(loss)``."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from .. import autograd
+from ..errors import ShapeError
 from ..tensor import Tensor
 from ._base import Layer
 
@@ -33,6 +34,11 @@ class Linear(Layer):
         self.bias = bool(bias)
 
     def initialize(self, x):
+        self.float_check(x)
+        if len(x.shape) != 2:
+            raise ShapeError(f"Linear {self.name or ''}: expects 2-D input (batch, features), "
+                             f"got shape {x.shape}; flatten it first (layer.Flatten() or "
+                             "autograd.flatten)")
         self.in_features = x.shape[1]
         std = math.sqrt(2.0 / (self.in_features + self.out_features))
         self.W = _param((self.in_features, self.out_features), x).gaussian(0.0, std)
@@ -45,11 +51,10 @@ class Linear(Layer):
         else:
             self.device_check(x, self.W)
         self.dtype_check(x, self.W, *([self.b] if self.bias else []))
-        if x.shape[-1] != self.W.shape[0]:
-            from ..errors import ShapeError
-
-            raise ShapeError(f"Linear {self.name}: input has {x.shape[-1]} features but W "
-                             f"expects {self.W.shape[0]} (input shape {x.shape})")
+        if len(x.shape) != 2 or x.shape[-1] != self.W.shape[0]:
+            raise ShapeError(f"Linear {self.name or ''}: W expects {self.W.shape[0]} input "
+                             f"features, i.e. input of shape (batch, {self.W.shape[0]}); got "
+                             f"{x.shape}")
         y = autograd.matmul(x, self.W)
         if self.bias:
             y = autograd.add_bias(y, self.b, axis=0)
@@ -74,6 +79,9 @@ class Gemm(Layer):
         self.bias, self.bias_shape = bool(bias), bias_shape
 
     def initialize(self, x):
+        self.float_check(x)
+        if len(x.shape) != 2:
+            raise ShapeError(f"Gemm {self.name or ''}: expects a 2-D input, got {x.shape}")
         n_in = x.shape[0] if self.transA else x.shape[1]
         w_shape = (self.nb_kernels, n_in) if self.transB else (n_in, self.nb_kernels)
         std = math.sqrt(2.0 / (n_in + self.nb_kernels))

@@ -69,6 +69,7 @@ class Conv2d(Layer):
         self.handle = None
 
     def initialize(self, x):
+        self.float_check(x)
         if len(x.shape) != 4:
             raise ShapeError(f"Conv2d {self.name}: expects (N, C, H, W) input, got {x.shape}")
         self.in_channels = x.shape[1]
@@ -152,6 +153,7 @@ class BatchNorm2d(Layer):
         self.momentum = float(momentum)
 
     def initialize(self, x):
+        self.float_check(x)
         c = x.shape[1]
         if self.channels is not None and self.channels != c:
             raise ShapeError(f"BatchNorm2d {self.name}: built for {self.channels} channels, "
