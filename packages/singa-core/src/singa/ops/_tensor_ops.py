@@ -77,7 +77,8 @@ def _unary_sampler(low, high, name):
 
 
 for _name, (_ref, (_lo, _hi), _dts) in UNARY.items():
-    defop(_name, 1, R.same, _ref, _unary_sampler(_lo, _hi, _name), dtypes=_dts,
+    defop(_name, 1, R.same if _dts is NUM else R.same_float(_name), _ref,
+          _unary_sampler(_lo, _hi, _name), dtypes=_dts,
           doc=f"y = {_name.lower()}(x), elementwise", inplace=(0,), recompute=True)
 
 
