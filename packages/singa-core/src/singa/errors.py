@@ -16,6 +16,7 @@ __all__ = [
     "CheckpointError",
     "IndexOutOfRangeError",
     "DataFileError",
+    "OutOfMemoryError",
 ]
 
 
@@ -70,3 +71,7 @@ class IndexOutOfRangeError(SingaError, IndexError):
 
 class DataFileError(SingaError, ValueError):
     """A data file (idx, pickle, gzip archive) is corrupt, truncated, hostile or too large."""
+
+
+class OutOfMemoryError(SingaError, MemoryError):
+    """A tensor or buffer larger than the device can ever hold was requested."""

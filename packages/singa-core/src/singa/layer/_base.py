@@ -7,14 +7,17 @@ from collections import OrderedDict
 
 from .._dtype import FLOATS
 from .._dtype import name_of as _dtype_name
-from ..errors import DeviceMismatchError, DtypeMismatchError, SingaError
+from ..errors import DeviceMismatchError, DtypeMismatchError, ShapeError, SingaError
 from ..tensor import Tensor
 
 
 def _device_of(args):
     first = args[0]
     if isinstance(first, (list, tuple)):
-        if not first or not isinstance(first[0], Tensor):
+        if not first:
+            raise ShapeError("the first input is an empty list; a layer over a sequence "
+                             "needs at least one time step (skip empty sequences)")
+        if not isinstance(first[0], Tensor):
             raise TypeError("the first input of a layer must be a Tensor or a list of Tensors")
         return first[0].device
     if not isinstance(first, Tensor):

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import math
 
-from .. import autograd
-from ..errors import ShapeError
+from .. import _dtype, autograd
+from ..errors import DtypeMismatchError, ShapeError
 from ..tensor import Tensor
 from ._base import Layer
+
+_INT32 = _dtype.kInt
 
 
 def _param(shape, like: Tensor, stores_grad=True) -> Tensor:
@@ -31,6 +33,8 @@ class Linear(Layer):
             if len(args) > 1:
                 bias = args[1]
         self.out_features = int(out_features)
+        if self.out_features < 1:
+            raise ShapeError(f"Linear: out_features must be at least 1, got {out_features}")
         self.bias = bool(bias)
 
     def initialize(self, x):
@@ -74,6 +78,8 @@ class Gemm(Layer):
                  bias=True, bias_shape=None):
         super().__init__()
         self.nb_kernels = int(nb_kernels)
+        if self.nb_kernels < 1:
+            raise ShapeError(f"Gemm: nb_kernels must be at least 1, got {nb_kernels}")
         self.alpha, self.beta = float(alpha), float(beta)
         self.transA, self.transB = int(transA), int(transB)
         self.bias, self.bias_shape = bool(bias), bias_shape
@@ -109,6 +115,9 @@ class Embedding(Layer):
     def __init__(self, input_dim, output_dim, initializer="gaussian"):
         super().__init__()
         self.input_dim, self.output_dim = int(input_dim), int(output_dim)
+        if min(self.input_dim, self.output_dim) < 1:
+            raise ShapeError(f"Embedding: input_dim={input_dim} (vocabulary size) and "
+                             f"output_dim={output_dim} must be at least 1")
         if initializer not in ("gaussian", "uniform"):
             raise ValueError(f"Embedding initializer must be 'gaussian' or 'uniform', "
                              f"got {initializer!r}")
@@ -140,6 +149,11 @@ class Embedding(Layer):
             self.W.requires_grad = self.W.stores_grad = not self.freeze
 
     def forward(self, x):
+        if x.dtype != _INT32:
+            raise DtypeMismatchError(
+                f"Embedding {self.name or ''}: ids must be int32, got "
+                f"{_dtype.name_of(x.dtype)}; convert with x.as_type(tensor.int32)")
+        self.device_check(x, self.W)
         return autograd.embedding(x, self.W)
 
     def get_params(self):

@@ -333,9 +333,14 @@ def _log_softmax_ref(x, axis=-1):
 
 
 def _softmax_infer(name):
+    float_rule = R.same_float(name)
+
     def infer(ins, attrs):
-        R.check_axis(name, attrs.get("axis", -1), len(ins[0].shp))
-        return R.same(ins, attrs)
+        ax = R.check_axis(name, attrs.get("axis", -1), len(ins[0].shp))
+        if ins[0].shp[ax] == 0:
+            raise ShapeError(f"{name}: axis {ax} of {ins[0].shp} is empty; a softmax over no "
+                             "values is undefined")
+        return float_rule(ins, attrs)
 
     return infer
 
