@@ -35,9 +35,9 @@ def check_indices(op: str, idx: np.ndarray, n: int, negative: bool = True,
     if idx.size == 0:
         return
     lo = -n if negative else 0
-    bad = (idx < lo) | (idx >= n)
-    if not bad.any():
+    if idx.min() >= lo and idx.max() < n:  # the common case: two reductions, no mask
         return
+    bad = (idx < lo) | (idx >= n)
     first = int(idx[bad].flat[0])
     valid = f"[{lo}, {n})" if n else "none (the axis is empty)"
     raise IndexOutOfRangeError(
