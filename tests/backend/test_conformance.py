@@ -9,11 +9,13 @@ conformance-xfails.txt when it exists.
 
 from singa.testing.conformance import (  # noqa: F401  (pytest collects the imported tests)
     pytest_generate_tests,
+    test_bad_indices,
     test_forward,
     test_fused,
     test_inplace,
     test_kernel_table,
     test_layouts,
+    test_onehot_out_of_range,
     test_random_seed,
     test_random_stats,
 )

@@ -8,11 +8,12 @@ autograd state; :class:`singa.tensor.Tensor` wraps it for that.
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 
 from . import _dtype
-from .errors import DeviceMismatchError, GraphError, ShapeError
+from .errors import DeviceMismatchError, GraphError, OutOfMemoryError, ShapeError
 
 __all__ = ["CTensor", "contiguous_strides"]
 
@@ -53,14 +54,80 @@ def _default_device():
     return get_default_device()
 
 
+def _dim(d, shape) -> int:
+    if isinstance(d, (int, np.integer)) and not isinstance(d, (bool, np.bool_)):
+        return int(d)
+    if isinstance(d, (float, np.floating)) and float(d).is_integer():
+        return int(d)
+    raise ShapeError(f"shape {shape!r} holds {d!r}; every dimension must be an integer")
+
+
 def _check_shape(shape) -> tuple:
     try:
-        shape = tuple(int(d) for d in shape)
+        dims = list(shape)
     except TypeError:
         raise ShapeError(f"shape must be a sequence of ints, got {shape!r}") from None
+    shape = tuple(_dim(d, shape) for d in dims)
     if any(d < 0 for d in shape):
         raise ShapeError(f"shape {shape} has a negative dimension")
     return shape
+
+
+_I32 = np.iinfo(np.int32)
+_F32_MAX = float(np.finfo(np.float32).max)
+
+
+def host_array(arr: np.ndarray, np_dt: np.dtype, what: str = "copy_from_numpy") -> np.ndarray:
+    """``arr`` in native byte order, converted to ``np_dt``; values that the conversion would
+    change (an int64 past int32's range, a finite float64 past float32's) are refused with a
+    ShapeError rather than silently wrapped or turned into inf."""
+    if not arr.dtype.isnative:
+        arr = arr.astype(arr.dtype.newbyteorder("="))
+    if arr.dtype == np_dt or arr.size == 0:
+        return arr
+    if np_dt == np.int32 and arr.dtype.kind in "iu" and arr.dtype.itemsize >= 4:
+        lo, hi = int(arr.min()), int(arr.max())
+        if lo < _I32.min or hi > _I32.max:
+            bad = hi if hi > _I32.max else lo
+            raise ShapeError(f"{what}: value {bad} does not fit int32 (SINGA's integer dtype, "
+                             f"range {_I32.min}..{_I32.max}); scale or clip the data, or "
+                             "convert to float32 first")
+    elif np_dt == np.float32 and arr.dtype == np.float64:
+        finite = arr[np.isfinite(arr)]
+        if finite.size and float(np.abs(finite).max()) > _F32_MAX:
+            raise ShapeError(f"{what}: value {float(np.abs(finite).max())!r} does not fit "
+                             "float32 (it would become inf); scale the data first")
+    return arr
+
+
+def _capacity(dev) -> int | None:
+    """Total bytes of ``dev``'s memory (``mem_info()``), else of the host's RAM; None if
+    unknown."""
+    info = getattr(dev, "mem_info", None)
+    if info is not None:
+        try:
+            return int(info()[1])
+        except Exception:  # noqa: BLE001  (a backend that cannot say: no limit)
+            return None
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _check_fits(shape: tuple, dt: int, dev) -> int:
+    """Bytes of a tensor of ``shape``; refuse one larger than the device's whole memory now,
+    not at first use with the allocator's message."""
+    nbytes = math.prod(shape) * _dtype.ITEMSIZE[dt]
+    if nbytes > (1 << 30):  # small tensors never need the (slower) capacity query
+        cap = _capacity(dev)
+        if cap is not None and nbytes > cap:
+            raise OutOfMemoryError(
+                f"a {_dtype.name_of(dt)} tensor of shape {shape} needs {nbytes / 2**30:.1f} "
+                f"GiB but {dev.name} has {cap / 2**30:.1f} GiB in all; use a smaller shape or "
+                "batch size"
+            )
+    return nbytes
 
 
 class CTensor:
@@ -88,7 +155,7 @@ class CTensor:
         self.off = 0
         self.contig = True
         self._vbuf = None
-        blk = dev.new_block(math.prod(shape) * _dtype.ITEMSIZE[dt])
+        blk = dev.new_block(_check_fits(shape, dt, dev))
         blk.ref_count += 1
         self.block = blk
 
@@ -106,7 +173,10 @@ class CTensor:
         n = 1
         for d in shape:
             n *= d
-        blk = dev.new_block(n * _dtype.ITEMSIZE[dt])
+        nbytes = n * _dtype.ITEMSIZE[dt]
+        if nbytes > (1 << 30):  # an op's output larger than the device: refuse, as __init__
+            _check_fits(shape, dt, dev)
+        blk = dev.new_block(nbytes)
         blk.ref_count += 1
         t.block = blk
         return t
@@ -222,7 +292,8 @@ class CTensor:
         self._view_as((flat.size,), (1,), self.off + offset)._write_host(flat, extra_reads=True)
 
     def _write_host(self, arr: np.ndarray, extra_reads: bool = False) -> None:
-        src = np.ascontiguousarray(arr, dtype=_dtype.NP_DTYPE[self.dt])
+        np_dt = np.dtype(_dtype.NP_DTYPE[self.dt])
+        src = np.ascontiguousarray(host_array(arr, np_dt), dtype=np_dt)
         if src is arr:
             src = src.copy()  # the op may run later (graph); never alias the caller's array
         dev = self.dev

@@ -56,6 +56,7 @@ class Device:
         self.spec = None
         self.host_fallback = False
         self.fallback_ops: dict[str, int] = {}
+        self._recording = threading.local()  # per thread: the graph slot and its flag
         self._graph = None
         self._last_run_graph = None  # what PrintTimeProfiling reports on
         self._graph_enabled = False
@@ -65,6 +66,26 @@ class Device:
         self._seed_value = int(np.random.SeedSequence().entropy % (1 << 63))
         self._host_rng: np.random.Generator | None = None  # created at first use
         self._lock = threading.RLock()
+
+    # ------------------------------------------------------------------ graph slot
+    # The graph that exec records into and its on/off flag are per thread: threads that
+    # train their own models on one device never record into each other's graphs (see
+    # docs/architecture.md, "Threads"). A thread starts with no graph and recording off.
+    @property
+    def _graph(self):
+        return getattr(self._recording, "graph", None)
+
+    @_graph.setter
+    def _graph(self, graph) -> None:
+        self._recording.graph = graph
+
+    @property
+    def _graph_enabled(self) -> bool:
+        return getattr(self._recording, "enabled", False)
+
+    @_graph_enabled.setter
+    def _graph_enabled(self, enabled: bool) -> None:
+        self._recording.enabled = enabled
 
     # ------------------------------------------------------------------ identity
     @property
@@ -279,8 +300,9 @@ class Device:
 
     def use_graph(self, graph):
         """Install ``graph`` (a :class:`singa.scheduler.Graph` of this device) as the one that
-        EnableGraph records into and RunGraph runs; returns the previous one. Each Model keeps
-        its own graph and installs it while it records or replays."""
+        EnableGraph records into and RunGraph runs, for the calling thread; returns the
+        thread's previous one. Each Model keeps its own graph and installs it while it records
+        or replays."""
         if graph is not None and graph.device is not self:
             raise GraphError(f"use_graph: the graph belongs to {graph.device.name}, "
                              f"not {self.name}")
@@ -288,7 +310,8 @@ class Device:
         return prev
 
     def EnableGraph(self, enable: bool = True) -> None:
-        """Start (True) or stop (False) recording exec'd operations into the graph."""
+        """Start (True) or stop (False) recording the calling thread's exec'd operations into
+        its graph (other threads keep running eagerly or recording into their own)."""
         if enable:
             self._ensure_graph()
         self._graph_enabled = bool(enable)

@@ -31,6 +31,12 @@ KNOWN_COMMUNICATORS = {
 }
 
 
+
+#: What a plugin's code (import, hooks, probes) may raise that the loader records instead of
+#: dying: every exception, plus SystemExit (a plugin calling sys.exit() at import must not end
+#: the user's program) and GeneratorExit. KeyboardInterrupt still propagates.
+PLUGIN_FAULTS = (Exception, SystemExit, GeneratorExit)
+
 class SingaPluginWarning(UserWarning):
     """A plugin was skipped (API version mismatch) or misbehaved without being fatal."""
 
@@ -139,7 +145,7 @@ class PluginRegistry:
             self._trace(f"load {provider}: {ep.value}")
             try:
                 module = ep.load()
-            except Exception as exc:
+            except PLUGIN_FAULTS as exc:
                 self._fail(provider, "import", exc, strict)
                 continue
             try:
@@ -152,7 +158,7 @@ class PluginRegistry:
                         f"{self.plugins.get(ep.name)} and {provider}"
                     )
                 pm.register(module, name=ep.name)
-            except Exception as exc:
+            except PLUGIN_FAULTS as exc:
                 self._fail(provider, "register", exc, strict)
                 continue
             self.plugins[ep.name] = provider
@@ -166,7 +172,7 @@ class PluginRegistry:
                     )
         try:
             pm.check_pending()
-        except Exception as exc:  # a plugin implements a hook that does not exist
+        except PLUGIN_FAULTS as exc:  # a plugin implements a hook that does not exist
             self._fail(Provider("<pending>", None, None), "validate", exc, strict)
 
     def _fail(self, provider: Provider, stage: str, exc: BaseException, strict: bool) -> None:
@@ -185,7 +191,7 @@ class PluginRegistry:
         try:
             records = hook()
             records = list(records) if records is not None else []
-        except Exception as exc:
+        except PLUGIN_FAULTS as exc:
             self._fail(provider, "hook", exc, strict)
             return
         for rec in records:
@@ -196,7 +202,7 @@ class PluginRegistry:
                         f"got {type(rec).__name__}"
                     )
                 rec.validate()
-            except Exception as exc:
+            except PLUGIN_FAULTS as exc:
                 self._fail(provider, "validate", exc, strict)
                 continue
             if rec.api_version != BACKEND_API_VERSION:
@@ -275,7 +281,7 @@ class PluginRegistry:
             try:
                 self.backends[name].spec.probe()
                 self._probe_errors[name] = None
-            except Exception as exc:
+            except PLUGIN_FAULTS as exc:
                 self._probe_errors[name] = exc
         return self._probe_errors[name]
 
@@ -287,7 +293,7 @@ class PluginRegistry:
             try:
                 self.backend(name)
                 names.append(name)
-            except Exception:
+            except PLUGIN_FAULTS:
                 pass
         return names
 
@@ -367,7 +373,7 @@ class PluginRegistry:
             )
         try:
             entry.spec.probe()
-        except Exception as exc:
+        except PLUGIN_FAULTS as exc:
             raise DeviceUnavailableError(
                 f"communicator {name!r} ({entry.provider}) cannot run here: "
                 f"{type(exc).__name__}: {exc}. fix: {entry.spec.install_hint}"

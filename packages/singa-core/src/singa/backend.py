@@ -28,6 +28,7 @@ Dtypes: ops and kernels name dtypes by SINGA's integer codes (``kFloat32`` ...);
 
 from __future__ import annotations
 
+from ._bounds import check_indices
 from ._dtype import (
     FLOATS,
     ITEMSIZE,
@@ -55,6 +56,7 @@ from .errors import (
     DeviceUnavailableError,
     DtypeMismatchError,
     HostFallbackWarning,
+    IndexOutOfRangeError,
     KernelError,
     MissingKernelError,
     ShapeError,
@@ -89,6 +91,7 @@ __all__ = [
     "FusionDef",
     "GraphStage",
     "HostFallbackWarning",
+    "IndexOutOfRangeError",
     "KernelError",
     "MemPool",
     "MissingKernelError",
@@ -97,6 +100,7 @@ __all__ = [
     "Pool2dGeometry",
     "ShapeError",
     "SingaError",
+    "check_indices",
     "check_plan",
     "conv2d_geometry",
     "dtype_code",

@@ -14,6 +14,9 @@ __all__ = [
     "KernelError",
     "GraphError",
     "CheckpointError",
+    "IndexOutOfRangeError",
+    "DataFileError",
+    "OutOfMemoryError",
     "HostFallbackWarning",
 ]
 
@@ -65,6 +68,19 @@ class GraphError(SingaError, RuntimeError):
 
 class CheckpointError(SingaError, ValueError):
     """A checkpoint is missing, malformed, hostile, or does not match the model."""
+
+
+class IndexOutOfRangeError(SingaError, IndexError):
+    """An index tensor (gather, embedding, scatter, class ids of a loss) holds a value outside
+    the axis it indexes. Every backend raises it before reading or writing out of bounds."""
+
+
+class DataFileError(SingaError, ValueError):
+    """A data file (idx, pickle, gzip archive) is corrupt, truncated, hostile or too large."""
+
+
+class OutOfMemoryError(SingaError, MemoryError):
+    """A tensor or buffer larger than the device can ever hold was requested."""
 
 
 class HostFallbackWarning(UserWarning):

@@ -74,11 +74,11 @@ class MemPool:
         cls = size_class(nbytes)
         self.num_allocs += 1
         bucket = self._free.get(cls)
-        if bucket:
+        try:  # pop, not test-then-pop: another thread may take the last cached buffer
             buf = bucket.pop()
             self.num_hits += 1
             self.cached_bytes -= cls
-        else:
+        except (AttributeError, IndexError):  # no bucket yet, or it is empty
             buf = self.allocator.alloc(cls)
             self.num_device_allocs += 1
         cur = self.current_bytes + cls
@@ -91,11 +91,7 @@ class MemPool:
         """Return a buffer of class ``cls`` to the cache."""
         self.current_bytes -= cls
         self.cached_bytes += cls
-        bucket = self._free.get(cls)
-        if bucket is None:
-            self._free[cls] = [buf]
-        else:
-            bucket.append(buf)
+        self._free.setdefault(cls, []).append(buf)  # one call: safe against a racing free
 
     def malloc_exact(self, nbytes: int) -> tuple[Any, int]:
         """A buffer of exactly ``nbytes`` straight from the allocator (no size class, not

@@ -14,19 +14,19 @@ from __future__ import annotations
 import contextlib
 import functools
 import gc
-import io
 import json
 import os
 import tempfile
 import time
 import warnings
 import zipfile
+import zlib
 
 import numpy as np
 
 from . import autograd
 from . import tensor as tensor_mod
-from .errors import CheckpointError
+from .errors import CheckpointError, GraphError
 from .layer import Layer, LayerMeta
 from .scheduler import Graph
 from .tensor import Tensor
@@ -101,10 +101,12 @@ class ModelMeta(LayerMeta):
                         dev.EnableGraph(False)
                 self._graph, self._graph_device = graph, dev
                 self._recorded_inputs = _input_blocks(args, kwargs)
+                self._recorded_shapes = _input_shapes(args, kwargs)
                 self._buffered = True
                 _remove_creator(self._results)
                 gc.collect()
             else:
+                _check_input_shapes(self._recorded_shapes, _input_shapes(args, kwargs))
                 _warn_if_new_inputs(self._recorded_inputs, _input_blocks(args, kwargs))
             with _own_graph(dev, self._graph):
                 dev.RunGraph(self.sequential)
@@ -124,6 +126,25 @@ def _input_blocks(args, kwargs) -> list:
         for t in (a if isinstance(a, (list, tuple)) else (a,)):
             blocks.append(t.data.block if isinstance(t, Tensor) else None)
     return blocks
+
+
+def _input_shapes(args, kwargs) -> list:
+    return [t.shape if isinstance(t, Tensor) else None
+            for a in list(args) + list(kwargs.values())
+            for t in (a if isinstance(a, (list, tuple)) else (a,))]
+
+
+def _check_input_shapes(recorded: list, now: list) -> None:
+    """A replay computes with the recorded shapes; other shapes (a smaller last batch) would
+    return the recorded batch's outputs and train on its data, so they are refused."""
+    if recorded != now:
+        raise GraphError(
+            f"train_one_batch was recorded with inputs of shapes {recorded} and is now called "
+            f"with {now}. A graph-mode model replays the recorded graph, which has fixed "
+            "shapes. Keep the batch size fixed (drop or pad the last partial batch), or train "
+            "with model.graph(False) for varying shapes (or build and compile a second model "
+            "for the other shape)."
+        )
 
 
 def _warn_if_new_inputs(recorded: list, now: list) -> None:
@@ -201,6 +222,25 @@ class Model(Layer, metaclass=ModelMeta):
         self._buffered = False
         self._results = None
 
+    def to_device(self, device):
+        """Move the model's parameters and states, and its optimizer's state (moments, step
+        counter, hyper-parameters), to ``device``; a recorded graph is dropped (re-recorded
+        at the next ``train_one_batch``)."""
+        from .device import get_device
+
+        device = get_device(device) if isinstance(device, str) else device
+        super().to_device(device)
+        optimizer = self.__dict__.get("optimizer")
+        if optimizer is not None:
+            for slot in getattr(optimizer, "_slots", ()):
+                for t in getattr(optimizer, slot).values():
+                    t.to_device(device)
+            optimizer.step_counter.to_device(device)
+            for t in optimizer._values.values():
+                t.to_device(device)
+        self._reset_graph()
+        return self
+
     def set_optimizer(self, optimizer):
         """Attach the optimizer that ``train_one_batch`` calls as ``self.optimizer(loss)``."""
         self.optimizer = optimizer
@@ -249,16 +289,22 @@ class Model(Layer, metaclass=ModelMeta):
                 os.unlink(tmp)
             raise
         _fsync_dir(folder)
+        remove_stale_temp_files(folder)
 
-    def load_states(self, fpath):
+    def load_states(self, fpath, max_bytes: int | None = None):
         """Load states saved by :meth:`save_states`; returns the aux states as host Tensors.
 
         Raises :class:`singa.errors.CheckpointError` listing missing, unexpected and
-        mis-shaped states, or describing a malformed/hostile file. Never unpickles.
+        mis-shaped states, or describing a malformed/hostile file. Never unpickles. At most
+        ``max_bytes`` are inflated; by default what the model can hold: 3 times its states'
+        bytes (room for aux states such as optimizer moments) plus 64 MiB.
         """
-        arrays, attrs = read_checkpoint(fpath)
-        model_names = {n for n, a in attrs.items() if a.get("state_type") == MODEL_STATE_TYPE}
         states = self.get_states()
+        if max_bytes is None:
+            own = sum(t.size() * tensor_mod.sizeof(t.dtype) for t in states.values())
+            max_bytes = min(_AUX_ALLOWANCE[0] * own + _AUX_ALLOWANCE[1], _MAX_CHECKPOINT_BYTES)
+        arrays, attrs = read_checkpoint(fpath, max_bytes)
+        model_names = {n for n, a in attrs.items() if a.get("state_type") == MODEL_STATE_TYPE}
         if not states and model_names:
             raise CheckpointError(
                 f"cannot load {fpath}: the model has no states yet (layers create their "
@@ -317,51 +363,157 @@ def _fsync_dir(folder: str) -> None:
         os.close(dfd)
 
 
-def read_checkpoint(fpath):
-    """Validate and read a checkpoint zip: ``(arrays by name, attributes by name)``."""
+#: states_attr.json holds ~100 bytes per state; 16 MiB is far above any real model's.
+_MAX_ATTRS_BYTES = 1 << 24
+#: Room for aux states (optimizer moments, step counters) beyond the model's own states, as a
+#: multiple of the model's bytes plus a constant: a checkpoint larger than that is refused.
+_AUX_ALLOWANCE = (3, 1 << 26)
+_STALE_TMP_SECONDS = 3600
+_CHUNK = 1 << 20
+
+
+def _read_member(zf, name: str, limit: int, fpath) -> bytes:
+    """Read member ``name`` in chunks, refusing it past ``limit`` bytes of output."""
+    info = zf.getinfo(name)
+    if info.file_size > limit:
+        raise CheckpointError(
+            f"{fpath}: {name} declares {info.file_size} bytes uncompressed, more than the "
+            f"{limit} this model can hold; refusing an implausibly large (or zip-bomb) archive")
+    out = bytearray()
+    with zf.open(name) as fh:  # zipfile stops at the declared size and checks the CRC
+        while chunk := fh.read(_CHUNK):
+            out += chunk
+            if len(out) > limit:
+                raise CheckpointError(f"{fpath}: {name} inflates past {limit} bytes; refusing "
+                                      "a zip bomb")
+    return bytes(out)
+
+
+def _read_npy(member, size: int, name: str, fpath) -> np.ndarray:
+    """One ``.npy`` member, its header checked against the member size before allocating."""
+    fmt = np.lib.format
+    try:
+        version = fmt.read_magic(member)
+        shape, fortran, dtype = (fmt.read_array_header_1_0(member) if version == (1, 0)
+                                 else fmt.read_array_header_2_0(member))
+    except ValueError as exc:
+        raise CheckpointError(f"{fpath}: state {name!r} is not a .npy array ({exc})") from None
+    if dtype.hasobject or dtype.kind not in "fiub":
+        raise CheckpointError(f"{fpath}: state {name!r} has unsupported dtype {dtype} "
+                              "(pickled objects are refused)")
+    nbytes = int(np.prod(shape, dtype=object)) * dtype.itemsize
+    if nbytes > size:
+        raise CheckpointError(f"{fpath}: state {name!r} claims shape {shape} ({nbytes} bytes) "
+                              f"but its member holds only {size} bytes")
+    raw = member.read(nbytes)
+    if len(raw) != nbytes:
+        raise CheckpointError(f"{fpath}: state {name!r} is truncated")
+    arr = np.frombuffer(raw, dtype).reshape(shape, order="F" if fortran else "C")
+    return arr.copy()
+
+
+def _check_attrs(fpath, attrs) -> None:
+    if not isinstance(attrs, dict):
+        raise CheckpointError(f"{fpath}: states_attr.json must hold an object, got "
+                              f"{type(attrs).__name__}")
+    for name, a in attrs.items():
+        if not isinstance(a, dict) or a.get("state_type") not in (MODEL_STATE_TYPE,
+                                                                  AUX_STATE_TYPE):
+            raise CheckpointError(
+                f"{fpath}: states_attr.json entry {name!r} is {a!r}; each entry must be an "
+                f"object with \"state_type\": {MODEL_STATE_TYPE} (model) or {AUX_STATE_TYPE} "
+                "(aux). The file is damaged or was not written by save_states")
+
+
+def read_checkpoint(fpath, max_bytes: int = _MAX_CHECKPOINT_BYTES):
+    """Validate and read a checkpoint zip: ``(arrays by name, attributes by name)``.
+
+    Nothing is inflated past ``max_bytes`` (``load_states`` passes what the model can hold)
+    and every member is streamed: a small file that inflates to gigabytes (a zip bomb), a
+    member failing its CRC, or an array header that claims more than its member holds raises
+    :class:`~singa.errors.CheckpointError` naming the file.
+    """
+    if os.path.isdir(fpath):
+        raise CheckpointError(f"checkpoint {fpath!r} is a directory; pass the checkpoint file "
+                              "that save_states wrote (e.g. os.path.join(folder, 'model.zip'))")
     if not os.path.isfile(fpath):
         raise CheckpointError(f"checkpoint {fpath!r} does not exist")
     try:
         zf = zipfile.ZipFile(fpath)
-    except zipfile.BadZipFile as exc:
+    except (zipfile.BadZipFile, OSError) as exc:
         raise CheckpointError(f"{fpath} is not a SINGA checkpoint (not a zip file: {exc})") \
             from None
-    with zf:
-        names = zf.namelist()
-        unexpected = [n for n in names if n not in _MEMBERS]
-        if unexpected or sorted(names) != sorted(_MEMBERS):
-            raise CheckpointError(
-                f"{fpath} is not a SINGA checkpoint: expected exactly {list(_MEMBERS)}, found "
-                f"{names} (refusing unknown or path-traversal members)")
-        if sum(i.file_size for i in zf.infolist()) > _MAX_CHECKPOINT_BYTES:
-            raise CheckpointError(f"{fpath}: declared uncompressed size is implausibly large")
-        try:
-            attrs = json.loads(zf.read(_MEMBERS[1]).decode("utf-8"))
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise CheckpointError(f"{fpath}: states_attr.json is not valid JSON ({exc})") \
-                from None
-        raw = zf.read(_MEMBERS[0])
     try:
-        with zipfile.ZipFile(io.BytesIO(raw)) as inner:
-            declared = sum(i.file_size for i in inner.infolist())
-    except zipfile.BadZipFile as exc:
-        raise CheckpointError(f"{fpath}: tensor_dict.npz is not an npz archive ({exc})") \
+        with zf:
+            return _read_zip(zf, fpath, max_bytes)
+    except (zipfile.BadZipFile, EOFError, zlib.error, OSError) as exc:
+        raise CheckpointError(f"{fpath} is damaged ({type(exc).__name__}: {exc}); restore it "
+                              "from a good copy or save it again") from None
+
+
+def _read_zip(zf, fpath, max_bytes: int):
+    names = zf.namelist()
+    unexpected = [n for n in names if n not in _MEMBERS]
+    if unexpected or sorted(names) != sorted(_MEMBERS):
+        raise CheckpointError(
+            f"{fpath} is not a SINGA checkpoint: expected exactly {list(_MEMBERS)}, found "
+            f"{names} (refusing unknown or path-traversal members)")
+    if sum(i.file_size for i in zf.infolist()) > max_bytes + _MAX_ATTRS_BYTES:
+        raise CheckpointError(f"{fpath}: declared uncompressed size is implausibly large "
+                              f"(over {max_bytes} bytes; a zip bomb?)")
+    raw_attrs = _read_member(zf, _MEMBERS[1], _MAX_ATTRS_BYTES, fpath)
+    try:
+        attrs = json.loads(raw_attrs.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise CheckpointError(f"{fpath}: states_attr.json is not valid JSON ({exc})") \
             from None
-    if declared > _MAX_CHECKPOINT_BYTES:
-        raise CheckpointError(f"{fpath}: tensor_dict.npz declares {declared} bytes of arrays; "
-                              "refusing an implausibly large (or zip-bomb) archive")
-    try:
-        with np.load(io.BytesIO(raw), allow_pickle=False) as npz:
-            arrays = {k: npz[k] for k in npz.files}
-    except ValueError as exc:
-        raise CheckpointError(f"{fpath}: tensor_dict.npz holds non-array data (pickled "
-                              f"objects are refused): {exc}") from None
-    except Exception as exc:
-        raise CheckpointError(f"{fpath}: tensor_dict.npz is unreadable ({exc})") from None
-    if not isinstance(attrs, dict) or set(attrs) != set(arrays):
+    _check_attrs(fpath, attrs)
+    if zf.getinfo(_MEMBERS[0]).file_size > max_bytes:
+        raise CheckpointError(f"{fpath}: tensor_dict.npz declares "
+                              f"{zf.getinfo(_MEMBERS[0]).file_size} bytes, more than the "
+                              f"{max_bytes} allowed; refusing an implausibly large (or "
+                              "zip-bomb) archive")
+    arrays = {}
+    with zf.open(_MEMBERS[0]) as outer:  # stored: seekable without re-inflating
+        try:
+            inner = zipfile.ZipFile(outer)
+        except zipfile.BadZipFile as exc:
+            raise CheckpointError(f"{fpath}: tensor_dict.npz is damaged or not an npz archive "
+                                  f"({exc})") from None
+        with inner:
+            infos = inner.infolist()
+            declared = sum(i.file_size for i in infos)
+            if declared > max_bytes:
+                raise CheckpointError(
+                    f"{fpath}: tensor_dict.npz declares {declared} bytes of arrays (limit "
+                    f"{max_bytes}); refusing an implausibly large (or zip-bomb) archive")
+            for info in infos:
+                if not info.filename.endswith(".npy"):
+                    raise CheckpointError(f"{fpath}: tensor_dict.npz holds {info.filename!r}, "
+                                          "not a .npy array")
+                name = info.filename[:-4]
+                with inner.open(info) as member:
+                    arrays[name] = _read_npy(member, info.file_size, name, fpath)
+    if set(attrs) != set(arrays):
         raise CheckpointError(f"{fpath}: states_attr.json and tensor_dict.npz list different "
                               "states")
-    for name, arr in arrays.items():
-        if arr.dtype.kind not in "fiub":
-            raise CheckpointError(f"{fpath}: state {name!r} has unsupported dtype {arr.dtype}")
     return arrays, attrs
+
+
+def remove_stale_temp_files(folder, older_than: float = _STALE_TMP_SECONDS) -> list:
+    """Delete ``.singa-ckpt-*.tmp`` files in ``folder`` left by saves killed more than
+    ``older_than`` seconds ago (a live save keeps touching its file); returns their paths."""
+    removed, now = [], time.time()
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return removed
+    for e in entries:
+        if e.name.startswith(".singa-ckpt-") and e.name.endswith(".tmp"):
+            try:
+                if now - e.stat().st_mtime > older_than:
+                    os.unlink(e.path)
+                    removed.append(e.path)
+            except OSError:
+                pass
+    return removed

@@ -59,13 +59,26 @@ class Optimizer:
     """Base optimizer: ``opt(loss)`` runs backward, applies every gradient, then ``step()``."""
 
     def __init__(self, lr, dtype=tensor_mod.float32):
-        self.lr = _schedule(lr, "lr")
+        self._hyper = {}
+        self.lr = lr
         self.dtype = dtype
-        self._hyper = {"lr": self.lr}
         self.step_counter = Tensor((1,), dtype=tensor_mod.float32, requires_grad=False)
         self.step_counter.set_value(0.0)
         self._values = {}
         self._refresh()
+
+    @property
+    def lr(self) -> DecayScheduler:
+        """The learning-rate schedule. Assigning a number or a DecayScheduler
+        (``sgd.lr = opt.Constant(0.01)``) takes effect at the next update, in eager and graph
+        mode alike: as in SINGA, which evaluates ``self.lr(step)`` every step."""
+        return self._hyper["lr"]
+
+    @lr.setter
+    def lr(self, value) -> None:
+        self.__dict__.setdefault("_hyper", {})["lr"] = _schedule(value, "lr")
+        if "lr" in self.__dict__.get("_values", {}):
+            self._refresh(only="lr")
 
     @property
     def lr_value(self) -> Tensor:
@@ -74,10 +87,13 @@ class Optimizer:
     def _register(self, name, value):
         self._hyper[name] = _schedule(value, name)
 
-    def _refresh(self):
-        """(Re)compute every hyper-parameter tensor in place from the step counter."""
+    def _refresh(self, only: str | None = None):
+        """(Re)compute every hyper-parameter tensor (or just ``only``, whose schedule was
+        replaced) in place from the step counter: a recorded graph keeps reading them."""
         for name, sched in self._hyper.items():
-            if type(sched) is Constant and name in self._values:
+            if only is not None and name != only:
+                continue
+            if only is None and type(sched) is Constant and name in self._values:
                 continue  # constants never change; skip the per-step device work
             v = sched(self.step_counter)
             cur = self._values.get(name)

@@ -16,6 +16,7 @@ import numpy as np
 from . import _dtype
 from . import _math as M
 from ._ctensor import CTensor
+from ._ctensor import host_array as _host_array
 from ._device_api import get_default_device, get_device
 from .errors import DeviceMismatchError, DtypeMismatchError, ShapeError
 
@@ -450,12 +451,16 @@ PlaceHolder = Tensor
 
 # ---------------------------------------------------------------------- conversion
 def from_numpy(np_array, dev=None) -> Tensor:
-    """A Tensor with the array's values; float64 becomes float32 and int64 int32."""
+    """A Tensor with the array's values; float64 becomes float32, other integers and bool
+    int32, big-endian arrays native. Values that do not fit (an int64 past int32's range)
+    raise ShapeError instead of wrapping."""
     arr = np.asarray(np_array)
+    if not arr.dtype.isnative:
+        arr = arr.astype(arr.dtype.newbyteorder("="))
     if arr.dtype == np.float64:
-        arr = arr.astype(np.float32)
-    elif arr.dtype in (np.int64, np.int16, np.int8, np.uint8, np.bool_):
-        arr = arr.astype(np.int32)
+        arr = _host_array(arr, np.dtype(np.float32), "from_numpy").astype(np.float32)
+    elif arr.dtype.kind in "iub" and arr.dtype != np.int32:
+        arr = _host_array(arr, np.dtype(np.int32), "from_numpy").astype(np.int32)
     if arr.dtype not in (np.float32, np.float16, np.int32):
         raise TypeError(
             f"from_numpy: unsupported dtype {arr.dtype}; SINGA tensors hold float32, float16 "

@@ -166,8 +166,12 @@ class OpenCLDevice(Device):
 
     # ------------------------------------------------------------------ execution
     def launch(self, kernel, gsize, lsize, *args):
-        """Enqueue ``kernel`` on the device's queue; the event is kept while profiling."""
-        ev = kernel(self.queue, gsize, lsize, *args)
+        """Enqueue ``kernel`` on the device's queue; the event is kept while profiling.
+
+        Under the device lock: a cached ``cl.Kernel`` holds its arguments, so two threads
+        setting them at once would launch one thread's kernel with the other's buffers."""
+        with self._lock:
+            ev = kernel(self.queue, gsize, lsize, *args)
         if self._events is not None:
             self._events.append(ev)
         return ev
@@ -184,7 +188,8 @@ class OpenCLDevice(Device):
         if bulk:
             self.launch(kernel, (bulk,), (ls,), *args)
         if n > bulk:
-            ev = kernel(self.queue, (n - bulk,), None, *args, global_offset=(bulk,))
+            with self._lock:
+                ev = kernel(self.queue, (n - bulk,), None, *args, global_offset=(bulk,))
             if self._events is not None:
                 self._events.append(ev)
 

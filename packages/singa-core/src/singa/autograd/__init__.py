@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 
+from ..errors import ShapeError
 from . import _engine
 from ._elementwise import (
     Abs,
@@ -404,6 +405,8 @@ def transpose(x, shape=None):
 
 
 def cat(xs, axis=0):
+    if not xs:
+        raise ShapeError("cat: needs at least one tensor to concatenate, got an empty list")
     return _first(Concat(axis), *xs)
 
 

@@ -87,6 +87,8 @@ class Operator:
         ys = self.forward(*datas)
         if not isinstance(ys, tuple):
             ys = (ys,)
+        if _pkg.training:  # an output the op keeps (exp, sigmoid, tanh, sqrt keep y) counts too
+            self._out_versions = [(weakref.ref(y.block), y.block.version) for y in ys]
         rg = self.requires_grad
         outs = tuple(Tensor._wrap(y, rg, False, self) for y in ys)
         self.y_id2idx = {id(y): i for i, y in enumerate(outs)}
@@ -151,13 +153,15 @@ class Dummy(Operator):
 
 
 def _check_versions(op) -> None:
-    """Raise if an input that ``op`` kept for its gradient was overwritten after the forward.
+    """Raise if an input or output that ``op`` kept for its gradient was overwritten after the
+    forward.
 
     Like PyTorch's saved-tensor version check: only blocks the op still references count, so
     changing an input the op does not need (e.g. of an addition) is allowed.
     """
-    saved = op.__dict__.get("_versions")
-    if not saved:
+    saved = op.__dict__.get("_versions") or []
+    outs = op.__dict__.get("_out_versions") or []
+    if not saved and not outs:
         return
     kept = set()
     for v in op.__dict__.values():
@@ -165,11 +169,13 @@ def _check_versions(op) -> None:
             kept.add(id(v.block))
         elif isinstance(v, (tuple, list)):
             kept.update(id(c.block) for c in v if isinstance(c, CTensor))
-    for i, (ref, version) in enumerate(saved):
+    for i, (what, (ref, version)) in enumerate(
+            [("input", s) for s in saved] + [("output", o) for o in outs]):
         blk = ref()
         if blk is not None and id(blk) in kept and blk.version != version:
+            i = i if what == "input" else i - len(saved)
             raise SingaError(
-                f"{type(op).__name__} ({op.name}): input {i}, which it needs to compute "
+                f"{type(op).__name__} ({op.name}): {what} {i}, which it needs to compute "
                 f"gradients, was modified in place after the forward pass (version {version} "
                 f"-> {blk.version}); the gradient would be wrong. Modify a copy instead (e.g. "
                 "x.clone()), or change the tensor only after backward")

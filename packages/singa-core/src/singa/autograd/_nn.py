@@ -10,7 +10,7 @@ from .. import _dtype
 from .. import _math as M
 from .._ctensor import CTensor
 from .._handles import BatchNormHandle, ConvHandle, PoolingHandle, _pads4
-from ..errors import ShapeError, SingaError
+from ..errors import DeviceMismatchError, ShapeError, SingaError
 from ..ops import OPS, run
 from ._engine import Operator, is_training
 
@@ -142,8 +142,9 @@ def _target(t, x: CTensor) -> CTensor:
     if not isinstance(t, CTensor):
         raise TypeError(f"target must be a Tensor, got {type(t).__name__}")
     if t.dev is not x.dev:
-        raise ShapeError(f"target is on {t.dev.name} but the logits are on {x.dev.name}; "
-                         "create the target on the same device")
+        raise DeviceMismatchError(f"target is on {t.dev.name} but the logits are on "
+                                  f"{x.dev.name}; create the target on the same device (or "
+                                  f"move it with t.to_device(x.device))")
     if len(t.shp) == 1 or (len(t.shp) == 2 and t.shp[1] == 1 and x.shp[1] != 1):
         ids = M.reshape(t, (t.shp[0],))
         return ids if ids.dt == _dtype.kInt else M.as_type(ids, _dtype.kInt)
@@ -213,6 +214,8 @@ class CrossEntropy(Operator):
         self.t = t
 
     def forward(self, x):
+        if len(x.shp) != 2:
+            raise ShapeError(f"cross_entropy expects 2-D probabilities (N, C), got {x.shp}")
         tc = _target(self.t, x)
         if len(tc.shp) == 1:
             tc = run(_O["OneHot"], [tc], {"depth": x.shp[1], "axis": -1, "on_value": 1.0,

@@ -39,6 +39,9 @@ class Matmul(Operator):
     """y = a @ b (numpy semantics, batched with broadcasting); da = dy b^T, db = a^T dy."""
 
     def forward(self, a, b):
+        if not a.shp or not b.shp:
+            raise ShapeError(f"matmul: operands must have at least one axis, got {a.shp} and "
+                             f"{b.shp} (numpy's rule; use mul for scalars)")
         a2 = a if len(a.shp) > 1 else M.reshape(a, (1, a.shp[0]))
         b2 = b if len(b.shp) > 1 else M.reshape(b, (b.shp[0], 1))
         y2 = M.matmul(a2, b2)

@@ -11,6 +11,7 @@ import os
 
 import numpy as np
 
+from ..errors import DataFileError
 from ._files import DatasetNotFoundError, find_file
 from ._pickle import restricted_load
 
@@ -32,12 +33,12 @@ def read_cifar_bin(path: str, num_classes: int = 10):
     path = os.fspath(path)
     raw = np.fromfile(path, dtype=np.uint8)
     if raw.size == 0 or raw.size % _RECORD:
-        raise ValueError(f"{path} is not a CIFAR-10 binary batch: {raw.size} bytes is not a "
+        raise DataFileError(f"{path} is not a CIFAR-10 binary batch: {raw.size} bytes is not a "
                          f"multiple of the {_RECORD}-byte record (1 label + 3x32x32 pixels)")
     rec = raw.reshape(-1, _RECORD)
     labels = rec[:, 0].astype(np.int32)
     if labels.max() >= num_classes:
-        raise ValueError(f"{path}: label {labels.max()} out of range for {num_classes} "
+        raise DataFileError(f"{path}: label {labels.max()} out of range for {num_classes} "
                          "classes; is this a CIFAR-100 file?")
     return rec[:, 1:].reshape(-1, 3, 32, 32).copy(), labels
 
@@ -59,13 +60,23 @@ def read_cifar_pickle(path: str):
     try:
         if not isinstance(batch, dict):
             raise ValueError(f"a dict was expected, got {type(batch).__name__}")
-        data = np.asarray(_key(batch, "data"))
-        labels = np.asarray(_key(batch, "labels"), dtype=np.int64)
+        data = _key(batch, "data")
+        if not isinstance(data, np.ndarray):  # a nested list could expand without bound
+            raise ValueError(f"'data' must be a numpy array, got {type(data).__name__}")
+        labels = _key(batch, "labels")
+        if isinstance(labels, list) and not all(type(v) is int for v in labels):
+            raise ValueError("'labels' must be a list of ints")
+        if not isinstance(labels, (list, np.ndarray)):
+            raise ValueError(f"'labels' must be a list or array, got {type(labels).__name__}")
+        labels = np.asarray(labels, dtype=np.int64)
+        if labels.size and (labels.min() < 0 or labels.max() >= 10):
+            raise ValueError(f"label {labels.max() if labels.max() >= 10 else labels.min()} "
+                             "is outside the 10 CIFAR-10 classes")
         if data.ndim != 2 or data.shape[1] != 3 * 32 * 32 or len(labels) != len(data):
             raise ValueError(f"data {data.shape} and labels {labels.shape} do not form a "
                              "batch of 32x32 RGB images")
-    except ValueError as exc:
-        raise ValueError(f"{path} is not a CIFAR-10 python batch: {exc}") from None
+    except (ValueError, TypeError) as exc:
+        raise DataFileError(f"{path} is not a CIFAR-10 python batch: {exc}") from None
     return data.astype(np.uint8).reshape(-1, 3, 32, 32), labels.astype(np.int32)
 
 

@@ -8,11 +8,14 @@ dimensions, then the values in C order, big-endian. Types: 0x08 uint8, 0x09 int8
 from __future__ import annotations
 
 import gzip
+import math
 import os
 import struct
+import zlib
 
 import numpy as np
 
+from ..errors import DataFileError
 from ._files import DatasetNotFoundError, find_file
 
 __all__ = ["read_idx", "load_mnist", "MNIST_FILES"]
@@ -35,8 +38,11 @@ MNIST_FILES = {
     "test_labels": "t10k-labels-idx1-ubyte",
 }
 
-# 2**31 elements is far beyond any idx dataset; a larger header is corrupt or hostile
-_MAX_ELEMENTS = 1 << 31
+# 4 GiB of values is far beyond any idx dataset (MNIST's largest file holds 47 MB); a larger
+# header is corrupt or hostile. The limit is on bytes, computed in Python ints (no overflow).
+_MAX_BYTES = 1 << 32
+# numpy arrays have at most 64 axes; real idx files have 1 to 4
+_MAX_DIMS = 16
 
 
 def _open(path: str):
@@ -50,7 +56,7 @@ def _open(path: str):
 def _read_exact(fh, n: int, path: str, what: str) -> bytes:
     buf = fh.read(n)
     if len(buf) != n:
-        raise ValueError(f"{path}: truncated idx file: expected {n} bytes of {what}, "
+        raise DataFileError(f"{path}: truncated idx file: expected {n} bytes of {what}, "
                          f"found {len(buf)}")
     return buf
 
@@ -58,27 +64,39 @@ def _read_exact(fh, n: int, path: str, what: str) -> bytes:
 def read_idx(path: str) -> np.ndarray:
     """Read an idx file (raw or gzip) into a numpy array of its shape, in native byte order.
 
-    Raises ValueError naming the file when the header is not idx, the data is truncated, or
-    bytes follow the data.
+    Raises :class:`~singa.errors.DataFileError` (a ValueError) naming the file when the header
+    is not idx, declares more than 16 dimensions or 4 GiB of values, the data is truncated,
+    bytes follow the data, or the gzip stream is corrupt.
     """
     path = os.fspath(path)
+    try:
+        return _read_idx(path)
+    except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
+        raise DataFileError(f"{path}: corrupt gzip stream ({type(exc).__name__}: {exc}); "
+                            "download the file again") from None
+
+
+def _read_idx(path: str) -> np.ndarray:
     with _open(path) as fh:
         header = _read_exact(fh, 4, path, "header")
         zero, code, ndim = struct.unpack(">HBB", header)
         if zero != 0 or code not in _IDX_DTYPES:
-            raise ValueError(f"{path} is not an idx file (magic bytes {header.hex()}; expected "
+            raise DataFileError(f"{path} is not an idx file (magic bytes {header.hex()}; expected "
                              "0000 then a type byte among 08 09 0b 0c 0d 0e)")
-        if ndim == 0:
-            raise ValueError(f"{path}: idx header declares 0 dimensions")
+        if not 0 < ndim <= _MAX_DIMS:
+            raise DataFileError(f"{path}: idx header declares {ndim} dimensions (1 to "
+                                f"{_MAX_DIMS} are accepted); the file is corrupt")
         dims = struct.unpack(f">{ndim}I", _read_exact(fh, 4 * ndim, path, "dimensions"))
-        count = int(np.prod(dims, dtype=np.int64))
-        if count > _MAX_ELEMENTS:
-            raise ValueError(f"{path}: idx header declares {dims} = {count} elements, more "
-                             "than any real dataset; the file is corrupt")
         dtype = _IDX_DTYPES[code]
+        nbytes = math.prod(dims) * dtype.itemsize
+        if nbytes > _MAX_BYTES:
+            raise DataFileError(f"{path}: idx header declares {dims} = {nbytes} bytes of "
+                                f"values, more than {_MAX_BYTES} (any real dataset); the file "
+                                "is corrupt")
+        count = math.prod(dims)
         raw = _read_exact(fh, count * dtype.itemsize, path, f"data for shape {dims}")
         if fh.read(1):
-            raise ValueError(f"{path}: extra bytes after the {dims} values the header declares")
+            raise DataFileError(f"{path}: extra bytes after the {dims} values the header declares")
     arr = np.frombuffer(raw, dtype=dtype).reshape(dims)
     return arr.astype(dtype.newbyteorder("="), copy=True)
 
@@ -119,9 +137,13 @@ def load_mnist(data_dir: str):
         images = read_idx(paths[f"{split}_images"])
         labels = read_idx(paths[f"{split}_labels"])
         if images.ndim != 3 or labels.ndim != 1 or len(images) != len(labels):
-            raise ValueError(f"MNIST {split} files disagree: images {images.shape} "
+            raise DataFileError(f"MNIST {split} files disagree: images {images.shape} "
                              f"({paths[f'{split}_images']}), labels {labels.shape} "
                              f"({paths[f'{split}_labels']}); expected (N, H, W) and (N,)")
+        if labels.size and (labels.min() < 0 or labels.max() > 9):
+            bad = labels.max() if labels.max() > 9 else labels.min()
+            raise DataFileError(f"{paths[f'{split}_labels']}: label {bad} is not a digit "
+                                "(MNIST labels are 0-9); the file is corrupt or not MNIST")
         x = images.astype(np.float32)[:, None, :, :] / np.float32(255.0)
         out += [x, labels.astype(np.int32)]
     return tuple(out)

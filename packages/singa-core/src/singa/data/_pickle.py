@@ -170,34 +170,51 @@ class RestrictedUnpickler(pickle.Unpickler):
 _SCALARS = (str, bytes, int, float, bool, type(None))
 
 
-def _finish(obj, source, depth=0):
-    """Replace array builders by their arrays and check that nothing else slipped in."""
+def _finish(obj, source, depth=0, memo=None):
+    """Replace array builders by their arrays and check that nothing else slipped in.
+
+    ``memo`` maps ``id`` of every container already converted to its result, so an object the
+    pickle shares (its memo lets 258 bytes name 2**22 paths to one list: "billion laughs") is
+    converted once and stays shared, as plain pickle would leave it.
+    """
+    if memo is None:
+        memo = {}
     if depth > 100:
         raise UnsafePickleError(f"{source}: nesting is implausibly deep")
+    if isinstance(obj, _SCALARS):
+        return obj
+    key = id(obj)
+    if key in memo:
+        return memo[key][1]
     if isinstance(obj, _ArrayBuilder):
         if obj.array is None:
             raise UnsafePickleError(f"{source}: an array was declared but never filled")
-        return obj.array
-    if isinstance(obj, np.ndarray):
-        return obj
-    if isinstance(obj, bytearray):
-        return bytes(obj)
-    if isinstance(obj, _SCALARS):
-        return obj
-    if isinstance(obj, dict):
+        out = obj.array
+    elif isinstance(obj, np.ndarray):
+        out = obj
+    elif isinstance(obj, bytearray):
+        out = bytes(obj)
+    elif isinstance(obj, dict):
         out = {}
+        memo[key] = (obj, out)  # registered before the children: cycles end here
         for k, v in obj.items():
             if not isinstance(k, (str, bytes, int)):
                 raise UnsafePickleError(f"{source}: dict key of type {type(k).__name__} "
                                         "refused")
-            out[k] = _finish(v, source, depth + 1)
+            out[k] = _finish(v, source, depth + 1, memo)
         return out
-    if isinstance(obj, list):
-        return [_finish(v, source, depth + 1) for v in obj]
-    if isinstance(obj, tuple):
-        return tuple(_finish(v, source, depth + 1) for v in obj)
-    raise UnsafePickleError(f"{source}: objects of type {type(obj).__name__} are refused; "
-                            "only arrays, lists, dicts and bytes are allowed")
+    elif isinstance(obj, list):
+        out = []
+        memo[key] = (obj, out)
+        out.extend(_finish(v, source, depth + 1, memo) for v in obj)
+        return out
+    elif isinstance(obj, tuple):
+        out = tuple(_finish(v, source, depth + 1, memo) for v in obj)
+    else:
+        raise UnsafePickleError(f"{source}: objects of type {type(obj).__name__} are refused; "
+                                "only arrays, lists, dicts and bytes are allowed")
+    memo[key] = (obj, out)  # keep obj alive so its id is not reused while converting
+    return out
 
 
 def restricted_load(file_or_path):

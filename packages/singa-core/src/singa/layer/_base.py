@@ -5,14 +5,19 @@ from __future__ import annotations
 import functools
 from collections import OrderedDict
 
-from ..errors import SingaError
+from .._dtype import FLOATS
+from .._dtype import name_of as _dtype_name
+from ..errors import DeviceMismatchError, DtypeMismatchError, ShapeError, SingaError
 from ..tensor import Tensor
 
 
 def _device_of(args):
     first = args[0]
     if isinstance(first, (list, tuple)):
-        if not first or not isinstance(first[0], Tensor):
+        if not first:
+            raise ShapeError("the first input is an empty list; a layer over a sequence "
+                             "needs at least one time step (skip empty sequences)")
+        if not isinstance(first[0], Tensor):
             raise TypeError("the first input of a layer must be a Tensor or a list of Tensors")
         return first[0].device
     if not isinstance(first, Tensor):
@@ -213,23 +218,47 @@ class Layer(metaclass=LayerMeta):
 
     # ------------------------------------------------------------------ checks
     def device_check(self, *inputs):
-        """Move every input to the first input's device (with the graph disabled)."""
+        """Check that every parameter/state in ``inputs[1:]`` is on the input's device.
+
+        A layer never moves its parameters behind the user's back: moving them would leave the
+        optimizer's state (momentum buffers, step counter) on the old device and the model on
+        two devices. Raises :class:`~singa.errors.DeviceMismatchError` with the fix instead.
+        """
         dev = inputs[0].device
         for t in inputs[1:]:
             if t.device is not dev:
-                prev = dev.graph_enabled()
-                dev.EnableGraph(False)
-                try:
-                    t.to_device(dev)
-                finally:
-                    dev.EnableGraph(prev)
+                raise DeviceMismatchError(
+                    f"{type(self).__name__} {self.name or ''}: the input is on {dev.name} but "
+                    f"parameter {t.name} is on {t.device.name}. Move the whole model first "
+                    f"(model.to_device(dev), which also moves the optimizer's state) or move "
+                    f"the input with x.to_device(...) to {t.device.name}"
+                )
+
+    def float_check(self, x, what: str = "input") -> None:
+        """Refuse a non-floating-point input to a layer that computes in floating point."""
+        if x.dtype not in FLOATS:
+            raise DtypeMismatchError(
+                f"{type(self).__name__} {self.name or ''}: the {what} is "
+                f"{_dtype_name(x.dtype)} but this layer computes in floating point; convert "
+                "it first, e.g. x.as_type(tensor.float32) (from_numpy of uint8 images gives "
+                "int32)"
+            )
 
     def dtype_check(self, *inputs):
-        """Convert every input in place to the first input's dtype."""
+        """Convert every parameter in ``inputs[1:]`` in place to the first input's floating
+        dtype (SINGA's mixed-precision switch, e.g. float32 -> float16); a non-float input
+        is refused rather than turning float parameters into integers."""
+        self.float_check(inputs[0])
         dt = inputs[0].dtype
         for t in inputs[1:]:
             if t.dtype != dt:
                 t.to_type(dt)
+
+    def to_device(self, device):
+        """Move every parameter and state of this layer and its sub-layers to ``device``."""
+        for t in self.get_states().values():
+            t.to_device(device)
+        return self
 
 
 def _assign(dst: Tensor, src) -> None:

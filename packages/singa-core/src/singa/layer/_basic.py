@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import math
 
-from .. import autograd
+from .. import _dtype, autograd
+from ..errors import DtypeMismatchError, ShapeError
 from ..tensor import Tensor
 from ._base import Layer
+
+_INT32 = _dtype.kInt
 
 
 def _param(shape, like: Tensor, stores_grad=True) -> Tensor:
@@ -30,9 +33,16 @@ class Linear(Layer):
             if len(args) > 1:
                 bias = args[1]
         self.out_features = int(out_features)
+        if self.out_features < 1:
+            raise ShapeError(f"Linear: out_features must be at least 1, got {out_features}")
         self.bias = bool(bias)
 
     def initialize(self, x):
+        self.float_check(x)
+        if len(x.shape) != 2:
+            raise ShapeError(f"Linear {self.name or ''}: expects 2-D input (batch, features), "
+                             f"got shape {x.shape}; flatten it first (layer.Flatten() or "
+                             "autograd.flatten)")
         self.in_features = x.shape[1]
         std = math.sqrt(2.0 / (self.in_features + self.out_features))
         self.W = _param((self.in_features, self.out_features), x).gaussian(0.0, std)
@@ -45,11 +55,10 @@ class Linear(Layer):
         else:
             self.device_check(x, self.W)
         self.dtype_check(x, self.W, *([self.b] if self.bias else []))
-        if x.shape[-1] != self.W.shape[0]:
-            from ..errors import ShapeError
-
-            raise ShapeError(f"Linear {self.name}: input has {x.shape[-1]} features but W "
-                             f"expects {self.W.shape[0]} (input shape {x.shape})")
+        if len(x.shape) != 2 or x.shape[-1] != self.W.shape[0]:
+            raise ShapeError(f"Linear {self.name or ''}: W expects {self.W.shape[0]} input "
+                             f"features, i.e. input of shape (batch, {self.W.shape[0]}); got "
+                             f"{x.shape}")
         y = autograd.matmul(x, self.W)
         if self.bias:
             y = autograd.add_bias(y, self.b, axis=0)
@@ -69,11 +78,16 @@ class Gemm(Layer):
                  bias=True, bias_shape=None):
         super().__init__()
         self.nb_kernels = int(nb_kernels)
+        if self.nb_kernels < 1:
+            raise ShapeError(f"Gemm: nb_kernels must be at least 1, got {nb_kernels}")
         self.alpha, self.beta = float(alpha), float(beta)
         self.transA, self.transB = int(transA), int(transB)
         self.bias, self.bias_shape = bool(bias), bias_shape
 
     def initialize(self, x):
+        self.float_check(x)
+        if len(x.shape) != 2:
+            raise ShapeError(f"Gemm {self.name or ''}: expects a 2-D input, got {x.shape}")
         n_in = x.shape[0] if self.transA else x.shape[1]
         w_shape = (self.nb_kernels, n_in) if self.transB else (n_in, self.nb_kernels)
         std = math.sqrt(2.0 / (n_in + self.nb_kernels))
@@ -101,6 +115,9 @@ class Embedding(Layer):
     def __init__(self, input_dim, output_dim, initializer="gaussian"):
         super().__init__()
         self.input_dim, self.output_dim = int(input_dim), int(output_dim)
+        if min(self.input_dim, self.output_dim) < 1:
+            raise ShapeError(f"Embedding: input_dim={input_dim} (vocabulary size) and "
+                             f"output_dim={output_dim} must be at least 1")
         if initializer not in ("gaussian", "uniform"):
             raise ValueError(f"Embedding initializer must be 'gaussian' or 'uniform', "
                              f"got {initializer!r}")
@@ -132,6 +149,11 @@ class Embedding(Layer):
             self.W.requires_grad = self.W.stores_grad = not self.freeze
 
     def forward(self, x):
+        if x.dtype != _INT32:
+            raise DtypeMismatchError(
+                f"Embedding {self.name or ''}: ids must be int32, got "
+                f"{_dtype.name_of(x.dtype)}; convert with x.as_type(tensor.int32)")
+        self.device_check(x, self.W)
         return autograd.embedding(x, self.W)
 
     def get_params(self):

@@ -30,6 +30,25 @@ def _split_padding(padding):
 _PAD_MODES = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 
 
+_INT32_MAX = 2**31 - 1
+
+
+def _positive(layer: str, name: str, pair: tuple) -> tuple:
+    """A (h, w) pair of window sizes, strides or dilations, each at least 1."""
+    if min(pair) < 1:
+        raise ShapeError(f"{layer}: {name}={pair} must be at least 1 on each axis (a "
+                         f"{name} of 0 has no meaning; use 1 for none)")
+    if max(pair) > _INT32_MAX:
+        raise ShapeError(f"{layer}: {name}={pair} is larger than any tensor axis "
+                         f"(at most {_INT32_MAX})")
+    return pair
+
+
+def _non_negative_padding(layer: str, pads: tuple, odd: tuple) -> None:
+    if min(pads + odd) < 0 or max(pads + odd) > _INT32_MAX:
+        raise ShapeError(f"{layer}: padding must be in 0..{_INT32_MAX}, got {pads} (+ {odd})")
+
+
 class Conv2d(Layer):
     """2-D convolution over (N, C, H, W).
 
@@ -54,10 +73,16 @@ class Conv2d(Layer):
         if unknown:
             raise TypeError(f"Conv2d got unexpected keyword arguments {sorted(unknown)}")
         self.nb_kernels = int(nb_kernels)
-        self.kernel_size = _pair(kernel_size, "kernel_size")
-        self.stride = _pair(stride, "stride")
-        self.dilation = _pair(dilation, "dilation")
+        if self.nb_kernels < 1:
+            raise ShapeError(f"Conv2d: nb_kernels (output channels) must be at least 1, got "
+                             f"{nb_kernels}")
+        self.kernel_size = _positive("Conv2d", "kernel_size", _pair(kernel_size, "kernel_size"))
+        self.stride = _positive("Conv2d", "stride", _pair(stride, "stride"))
+        self.dilation = _positive("Conv2d", "dilation", _pair(dilation, "dilation"))
         self.padding, self.odd_padding = _split_padding(padding)
+        _non_negative_padding("Conv2d", self.padding, self.odd_padding)
+        if int(group) < 1:
+            raise ShapeError(f"Conv2d: group must be at least 1, got {group}")
         self.group = int(group)
         self.bias = bool(bias)
         if pad_mode.upper() not in _PAD_MODES:
@@ -69,9 +94,12 @@ class Conv2d(Layer):
         self.handle = None
 
     def initialize(self, x):
+        self.float_check(x)
         if len(x.shape) != 4:
             raise ShapeError(f"Conv2d {self.name}: expects (N, C, H, W) input, got {x.shape}")
         self.in_channels = x.shape[1]
+        if self.in_channels < 1:
+            raise ShapeError(f"Conv2d {self.name}: the input {x.shape} has no channels")
         if self.in_channels % self.group or self.nb_kernels % self.group:
             raise ShapeError(f"Conv2d {self.name}: in_channels {self.in_channels} and "
                              f"nb_kernels {self.nb_kernels} must be divisible by group "
@@ -152,6 +180,10 @@ class BatchNorm2d(Layer):
         self.momentum = float(momentum)
 
     def initialize(self, x):
+        self.float_check(x)
+        if len(x.shape) not in (2, 4):
+            raise ShapeError(f"BatchNorm2d {self.name}: expects (N, C) or (N, C, H, W) input, "
+                             f"got {x.shape}")
         c = x.shape[1]
         if self.channels is not None and self.channels != c:
             raise ShapeError(f"BatchNorm2d {self.name}: built for {self.channels} channels, "
@@ -166,6 +198,10 @@ class BatchNorm2d(Layer):
         self.handle = BatchNormHandle(self.momentum, x.data)
 
     def forward(self, x):
+        if len(x.shape) not in (2, 4) or 0 in x.shape:
+            raise ShapeError(f"BatchNorm2d {self.name}: expects a non-empty (N, C) or "
+                             f"(N, C, H, W) input, got {x.shape} (batch statistics of an "
+                             "empty batch are undefined)")
         self.device_check(x, self.scale, self.bias, self.running_mean, self.running_var)
         self.dtype_check(x, self.scale, self.bias, self.running_mean, self.running_var)
         return autograd.batchnorm_2d(self.handle, x, self.scale, self.bias, self.running_mean,
@@ -193,9 +229,12 @@ class Pooling2d(Layer):
 
     def __init__(self, kernel_size, stride=None, padding=0, is_max=True, pad_mode="NOTSET"):
         super().__init__()
-        self.kernel_size = _pair(kernel_size, "kernel_size")
-        self.stride = self.kernel_size if stride is None else _pair(stride, "stride")
+        kind = "MaxPool2d" if is_max else "AvgPool2d"
+        self.kernel_size = _positive(kind, "kernel_size", _pair(kernel_size, "kernel_size"))
+        self.stride = self.kernel_size if stride is None else _positive(
+            kind, "stride", _pair(stride, "stride"))
         self.padding, self.odd_padding = _split_padding(padding)
+        _non_negative_padding(kind, self.padding, self.odd_padding)
         self.is_max = bool(is_max)
         if pad_mode.upper() not in _PAD_MODES:
             raise ValueError(f"pad_mode must be one of {_PAD_MODES}, got {pad_mode!r}")

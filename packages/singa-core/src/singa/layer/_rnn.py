@@ -36,6 +36,9 @@ class RNN_Base(Layer):  # noqa: N801  (SINGA's name)
             raise ValueError(f"nonlinearity must be 'tanh' or 'relu', got {nonlinearity!r}")
         self.input_size, self.hidden_size = int(input_size), int(hidden_size)
         self.num_layers, self.nonlinearity = int(num_layers), nonlinearity
+        if min(self.input_size, self.hidden_size, self.num_layers) < 1:
+            raise ShapeError(f"{type(self).__name__}: input_size={input_size}, hidden_size="
+                             f"{hidden_size} and num_layers={num_layers} must be at least 1")
         self.bias, self.batch_first = bool(bias), bool(batch_first)
         self.dropout, self.bidirectional = float(dropout), bool(bidirectional)
         self.dirs = 2 if bidirectional else 1
@@ -50,6 +53,10 @@ class RNN_Base(Layer):  # noqa: N801  (SINGA's name)
 
     def initialize(self, xs, *state):
         x0 = xs[0]
+        self.float_check(x0)
+        if len(x0.shape) != 2:
+            raise ShapeError(f"{type(self).__name__}: each time step must be a 2-D (batch, "
+                             f"features) tensor, got {x0.shape}")
         if x0.shape[-1] != self.input_size:
             raise ShapeError(f"{type(self).__name__}: inputs have {x0.shape[-1]} features, "
                              f"input_size is {self.input_size}")
@@ -101,6 +108,13 @@ class RNN_Base(Layer):  # noqa: N801  (SINGA's name)
     def _run(self, xs, h0s, c0s, masks=None):
         """The full stack. h0s/c0s: one initial state per (layer, direction)."""
         seq = list(xs)
+        want = (seq[0].shape[0], self.input_size) if seq and len(seq[0].shape) == 2 else None
+        for t, x in enumerate(seq):
+            if not isinstance(x, Tensor) or x.shape != want or 0 in x.shape:
+                raise ShapeError(
+                    f"{type(self).__name__}: time step {t} is "
+                    f"{getattr(x, 'shape', type(x).__name__)}; every step must be a non-empty "
+                    f"(batch, input_size={self.input_size}) tensor of one batch size")
         h_last, c_last = [], []
         for layer in range(self.num_layers):
             outs_dir = []
@@ -259,6 +273,10 @@ class CudnnRNN(Layer):
         if not self.batch_first:
             x = autograd.transpose(x, (1, 0, 2))
         batch, steps, feat = x.shape
+        if steps == 0 or batch == 0 or feat == 0:
+            raise ShapeError(f"CudnnRNN: the input {x.shape} is empty (batch {batch}, "
+                             f"{steps} time steps, {feat} features); skip empty batches and "
+                             "sequences")
         xs = [autograd.reshape(autograd.slice(x, [t], [t + 1], [1]), (batch, feat))
               for t in range(steps)]
         masks = None

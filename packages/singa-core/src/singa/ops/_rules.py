@@ -12,6 +12,22 @@ def same(ins, attrs):
     return [(x.shp, x.dt)]
 
 
+def same_float(name: str):
+    """``same`` for ops defined on floating-point inputs only (exp, tanh, sqrt, ...): an
+    integer input is a DtypeMismatchError naming the op, not a backend's casting error."""
+
+    def rule(ins, attrs):
+        x = ins[0]
+        if x.dt not in _dtype.FLOATS:
+            raise DtypeMismatchError(
+                f"{name}: input is {_dtype.name_of(x.dt)}, but {name} is defined on float32, "
+                "float16 and float64; convert first with x.as_type(tensor.float32)"
+            )
+        return [(x.shp, x.dt)]
+
+    return rule
+
+
 def broadcast_shapes(op: str, a: tuple, b: tuple) -> tuple:
     """numpy broadcasting of two shapes, or a ShapeError naming both."""
     if a == b:

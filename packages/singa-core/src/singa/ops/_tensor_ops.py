@@ -77,7 +77,8 @@ def _unary_sampler(low, high, name):
 
 
 for _name, (_ref, (_lo, _hi), _dts) in UNARY.items():
-    defop(_name, 1, R.same, _ref, _unary_sampler(_lo, _hi, _name), dtypes=_dts,
+    defop(_name, 1, R.same if _dts is NUM else R.same_float(_name), _ref,
+          _unary_sampler(_lo, _hi, _name), dtypes=_dts,
           doc=f"y = {_name.lower()}(x), elementwise", inplace=(0,), recompute=True)
 
 
@@ -332,9 +333,14 @@ def _log_softmax_ref(x, axis=-1):
 
 
 def _softmax_infer(name):
+    float_rule = R.same_float(name)
+
     def infer(ins, attrs):
-        R.check_axis(name, attrs.get("axis", -1), len(ins[0].shp))
-        return R.same(ins, attrs)
+        ax = R.check_axis(name, attrs.get("axis", -1), len(ins[0].shp))
+        if ins[0].shp[ax] == 0:
+            raise ShapeError(f"{name}: axis {ax} of {ins[0].shp} is empty; a softmax over no "
+                             "values is undefined")
+        return float_rule(ins, attrs)
 
     return infer
 

@@ -87,6 +87,7 @@ from .._ctensor import CTensor
 from ..ops import FUSIONS, OPS, FusionDef, KernelCall, OpDef, run
 from ..ops._tensor_ops import BINARY, SCALAR, UNARY
 from . import checks
+from .bad_inputs import test_bad_indices, test_onehot_out_of_range  # noqa: F401
 from .cases import Cases
 from .plugin import (
     KINDS,
@@ -109,6 +110,8 @@ __all__ = [
     "test_layouts",
     "test_random_seed",
     "test_random_stats",
+    "test_bad_indices",
+    "test_onehot_out_of_range",
 ]
 
 #: Ops whose API calls pass an input tensor as the output (``out=x``): any input with the

@@ -6,17 +6,15 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from singa.backend import kernel_attrs
+from singa.backend import check_indices, kernel_attrs
 
 from ._float16 import via_float32
 from ._jit import njit
 
 
 def _normalized(idx: np.ndarray, n: int, op: str) -> np.ndarray:
-    """Indices in [0, n) (negative ones count from the end); IndexError outside [-n, n)."""
-    if idx.size and (idx.min() < -n or idx.max() >= n):
-        raise IndexError(f"{op}: index out of range [-{n}, {n}) (got min {idx.min()}, max "
-                         f"{idx.max()})")
+    """Indices in [0, n) (negative ones count from the end); IndexOutOfRangeError outside."""
+    check_indices(op, idx, n)
     return np.where(idx < 0, idx + n, idx) if idx.size and idx.min() < 0 else idx
 
 

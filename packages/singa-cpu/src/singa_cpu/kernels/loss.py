@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from singa.backend import kernel_attrs
+from singa.backend import check_indices, kernel_attrs
 
 from ._float16 import via_float32
 
@@ -11,8 +11,14 @@ from ._float16 import via_float32
 _P_FLOOR = np.finfo(np.float32).tiny
 
 
-def _is_ids(target) -> bool:
-    return target.ndim == 1
+def _is_ids(target, op: str = "", classes: int = 0) -> bool:
+    """True for int class ids (N,), checked to lie in [0, classes) (no negative ids: -1 is
+    not "the last class" for a loss)."""
+    if target.ndim != 1:
+        return False
+    if op:
+        check_indices(op, target, classes, negative=False, what="class id")
+    return True
 
 
 @kernel_attrs(contiguous_inputs=True)
@@ -21,8 +27,9 @@ def softmax_cross_entropy(ins, outs, attrs):
     x, t = ins
     loss, probs = outs
     n = x.shape[0]
+    ids = _is_ids(t, "SoftmaxCrossEntropy", x.shape[1])
     np.subtract(x, x.max(axis=1, keepdims=True), out=probs)  # z = x - rowmax
-    if _is_ids(t):
+    if ids:
         z_t = probs[np.arange(n), t].astype(np.float64)
         t_mass = 1.0
     else:
@@ -42,7 +49,7 @@ def softmax_cross_entropy_backward(ins, outs, attrs):
     probs, t = ins
     dx = outs[0]
     n = probs.shape[0]
-    if _is_ids(t):
+    if _is_ids(t, "SoftmaxCrossEntropyBackward", probs.shape[1]):
         np.copyto(dx, probs)
         dx[np.arange(n), t] -= 1
     else:
@@ -55,7 +62,7 @@ def softmax_cross_entropy_backward(ins, outs, attrs):
 def cross_entropy_fwd(ins, outs, attrs):
     p, t = ins
     out = outs[0]
-    if _is_ids(t):
+    if _is_ids(t, "CrossEntropyFwd", p.shape[1]):
         picked = np.maximum(p[np.arange(p.shape[0]), t], _P_FLOOR)
         np.negative(np.log(picked), out=out)
     else:

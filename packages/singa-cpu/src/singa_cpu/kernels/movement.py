@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from singa.backend import check_indices
 
 
 def _copy(ins, outs, attrs):
@@ -28,6 +29,7 @@ def _repeat(ins, outs, attrs):
 
 def _take(ins, outs, attrs):
     x, idx = ins
+    check_indices("Take", idx, x.shape[attrs["axis"]])
     np.take(x, idx, axis=attrs["axis"], out=outs[0])
 
 

@@ -61,6 +61,10 @@ def make_kernel(device, op_name: str, body, dtypes=None, contiguous_inputs: bool
             body(ins, outs, attrs)
         except KernelError:
             raise
+        except OverflowError as exc:  # a size or attribute past the kernels' int32 arguments
+            raise KernelError(f"{op_name} on {device.name}: a size or attribute does not fit "
+                              f"the OpenCL kernel's 32-bit arguments ({exc}); use smaller "
+                              "tensors or attributes") from exc
         except Exception as exc:
             import pyopencl as cl
 

@@ -17,6 +17,7 @@ from .._build import BITS_TYPES, CL_TYPES, prelude, read_source
 from ._common import EW_LAYOUT, EW_MAXD, bcast_strides, collapse, make_kernel
 from ._nnprog import I, launch_1d
 from .elementwise import copy_view, fill_view
+from .movement import check_index_view
 
 _PAD_MODES = {"constant": 0, "reflect": 1, "edge": 2}
 
@@ -136,6 +137,7 @@ def kernels(device) -> dict:
         x, idx = ins
         y = outs[0]
         ax = attrs.get("axis", 0) % x.ndim
+        check_index_view(device, "GatherElements", idx, x.shape[ax])
         lay = _layout("GatherElements", idx.shape, sa=x.strides)
         k = progs.kernel(program("GatherElements", y.dt, bits=True), "gather_elements",
                          [I, I, None, I, I, None, I, None, I, None, I])
@@ -154,17 +156,19 @@ def kernels(device) -> dict:
     def scatter_elements(ins, outs, attrs):
         x, idx, upd = ins
         y = outs[0]
-        copy_view(device, x, y)
         ax = attrs.get("axis", 0) % x.ndim
+        check_index_view(device, "ScatterElements", idx, x.shape[ax])
+        copy_view(device, x, y)
         scatter("ScatterElements", y, upd, idx, idx.shape, ax, x.shape[ax],
                 attrs.get("reduction", "none") == "add", y.strides, upd.strides, idx.strides)
 
     def scatter_add(ins, outs, attrs):
         idx, src = ins
         y = outs[0]
-        fill_view(device, y, 0)
         shape = y.shape
         ax = attrs.get("axis", 0) % len(shape)
+        check_index_view(device, "ScatterAdd", idx, shape[ax])
+        fill_view(device, y, 0)
         pre, kk, post = math.prod(shape[:ax]), shape[ax], math.prod(shape[ax + 1:])
         j = math.prod(idx.shape)
         scatter("ScatterAdd", y, src, idx, (pre, j, post), 1, kk, True,

@@ -129,8 +129,9 @@ def gemm_call(device, op: str, gp: GemmProgram, y, y_st, m: int, n: int, k: int,
     sc = t.scalar
     mp, np_ = -(-m // mr) * mr, -(-n // nr) * nr
     isz = np.dtype(sc).itemsize
-    na, nda, lay_a, pa = batch.packing(1, mp * k)
-    nbb, ndb, lay_b, pb = batch.packing(2, np_ * k)
+    # k = 0 (an empty inner axis) is legal: Y = beta C; the panels must not be 0 wide
+    na, nda, lay_a, pa = batch.packing(1, mp * max(k, 1))
+    nbb, ndb, lay_b, pb = batch.packing(2, np_ * max(k, 1))
     ap, free_a = device.workspace(na * mp * max(k, 1) * isz)
     bp, free_b = device.workspace(nbb * np_ * max(k, 1) * isz)
     if k > 0:

@@ -32,6 +32,17 @@ def contiguous_index(device, idx):
     return dst, release
 
 
+def check_index_view(device, op: str, idx, n: int, negative: bool = True,
+                     what: str = "index") -> None:
+    """Validate index view ``idx`` against an axis of length ``n`` before a kernel uses it.
+
+    The kernels address memory with these values, so an unchecked one reads or writes outside
+    the buffer (a segfault on CPU runtimes). One blocking read of the indices (4 bytes each)
+    to the host, then the same check and error as every backend (``sb.check_indices``).
+    """
+    sb.check_indices(op, device.native_to_numpy(idx), n, negative=negative, what=what)
+
+
 def gather(device, op: str, y, x, gdim: int, axis: int, idx_buf, idx_off: int,
            idx_stride: int = 1) -> None:
     """y[p] = x[p with coordinate gdim -> idx[p[gdim]] on x's ``axis``]; y has x's rank."""
@@ -91,6 +102,7 @@ def kernels(device) -> dict:
         x, idx = ins
         y = outs[0]
         axis = attrs["axis"] % x.ndim
+        check_index_view(device, "Take", idx, x.shape[axis])
         idx, release = contiguous_index(device, idx)
         ni = math.prod(idx.shape)
         shape = x.shape[:axis] + (ni,) + x.shape[axis + 1:]
