@@ -14,6 +14,7 @@ __all__ = [
     "KernelError",
     "GraphError",
     "CheckpointError",
+    "SingaONNXError",
 ]
 
 
@@ -59,3 +60,11 @@ class GraphError(SingaError, RuntimeError):
 
 class CheckpointError(SingaError, ValueError):
     """A checkpoint is missing, malformed, hostile, or does not match the model."""
+
+
+class SingaONNXError(SingaError, ValueError):
+    """An ONNX model is malformed, hostile, or uses ops/attributes singa-onnx does not support.
+
+    The message names the node (or file) at fault and, for unsupported features, lists every
+    one found in the model at once.
+    """

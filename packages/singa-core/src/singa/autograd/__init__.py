@@ -77,6 +77,7 @@ from ._engine import (
     gradients,
     infer_dependency,
 )
+from ._onnx_extra import ArgMax, ReduceMax, ReduceMin, argmax, reduce_max, reduce_min
 from ._nn import (
     _RNN,
     BinaryCrossEntropy,
