@@ -16,7 +16,6 @@ import unittest
 import warnings
 
 import onnx.backend.test
-
 import singa_onnx
 
 HERE = os.path.dirname(os.path.abspath(__file__))

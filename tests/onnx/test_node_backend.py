@@ -11,7 +11,6 @@ import re
 
 import onnx.backend.test
 import pytest
-
 import singa_onnx
 
 HERE = os.path.dirname(__file__)

@@ -13,6 +13,5 @@ from .backend import SingaBackend, SingaRep, prepare, run_node, supports_device
 from .frontend import SingaFrontend, to_onnx
 from .model import SONNXModel
 
-
 __all__ = ["SingaBackend", "SingaRep", "SingaFrontend", "SONNXModel", "SingaONNXError",
            "prepare", "run_node", "supports_device", "to_onnx", "save", "load"]

@@ -199,7 +199,7 @@ class SingaRep(BackendRep):
             items = list(zip(self.input_names, inputs))
         ctx = Context(self.dev, self.opset, "<inputs>", max_elements=self.max_elements)
         feed = {}
-        for (name, want), (_, v) in zip(self.input_info, items):
+        for (name, _), (_, v) in zip(self.input_info, items):
             if isinstance(v, tensor.Tensor):
                 feed[name] = v
                 continue

@@ -77,7 +77,6 @@ from ._engine import (
     gradients,
     infer_dependency,
 )
-from ._onnx_extra import ArgMax, ReduceMax, ReduceMin, argmax, reduce_max, reduce_min
 from ._nn import (
     _RNN,
     BinaryCrossEntropy,
@@ -90,6 +89,7 @@ from ._nn import (
     _Conv2d,
     _Pooling2d,
 )
+from ._onnx_extra import ArgMax, ReduceMax, ReduceMin, argmax, reduce_max, reduce_min
 from ._shape import (
     AddBias,
     Concat,

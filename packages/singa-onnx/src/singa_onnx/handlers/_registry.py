@@ -9,8 +9,8 @@ attribute of a model is found before anything runs.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 from singa import autograd, tensor
