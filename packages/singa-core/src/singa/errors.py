@@ -15,6 +15,7 @@ __all__ = [
     "GraphError",
     "CheckpointError",
     "SingaONNXError",
+    "ExtensionUnavailableError",
 ]
 
 
@@ -68,3 +69,7 @@ class SingaONNXError(SingaError, ValueError):
     The message names the node (or file) at fault and, for unsupported features, lists every
     one found in the model at once.
     """
+
+
+class ExtensionUnavailableError(SingaError, ImportError):
+    """An optional singa package (singa-onnx, singa-dist) is not installed or failed to import."""
