@@ -12,7 +12,7 @@ import platform
 
 import nox
 
-nox.options.sessions = ["lint", "tests"]
+nox.options.sessions = ["lint", "tests", "onnx"]
 nox.options.reuse_existing_virtualenvs = False
 nox.options.error_on_missing_interpreters = True
 
@@ -85,3 +85,18 @@ def tests(session: nox.Session, backend: str) -> None:
         # mode) runs on it too
         session.run("pytest", "-q", "-m", "slow or not slow", *targets, *args, *session.posargs,
                     env={"SINGA_DEVICE": backend, **env})
+
+
+# torch comes from the CPU wheel on the machine's disk: pinned, and installed on its own so
+# that no resolver can swap in a CUDA build
+ONNX_DEPS = [CORE, "./packages/singa-cpu", "./packages/singa-onnx", ".[examples]", "onnx",
+             "onnxruntime"]
+
+
+@nox.session
+def onnx(session: nox.Session) -> None:
+    """singa-onnx: node tests (with the exclusion file), round trips, PyTorch models, fuzz."""
+    session.install(*TEST_DEPS, *ONNX_DEPS)
+    session.install("torch==2.13.0")
+    session.run("python", "-c", "import torch; assert not torch.version.cuda, torch.version.cuda")
+    session.run("pytest", "-q", "tests/onnx", *session.posargs, env={"SINGA_DEVICE": "cpu"})

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from .errors import ExtensionUnavailableError, SingaONNXError
 
-__all__ = ["SingaONNXError", "to_onnx", "prepare", "run_node", "supports_device",
-           "SingaBackend", "SingaRep", "SingaFrontend", "SONNXModel", "save", "load"]
+# resolved lazily by __getattr__ (the names live in singa_onnx)
+_LAZY = ("to_onnx", "prepare", "run_node", "supports_device", "SingaBackend", "SingaRep",
+         "SingaFrontend", "SONNXModel", "save", "load")
+__all__ = ["SingaONNXError", *_LAZY]  # noqa: PLE0604
 
 
 def _impl():
@@ -35,4 +37,4 @@ def __getattr__(name):
 
 
 def __dir__():
-    return sorted(set(__all__) | set(globals()))
+    return sorted(set(_LAZY) | set(globals()))
