@@ -332,6 +332,8 @@ def _build(model, dev, max_elements) -> SingaRep:
                                       onnx.TensorProto.FLOAT16)}
     runtime_nodes, folded = [], []
     trainable, frozen = set(), set()
+    host_valued = set()  # known only at run time, but always host values (shape arithmetic)
+    on_host = set()  # runtime nodes evaluated on the host (by onnx's reference runtime)
     for n in nodes:
         if n.op_type == "Constant":
             folded.append(n)
@@ -347,6 +349,14 @@ def _build(model, dev, max_elements) -> SingaRep:
             static.update(o for o in n.outputs if o)
         else:
             runtime_nodes.append(n)
+            if n.op_type in ("Shape", "Size"):
+                host_valued.update(o for o in n.outputs if o)
+            elif operands and n.op_type not in _RANDOM_OPS and n.op_type not in _HOST_RESULT \
+                    and all(x in static or x in host_valued for x in operands) \
+                    and not any(x in float_inits and not _static_position(n, x)
+                                for x in operands):
+                host_valued.update(o for o in n.outputs if o)
+                on_host.add(id(n))
             h = n.handler
             for pos, x in enumerate(n.inputs):
                 if x in float_inits and h is not None:
@@ -357,6 +367,10 @@ def _build(model, dev, max_elements) -> SingaRep:
 
     problems = []
     for n in runtime_nodes:
+        if id(n) in on_host:
+            if n.proto.domain not in ("", "ai.onnx"):
+                problems.append(f"{n.op_type} (domain {n.proto.domain!r}, node {n.name!r})")
+            continue
         problems += [f"{p} (node {n.name!r})" for p in _problems(n)]
     for n in folded:
         if n.proto.domain not in ("", "ai.onnx"):

@@ -211,8 +211,19 @@ def _nary(fn):
 
 
 register("Sum")(_nary(autograd.add))
-register("Max")(_nary(lambda a, b: autograd.max(a, b)))
-register("Min")(_nary(lambda a, b: autograd.min(a, b)))
+def _broadcast_pair(fn):
+    # singa's Max/Min take equal shapes: broadcast both operands first
+    def f(a, b):
+        shape = list(np.broadcast_shapes(tuple(a.shape), tuple(b.shape)))
+        a = a if list(a.shape) == shape else autograd.expand(a, shape)
+        b = b if list(b.shape) == shape else autograd.expand(b, shape)
+        return fn(a, b)
+
+    return f
+
+
+register("Max")(_nary(_broadcast_pair(autograd.max)))
+register("Min")(_nary(_broadcast_pair(autograd.min)))
 
 
 @register("Mean")

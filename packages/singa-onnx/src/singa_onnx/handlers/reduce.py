@@ -112,25 +112,26 @@ for _op, _body in _REDUCERS.items():
     register(_op, attrs=_REDUCE_ATTRS, static_inputs=(1,))(_reduction(_body))
 
 
-def _check_arg(attrs):
-    return ["select_last_index=1"] if attrs.get("select_last_index", 0) else []
-
-
 def _arg(negate):
     def handler(ctx, attrs, x):
         x = ctx.tensor(x)
         axis = attrs.get("axis", 0) % len(x.shape)
         if negate:
             x = autograd.negative(x)
-        return autograd.argmax(x, axis, attrs.get("keepdims", 1))
+        last = attrs.get("select_last_index", 0)
+        n = x.shape[axis]
+        if last:  # the first maximum of the reversed axis is the last one of the original
+            x = autograd.slice(x, [n - 1], [-n - 1], [axis], [-1])
+        idx = autograd.argmax(x, axis, attrs.get("keepdims", 1))
+        if last:
+            idx = autograd.sub(ctx.tensor(np.array(n - 1, np.int32), like=idx), idx)
+        return idx
 
     return handler
 
 
-register("ArgMax", attrs=("axis", "keepdims", "select_last_index"),
-         check=_check_arg)(_arg(False))
-register("ArgMin", attrs=("axis", "keepdims", "select_last_index"),
-         check=_check_arg)(_arg(True))
+register("ArgMax", attrs=("axis", "keepdims", "select_last_index"))(_arg(False))
+register("ArgMin", attrs=("axis", "keepdims", "select_last_index"))(_arg(True))
 
 
 @register("TopK", attrs=("axis", "largest", "sorted"), static_inputs=(1,))
