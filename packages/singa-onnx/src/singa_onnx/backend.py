@@ -221,7 +221,7 @@ class SingaRep(BackendRep):
         values.update(self.params)
         values.update(self._feed(inputs))
         nodes = self.nodes if last_layers is None else self.nodes[:last_layers]
-        if not nodes:
+        if not nodes and last_layers is not None:
             raise SingaONNXError(f"last_layers={last_layers} leaves no node to run")
         keep = set(self.output_names) | set(aux_output)
         for i, node in enumerate(nodes):

@@ -275,53 +275,104 @@ def space_to_depth(ctx, attrs, x):
 _RESIZE_ATTRS = ("mode", "coordinate_transformation_mode", "nearest_mode", "cubic_coeff_a",
                  "exclude_outside", "extrapolation_value", "antialias", "axes",
                  "keep_aspect_ratio_policy", "scales")
-_NEAREST_OK = {("asymmetric", "floor"), ("half_pixel", "round_prefer_floor"),
-               ("half_pixel", "round_prefer_ceil"), ("asymmetric", "round_prefer_floor"),
-               ("pytorch_half_pixel", "round_prefer_floor"), ("tf_half_pixel_for_nn", "floor")}
 
 
 def _check_resize(attrs):
     bad = []
-    if attrs.get("mode", "nearest") != "nearest":
-        bad.append(f"mode={attrs['mode']!r} (nearest only)")
+    if attrs.get("mode", "nearest") not in ("nearest", "linear"):
+        bad.append(f"mode={attrs['mode']!r} (nearest and linear only)")
     if attrs.get("antialias", 0):
         bad.append("antialias=1")
+    if attrs.get("coordinate_transformation_mode") == "tf_crop_and_resize":
+        bad.append("coordinate_transformation_mode='tf_crop_and_resize'")
     return bad
+
+
+# input coordinate of output index i: (i, out size, in size, scale) -> float
+_COORD = {
+    "half_pixel": lambda i, o, n, s: (i + 0.5) / s - 0.5,
+    "pytorch_half_pixel": lambda i, o, n, s: (i + 0.5) / s - 0.5 if o > 1 else 0.0 * i,
+    "align_corners": lambda i, o, n, s: i * (n - 1) / (o - 1) if o > 1 else 0.0 * i,
+    "asymmetric": lambda i, o, n, s: i / s,
+    "tf_half_pixel_for_nn": lambda i, o, n, s: (i + 0.5) / s,
+    "half_pixel_symmetric": lambda i, o, n, s: (n / 2) * (1 - o / (s * n)) + (i + 0.5) / s
+    - 0.5,
+}
+_ROUND = {
+    "round_prefer_floor": lambda c: np.ceil(c - 0.5),
+    "round_prefer_ceil": lambda c: np.floor(c + 0.5),
+    "floor": np.floor, "ceil": np.ceil,
+}
+
+
+def _resize_sizes(ctx, attrs, x, scales, sizes):
+    """Output sizes and per-axis scales (ONNX's rules, incl. axes and aspect-ratio policy)."""
+    nd = len(x.shape)
+    axes = [a % nd for a in attrs.get("axes", range(nd))]
+    if scales is not None:
+        sc = [float(v) for v in np.asarray(scales).reshape(-1)]
+        out = [int(np.floor(x.shape[a] * s + 1e-9)) for a, s in zip(axes, sc)]
+    else:
+        out = [int(v) for v in np.asarray(sizes).reshape(-1)]
+        sc = [o / x.shape[a] for a, o in zip(axes, out)]
+        policy = attrs.get("keep_aspect_ratio_policy", "stretch")
+        if policy != "stretch":
+            pick = min if policy == "not_larger" else max
+            s = pick(sc)
+            sc = [s] * len(axes)
+            out = [int(np.floor(x.shape[a] * s + 0.5)) for a in axes]
+    full_out, full_sc = list(x.shape), [1.0] * nd
+    for a, o, s in zip(axes, out, sc):
+        full_out[a], full_sc[a] = o, s
+    return full_out, full_sc
 
 
 @register("Resize", "Upsample", attrs=_RESIZE_ATTRS, check=_check_resize,
           static_inputs=(1, 2, 3))
 def resize(ctx, attrs, x, roi=None, scales=None, sizes=None):
-    """Nearest-neighbour upsampling by integer factors (every coordinate mode that maps
-    output i to input i // s for an integer s)."""
+    """Nearest-neighbour resize, any factor and coordinate mode: one gather per axis with
+    the input indices ONNX's formula gives (differentiable, any backend)."""
     x = ctx.tensor(x)
     if ctx.op_type == "Upsample":
         scales, sizes = (roi if roi is not None else attrs.get("scales")), None
-    sc = ctx.host(scales) if scales is not None and ctx.host(scales).size else None
-    if sc is None:
-        sz = ctx.ints(sizes)
-        if attrs.get("axes") is not None:
-            full = list(x.shape)
-            for a, v in zip(attrs["axes"], sz):
-                full[a] = v
-            sz = full
-        if any(o % i for o, i in zip(sz, x.shape)):
-            raise ctx.error(f"Resize to sizes {sz} from {x.shape}: only integer factors")
-        sc = [o // i for o, i in zip(sz, x.shape)]
-    sc = [float(s) for s in np.asarray(sc).reshape(-1)]
-    ints = [int(round(s)) for s in sc]
-    ctm = attrs.get("coordinate_transformation_mode", "half_pixel")
-    nm = attrs.get("nearest_mode", "round_prefer_floor")
-    if ctx.op_type == "Upsample":
         ctm, nm = "asymmetric", "floor"
-    if any(abs(s - i) > 1e-6 or i < 1 for s, i in zip(sc, ints)) or (ctm, nm) not in _NEAREST_OK:
-        raise ctx.error(f"Resize: nearest with scales {sc}, coordinate_transformation_mode "
-                        f"{ctm!r}, nearest_mode {nm!r} is not supported (integer upsampling "
-                        "with asymmetric/floor or half_pixel/round modes only)")
-    ctx.budget([d * s for d, s in zip(x.shape, ints)])
-    if all(s == 1 for s in ints):
-        return autograd.identity(x)
-    return autograd.upsample(x, "nearest", ints)
+    else:
+        ctm = attrs.get("coordinate_transformation_mode", "half_pixel")
+        nm = attrs.get("nearest_mode", "round_prefer_floor")
+    sc = ctx.host(scales) if scales is not None and ctx.host(scales).size else None
+    sz = ctx.host(sizes) if sc is None else None
+    if sc is None and sz is None:
+        raise ctx.error("Resize needs scales or sizes")
+    out, full_sc = _resize_sizes(ctx, attrs, x, sc, sz)
+    ctx.budget(out)
+    if ctm not in _COORD or nm not in _ROUND:
+        raise ctx.error(f"Resize: coordinate_transformation_mode {ctm!r} / nearest_mode "
+                        f"{nm!r} is not supported")
+    linear = attrs.get("mode", "nearest") == "linear"
+    y = x
+    for axis, (o, n, s) in enumerate(zip(out, x.shape, full_sc)):
+        if o == n and s == 1.0:
+            continue
+        c = _COORD[ctm](np.arange(o, dtype=np.float64), o, n, s)
+        if not linear:
+            idx = np.clip(_ROUND[nm](c), 0, n - 1).astype(np.int32)
+            y = autograd.gather(y, axis, idx)
+            continue
+        # linear: y = x contracted with an (n, o) matrix of the two taps' weights
+        c = np.clip(c, 0, n - 1)
+        lo = np.floor(c).astype(np.int64)
+        hi = np.minimum(lo + 1, n - 1)
+        w = c - lo
+        m = np.zeros((n, o), np.float32)
+        np.add.at(m, (lo, np.arange(o)), 1 - w)
+        np.add.at(m, (hi, np.arange(o)), w)
+        nd = len(y.shape)
+        perm = [d for d in range(nd) if d != axis] + [axis]
+        yt = autograd.identity(autograd.transpose(y, perm)) if axis != nd - 1 else y
+        yt = autograd.matmul(yt, ctx.tensor(m, like=y))
+        y = autograd.identity(autograd.transpose(yt, list(np.argsort(perm)))) \
+            if axis != nd - 1 else yt
+    return y if y is not x else autograd.identity(x)
 
 
 @register("OneHot", attrs=("axis",), static_inputs=(1, 2))
