@@ -252,3 +252,52 @@ def instance_norm(ctx, attrs, x, scale, bias):
     s = autograd.reshape(ctx.tensor(scale, like=x), shape)
     b = autograd.reshape(ctx.tensor(bias, like=x), shape)
     return autograd.add(autograd.mul(y, s), b)
+
+
+@register("ConvTranspose", attrs=("kernel_shape", "strides", "pads", "dilations", "group",
+                                  "auto_pad", "output_padding", "output_shape"),
+          check=_check_geometry)
+def conv_transpose(ctx, attrs, x, w, b=None):
+    """y = conv_transpose(x, W) + b (1-D and 2-D): the input gradient of a convolution."""
+    x = ctx.tensor(x)
+    w = ctx.tensor(w, like=x)
+    if len(x.shape) not in (3, 4):
+        raise ctx.error(f"ConvTranspose supports 1-D and 2-D inputs, got shape {x.shape}")
+    nsp = len(x.shape) - 2
+    kernel = list(attrs.get("kernel_shape", w.shape[2:]))
+    strides = list(attrs.get("strides", [1] * nsp))
+    dil = list(attrs.get("dilations", [1] * nsp))
+    opad = list(attrs.get("output_padding", [0] * nsp))
+    group = int(attrs.get("group", 1))
+    mode = attrs.get("auto_pad", "NOTSET")
+    eff = [d * (k - 1) + 1 for d, k in zip(dil, kernel)]
+    full = [s * (i - 1) + op + e for s, i, op, e in zip(strides, x.shape[2:], opad, eff)]
+    if "output_shape" in attrs or mode in ("SAME_UPPER", "SAME_LOWER"):
+        target = list(attrs["output_shape"])[-nsp:] if "output_shape" in attrs else \
+            [i * s for i, s in zip(x.shape[2:], strides)]
+        pads = []
+        for f, t in zip(full, target):
+            total = f - t
+            small, big = total // 2, total - total // 2
+            pads.append((small, big) if mode == "SAME_UPPER" else (big, small))
+    elif mode == "VALID":
+        pads = [(0, 0)] * nsp
+    else:
+        p = list(attrs.get("pads", [0] * (2 * nsp)))
+        pads = [(p[i], p[i + nsp]) for i in range(nsp)]
+    if any(a < 0 or c < 0 for a, c in pads):
+        raise ctx.error(f"ConvTranspose: negative padding {pads} is not supported")
+    out = [f - a - c for f, (a, c) in zip(full, pads)]
+    x4, one_d = _to_2d(x)
+    if one_d:
+        w = autograd.reshape(w, [w.shape[0], w.shape[1], 1, w.shape[2]])
+    strides, dil, out = _lift(strides, one_d, 1), _lift(dil, one_d, 1), _lift(out, one_d, 1)
+    pads = _lift(pads, one_d, (0, 0))
+    out_shape = [x.shape[0], w.shape[1] * group] + out
+    ctx.budget(out_shape)
+    four = (pads[0][0], pads[0][1], pads[1][0], pads[1][1])
+    y = autograd.conv_transpose2d(x4, w, None if b is None else ctx.tensor(b, like=x),
+                                  out_shape, strides, four, dil, group)
+    if one_d:
+        y = autograd.reshape(y, [y.shape[0], y.shape[1], y.shape[3]])
+    return y
