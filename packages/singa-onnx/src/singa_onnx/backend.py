@@ -162,6 +162,7 @@ class SingaRep(BackendRep):
         self.opset = opset
         self.max_elements = max_elements
         self.is_graph = False
+        self.scalar_outputs = set()
         self._last_use = self._compute_last_use()
 
     def _compute_last_use(self):
@@ -239,6 +240,8 @@ class SingaRep(BackendRep):
             raise SingaONNXError(f"values {missing} were not computed (unknown names?)")
         declared = dict(self.output_info)
         outs = [self._export(values[n], declared.get(n)) for n in names]
+        outs = [o.reshape(()) if n in self.scalar_outputs and isinstance(o, np.ndarray)
+                and o.size == 1 else o for n, o in zip(names, outs)]
         outs += [self._export(values[n], None) for n in aux_output]
         return outs
 
@@ -320,6 +323,10 @@ def _build(model, dev, max_elements) -> SingaRep:
         input_info.append((vi.name, vi.type.tensor_type.elem_type))
     output_info = [(vo.name, vo.type.tensor_type.elem_type
                     if vo.type.HasField("tensor_type") else 0) for vo in graph.output]
+    # outputs declared as scalars: singa may hold a one-element result as shape (1,)
+    scalar_outputs = {vo.name for vo in graph.output if vo.type.HasField("tensor_type")
+                      and vo.type.tensor_type.HasField("shape")
+                      and len(vo.type.tensor_type.shape.dim) == 0}
     known = init_names | {n for n, _ in input_info}
     ordered = validate.topological_order(graph, known)
     nodes = [_Node(p, i) for i, p in enumerate(ordered)]
@@ -411,6 +418,7 @@ def _build(model, dev, max_elements) -> SingaRep:
     rep = SingaRep(model, dev, runtime_nodes, consts, params, input_info, output_info, opset,
                    max_elements)
     rep.trainable = trainable_params
+    rep.scalar_outputs = scalar_outputs
     return rep
 
 

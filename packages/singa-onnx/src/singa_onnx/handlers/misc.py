@@ -154,7 +154,7 @@ def _nll(ctx, attrs, logp, target, weight):
     red = attrs.get("reduction", "mean")
     if red == "none":
         return loss
-    total = autograd.reduce_sum(loss, list(range(len(loss.shape))), 0)
+    total = autograd.reshape(autograd.reduce_sum(loss, list(range(len(loss.shape))), 0), [])
     if red == "sum":
         return total
     return autograd.mul(total, _c(ctx, 1.0 / max(float(per.sum()), 1e-30), total))

@@ -30,7 +30,12 @@ def _reduction(body):
         ax = _reduce_axes(ctx, attrs, x, axes)
         if ax is None:
             return autograd.identity(x)
-        return body(ctx, x, ax, attrs.get("keepdims", 1))
+        keep = attrs.get("keepdims", 1)
+        y = body(ctx, x, ax, keep)
+        want = [1 if i in ax else d for i, d in enumerate(x.shape)] if keep else \
+            [d for i, d in enumerate(x.shape) if i not in ax]
+        # some singa reductions keep a length-1 axis for a full reduction: ONNX wants ()
+        return y if list(y.shape) == want else autograd.reshape(y, want)
 
     handler.__doc__ = body.__doc__
     return handler
