@@ -1,8 +1,9 @@
 """Run onnx's backend node tests through SingaBackend and write the exclusion file.
 
-``python tests/onnx/node_coverage.py [--write]`` runs every CPU node case, groups the ones
-that fail by reason, prints a summary, and with ``--write`` rewrites
-``node_test_exclusions.txt`` (one ``name  # reason`` line per failing case). The reason is
+``python tests/onnx/node_coverage.py [--write] [--docs]`` runs every CPU node case, groups
+the ones that fail by reason, prints a summary; ``--write`` rewrites
+``node_test_exclusions.txt`` (one ``name  # reason`` line per failing case) and ``--docs`` the
+coverage table in ``docs/onnx.md``. The reason is
 the first line of the error, shortened to its kind (unsupported op, attribute, dtype, ...).
 """
 
@@ -62,12 +63,41 @@ def run_all(pattern=r"_cpu$"):
     return passed, failed
 
 
+DOC = os.path.join(os.path.dirname(os.path.dirname(HERE)), "docs", "onnx.md")
+BEGIN, END = "<!-- coverage table: begin -->", "<!-- coverage table: end -->"
+
+
+def coverage_table(passed: int, failed: dict) -> str:
+    """Markdown: the pass count, then every excluded case grouped by reason."""
+    groups = collections.defaultdict(list)
+    for n, r in failed.items():
+        groups[r].append(n[len("test_"):-len("_cpu")])
+    lines = [f"**{passed} of {passed + len(failed)}** CPU node cases pass; the "
+             f"{len(failed)} others, by reason (the exact list is "
+             "`tests/onnx/node_test_exclusions.txt`):", "",
+             "| cases | reason | examples |", "|---:|---|---|"]
+    for r, names in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        ex = ", ".join(f"`{n}`" for n in sorted(names)[:3]) + (" ..." if len(names) > 3 else "")
+        lines.append(f"| {len(names)} | {r.replace('|', '/')} | {ex} |")
+    return "\n".join(lines)
+
+
+def write_doc(passed: int, failed: dict) -> None:
+    with open(DOC) as fh:
+        text = fh.read()
+    i, j = text.index(BEGIN) + len(BEGIN), text.index(END)
+    with open(DOC, "w") as fh:
+        fh.write(text[:i] + "\n" + coverage_table(passed, failed) + "\n" + text[j:])
+
+
 def main(argv):
     passed, failed = run_all()
     total = len(passed) + len(failed)
     print(f"passed {len(passed)} of {total}")
     for reason, count in collections.Counter(failed.values()).most_common():
         print(f"{count:5d}  {reason}")
+    if "--docs" in argv:
+        write_doc(len(passed), failed)
     if "--write" in argv:
         with open(EXCLUSIONS, "w") as fh:
             fh.write("# onnx backend node tests (CPU) that SingaBackend does not pass, with the "

@@ -163,6 +163,7 @@ class SingaRep(BackendRep):
         self.max_elements = max_elements
         self.is_graph = False
         self.scalar_outputs = set()
+        self.types = {}
         self._last_use = self._compute_last_use()
 
     def _compute_last_use(self):
@@ -269,6 +270,7 @@ class SingaRep(BackendRep):
                           self.max_elements)
             attrs = dict(node.attrs)
             attrs["__noutputs__"] = len([o for o in node.outputs if o])
+            ctx.in_types = [self.types.get(x) for x in node.inputs]
             try:
                 outs = node.handler.fn(ctx, attrs, *ins)
             except SingaONNXError:
@@ -419,6 +421,19 @@ def _build(model, dev, max_elements) -> SingaRep:
                    max_elements)
     rep.trainable = trainable_params
     rep.scalar_outputs = scalar_outputs
+    # declared element types (singa holds ints as int32: some ops need the original type)
+    types = {t.name: t.data_type for t in graph.initializer}
+    for vi in list(graph.input) + list(graph.output) + list(graph.value_info):
+        if vi.type.HasField("tensor_type"):
+            types[vi.name] = vi.type.tensor_type.elem_type
+    for n in folded:
+        for o in n.outputs:
+            if o in values and isinstance(values[o], np.ndarray):
+                try:
+                    types[o] = onnx.helper.np_dtype_to_tensor_dtype(values[o].dtype)
+                except (KeyError, TypeError, ValueError):
+                    pass
+    rep.types = types
     return rep
 
 

@@ -93,6 +93,7 @@ class Context:
         self.op_type = op_type
         self.state = state if state is not None else {}
         self.max_elements = max_elements
+        self.in_types: list = []  # declared ONNX element types of the inputs, when known
 
     def budget(self, shape) -> None:
         """Refuse to create a tensor of ``shape`` past the element budget (hostile sizes)."""

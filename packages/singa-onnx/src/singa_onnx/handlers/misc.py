@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from singa import autograd, tensor
 
-from ._registry import register
+from ._registry import onnx_to_np, register
 
 
 def _c(ctx, v, like):
@@ -185,3 +185,123 @@ def eye_like(ctx, attrs, x):
 
         out = out.astype(onnx.helper.tensor_dtype_to_np_dtype(dt))
     return out
+
+
+@register("BitShift", attrs=("direction",))
+def bit_shift(ctx, attrs, x, s):
+    """x << s as x 2^s, x >> s as floor(x / 2^s) (unsigned values held as int32)."""
+    x = ctx.tensor(x)
+    sh = ctx.tensor(s, like=x)
+    two = ctx.tensor(np.array(2, np.int32), like=x)
+    p = autograd.cast(autograd.pow(autograd.cast(two, tensor.float32),
+                                   autograd.cast(sh, tensor.float32)), tensor.float32)
+    fx = autograd.cast(x, tensor.float32)
+    y = autograd.mul(fx, p) if attrs["direction"] == "LEFT" else autograd.floor(
+        autograd.div(fx, p))
+    return autograd.cast(y, tensor.int32)
+
+
+def _axis_shape(x_shape, v, axis):
+    """Reshape a per-axis (1-D) scale/zero point to broadcast along ``axis``."""
+    if len(v.shape) == 1 and len(x_shape) > 1:
+        shape = [1] * len(x_shape)
+        shape[axis % len(x_shape)] = v.shape[0]
+        return autograd.reshape(v, shape)
+    return v
+
+
+def _check_q(attrs):
+    return ["block_size"] if attrs.get("block_size", 0) else []
+
+
+@register("DequantizeLinear", attrs=("axis", "block_size", "output_dtype"), check=_check_q)
+def dequantize(ctx, attrs, x, scale, zero=None):
+    """y = (x - zero_point) scale, per tensor or per ``axis``."""
+    xf = autograd.cast(ctx.tensor(x), tensor.float32)
+    s = ctx.tensor(scale)
+    s = autograd.cast(s, tensor.float32) if s.dtype != tensor.float32 else s
+    axis = attrs.get("axis", 1)
+    if zero is not None:
+        z = autograd.cast(ctx.tensor(zero), tensor.float32)
+        xf = autograd.sub(xf, _axis_shape(x.shape, z, axis))
+    return autograd.mul(xf, _axis_shape(x.shape, s, axis))
+
+
+_Q_RANGE = {np.dtype(np.uint8): (0, 255), np.dtype(np.int8): (-128, 127),
+            np.dtype(np.uint16): (0, 65535), np.dtype(np.int16): (-32768, 32767)}
+
+
+@register("QuantizeLinear", attrs=("axis", "block_size", "output_dtype", "saturate",
+                                   "precision"), check=_check_q)
+def quantize(ctx, attrs, x, scale, zero=None):
+    """y = saturate(round_half_even(x / scale) + zero_point) in the zero point's type."""
+    x = ctx.tensor(x)
+    axis = attrs.get("axis", 1)
+    s = _axis_shape(x.shape, ctx.tensor(scale, like=x), axis)
+    declared = attrs.get("output_dtype") or (ctx.in_types[2] if zero is not None
+                                              and len(ctx.in_types) > 2 else None)
+    zt = np.dtype(onnx_to_np(declared)) if declared else np.dtype(np.uint8)
+    if zt not in _Q_RANGE:
+        raise ctx.error(f"QuantizeLinear to {zt} is not supported")
+    lo, hi = _Q_RANGE[zt]
+    y = autograd.rounde(autograd.div(x, s))
+    if zero is not None:
+        z = autograd.cast(ctx.tensor(zero), tensor.float32)
+        y = autograd.add(y, _axis_shape(x.shape, z, axis))
+    return autograd.cast(autograd.clip(y, float(lo), float(hi)), tensor.int32)
+
+
+@register("ScatterND", attrs=("reduction",),
+          check=lambda a: [] if a.get("reduction", "none") == "none"
+          else [f"reduction={a['reduction']!r}"])
+def scatter_nd(ctx, attrs, x, indices, updates):
+    """y = x with ``updates`` written at the index tuples of ``indices``."""
+    x = ctx.tensor(x)
+    idx = ctx.host(indices).astype(np.int64)
+    k = idx.shape[-1]
+    shape = x.shape
+    idx = np.where(idx < 0, idx + np.array(shape[:k]), idx)
+    rows = np.ravel_multi_index(tuple(np.moveaxis(idx, -1, 0)), shape[:k])
+    tail = int(np.prod(shape[k:], dtype=np.int64))
+    lin = (rows[..., None] * tail + np.arange(tail)).reshape(-1)
+    flat = autograd.reshape(x, [x.size()])
+    upd = ctx.host(updates).reshape(-1)
+    y = autograd.scatter_elements(flat, lin.astype(np.int32), upd.astype(np.float32)
+                                  if x.dtype == tensor.float32 else upd.astype(np.int32), 0)
+    return autograd.reshape(y, list(shape))
+
+
+@register("Compress", attrs=("axis",), static_inputs=(1,))
+def compress(ctx, attrs, x, cond):
+    """The slices of x where ``condition`` is true, along ``axis`` (flattened without)."""
+    x = ctx.tensor(x)
+    c = np.nonzero(ctx.host(cond).reshape(-1))[0].astype(np.int32)
+    if "axis" not in attrs:
+        x = autograd.reshape(x, [x.size()])
+        axis = 0
+    else:
+        axis = attrs["axis"] % len(x.shape)
+    c = c[c < x.shape[axis]]
+    if c.size == 0:
+        raise ctx.error("Compress: empty result (empty tensors are not supported)")
+    return autograd.gather(x, axis, c)
+
+
+@register("CenterCropPad", attrs=("axes",), static_inputs=(1,))
+def center_crop_pad(ctx, attrs, x, shape):
+    """Crop or zero-pad each axis to ``shape`` around its centre."""
+    x = ctx.tensor(x)
+    nd = len(x.shape)
+    axes = [a % nd for a in attrs.get("axes", range(nd))]
+    target = ctx.ints(shape)
+    for a, t in zip(axes, target):
+        n = x.shape[a]
+        if t < n:
+            start = (n - t) // 2
+            x = autograd.slice(x, [start], [start + t], [a])
+        elif t > n:
+            pads = [0] * (2 * nd)
+            pads[a] = (t - n) // 2
+            pads[a + nd] = t - n - (t - n) // 2
+            x = autograd.pad(x, "constant", pads, 0.0)
+    return x

@@ -301,3 +301,17 @@ def conv_transpose(ctx, attrs, x, w, b=None):
     if one_d:
         y = autograd.reshape(y, [y.shape[0], y.shape[1], y.shape[3]])
     return y
+
+
+@register("LpPool", attrs=("kernel_shape", "strides", "pads", "auto_pad", "p", "ceil_mode",
+                           "dilations"), check=_check_pool)
+def lp_pool(ctx, attrs, x):
+    """y = (sum over the window of |x|^p)^(1/p), as an average pool of |x|^p times the
+    window size (padding counted as zeros)."""
+    x = ctx.tensor(x)
+    p = float(attrs.get("p", 2))
+    k = int(np.prod(attrs["kernel_shape"]))
+    powd = autograd.pow(autograd.abs(x), ctx.tensor(np.float32(p), like=x))
+    avg = _pool(False)(ctx, {**attrs, "count_include_pad": 1}, powd)
+    s = autograd.mul(avg, ctx.tensor(np.float32(k), like=x))
+    return autograd.pow(s, ctx.tensor(np.float32(1.0 / p), like=x))
