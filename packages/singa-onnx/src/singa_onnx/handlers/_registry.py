@@ -79,7 +79,10 @@ def onnx_to_np(elem_type: int):
 
 def singa_np_dtype(dt) -> type | None:
     """The numpy dtype singa holds values of numpy dtype ``dt`` in (None: unsupported)."""
-    return _TO_SINGA_NP.get(np.dtype(dt))
+    dt = np.dtype(dt)
+    if dt.name == "bfloat16":  # ml_dtypes' bfloat16 widens exactly to float32
+        return np.float32
+    return _TO_SINGA_NP.get(dt)
 
 
 class Context:
