@@ -34,7 +34,7 @@ def load_exclusions(path=EXCLUSIONS) -> dict:
 _backend_test = onnx.backend.test.BackendTest(singa_onnx.SingaBackend, __name__)
 _excluded = load_exclusions()
 if _excluded and not os.environ.get("SINGA_ONNX_RUN_EXCLUDED"):
-    _backend_test.exclude("^(" + "|".join(re.escape(n) for n in _excluded) + ")_cpu$")
+    _backend_test.exclude("^test_(" + "|".join(re.escape(n) for n in _excluded) + ")_cpu$")
 _backend_test.include(r"^test_.*_cpu$")
 OnnxBackendNodeModelTest = _backend_test.test_cases["OnnxBackendNodeModelTest"]
 
