@@ -1,4 +1,4 @@
-"""Test sessions: one per backend, plus lint.
+"""Test sessions: one per backend, plus lint and the distributed tests (``dist``).
 
 ``nox`` runs them all (what CI runs); ``nox -s "tests(backend='opencl')"`` runs one. Each
 backend session installs singa-core and that backend from this checkout, asserts that the
@@ -12,7 +12,7 @@ import platform
 
 import nox
 
-nox.options.sessions = ["lint", "tests", "template", "onnx"]
+nox.options.sessions = ["lint", "tests", "template", "cuda", "dist", "onnx"]
 nox.options.reuse_existing_virtualenvs = False
 nox.options.error_on_missing_interpreters = True
 
@@ -135,6 +135,54 @@ def template(session: nox.Session) -> None:
     session.run("pytest", "-q", "--pyargs", "singa.testing.conformance",
                 "--singa-backend", "template", *session.posargs)
     session.run("pytest", "-q", "-m", "slow or not slow", f"{TEMPLATE}/tests", *session.posargs)
+
+
+# What the CUDA backend can verify without a GPU: only the small wheels (cupy imports without a
+# driver; NVRTC and the runtime headers compile kernels), never the 2.8 GB cuDNN/full extra.
+CUDA_CHECK_DEPS = ["cupy-cuda12x", "nvidia-cuda-nvrtc-cu12", "nvidia-cuda-runtime-cu12"]
+
+
+@nox.session
+def cuda(session: nox.Session) -> None:
+    """singa-cuda without a GPU: every .cu kernel compiles with NVRTC for sm_70/80/90, the kernel
+    plan covers the op table, the shared array-module kernels pass the conformance kit on numpy,
+    the pure-Python parts have unit tests, and the probe, get_device("cuda") and the doctor name
+    why CUDA cannot run. GPU-only tests skip with their reason (on a GPU machine they run,
+    with the conformance kit on ``cuda``)."""
+    session.install(*TEST_DEPS, CORE, "./packages/singa-cpu", "./packages/singa-cuda",
+                    *CUDA_CHECK_DEPS)
+    session.run("pytest", "-q", "packages/singa-cuda/tests", *session.posargs)
+
+
+@nox.session
+def dist(session: nox.Session) -> None:
+    """tests/dist: once as one process (the single-rank checks, plus the tests that launch
+    their own mpiexec: faults, examples), then under ``mpiexec -n 2`` and ``-n 3`` from the
+    session's venv (the mpich wheel provides mpiexec; no system MPI), on the CPU; then the
+    operations and DistOpt tests on 2 ranks on each OpenCL runtime that can run here."""
+    session.install(*TEST_DEPS, CORE, "./packages/singa-cpu", ".[examples]",
+                    "./packages/singa-dist[mpi]")
+    env = {"SINGA_DEVICE": "cpu"}
+    session.run("pytest", "-q", "-p", "no:cacheprovider", "tests/dist", *session.posargs,
+                env=env)
+    for n in ("2", "3"):
+        session.log(f"run: tests/dist on {n} MPI ranks")
+        session.run("mpiexec", "-n", n, "python", "-m", "pytest", "-q", "-p",
+                    "no:cacheprovider", "tests/dist", *session.posargs, env=env)
+    # the operations and every DistOpt mode on OpenCL devices (host staging), 2 ranks, on each
+    # OpenCL runtime that can run here (same preflight as the opencl session)
+    session.install("./packages/singa-opencl[cpu]")
+    for what, cl_env in RUNS["opencl"]:
+        out = session.run("python", "-c", PREFLIGHT, "opencl", env=cl_env, silent=True,
+                          success_codes=[0, 3])
+        session.log(out.strip().splitlines()[-1])
+        if "CANNOT RUN HERE" in out:
+            session.log(f"run skipped: {what} cannot run on this machine (the line above)")
+            continue
+        session.log(f"run: tests/dist operations and DistOpt on 2 MPI ranks, {what}")
+        session.run("mpiexec", "-n", "2", "python", "-m", "pytest", "-q", "-p",
+                    "no:cacheprovider", "tests/dist/test_ops.py", "tests/dist/test_distopt.py",
+                    "--singa-backend", "opencl", *session.posargs, env=cl_env)
 
 
 # torch comes from the CPU wheel on the machine's disk: pinned, and installed on its own so

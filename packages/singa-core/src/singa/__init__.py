@@ -27,6 +27,9 @@ __all__ = [
     "utils",
     "data",
     "scheduler",
+    "graph",
+    "dist",
+    "backend",
     "sonnx",
 ]
 

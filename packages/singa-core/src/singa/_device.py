@@ -272,7 +272,7 @@ class Device:
 
     def _ensure_graph(self):
         if self._graph is None:
-            from .scheduler import Graph
+            from .graph import Graph
 
             self._graph = Graph(self)
         return self._graph

@@ -17,7 +17,10 @@ What a backend is made of:
 - a kernel table ``{op name: kernel(ins, outs, attrs)}`` over the ops of :data:`OPS`
   (flags set with :func:`kernel_attrs`), optionally with fused kernels named as in
   :data:`FUSIONS`;
-- a :class:`BackendSpec` returned from a ``singa_backends`` hook marked with :data:`hookimpl`.
+- a :class:`BackendSpec` returned from a ``singa_backends`` hook marked with :data:`hookimpl`;
+- optionally, graph-mode stages (:class:`GraphStage`, :func:`register_stage`; see
+  :mod:`singa.graph`) that see the :class:`Plan` after ordering, after memory planning, or
+  wrap its replay (a stream, a captured CUDA graph).
 
 Dtypes: ops and kernels name dtypes by SINGA's integer codes (``kFloat32`` ...);
 :data:`NP_DTYPE` maps a code to its numpy dtype and :data:`ITEMSIZE` to its size in bytes.
@@ -57,6 +60,7 @@ from .errors import (
     ShapeError,
     SingaError,
 )
+from .graph import GraphStage, Plan, check_plan, register_stage
 from .hookspecs import hookimpl
 from .memory import Allocator, Block, MemPool
 from .ops import EMPTY, FUSIONS, OPS, ChainStep, ElementwiseChain, FusionDef, OpDef, kernel_attrs
@@ -83,14 +87,17 @@ __all__ = [
     "DtypeMismatchError",
     "ElementwiseChain",
     "FusionDef",
+    "GraphStage",
     "HostFallbackWarning",
     "KernelError",
     "MemPool",
     "MissingKernelError",
     "OpDef",
+    "Plan",
     "Pool2dGeometry",
     "ShapeError",
     "SingaError",
+    "check_plan",
     "conv2d_geometry",
     "dtype_code",
     "dtype_name",
@@ -103,4 +110,5 @@ __all__ = [
     "kUChar",
     "kernel_attrs",
     "pool2d_geometry",
+    "register_stage",
 ]

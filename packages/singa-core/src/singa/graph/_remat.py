@@ -1,4 +1,4 @@
-"""Rematerialisation for graph mode: drop long-lived intermediates, recompute them exactly.
+"""Stage 4, rematerialisation: drop long-lived intermediates, recompute them exactly.
 
 A training step keeps many activations from the forward pass until the backward pass reads
 them; where they are all alive at once the arena reaches its peak. Some of them are outputs of
@@ -9,14 +9,15 @@ convolution's weight gradient, while the convolution output ``x`` is kept for
 bitwise identically, just before its first backward use: the same kernels on the same input
 values (state outputs such as running statistics go to scratch memory, ``OpDef.state``).
 
-:func:`plan` chooses what to drop with the planner's own numbers, the bytes of planned blocks
+:func:`choose` chooses what to drop with the planner's own numbers, the bytes of planned blocks
 live at each position of the order (in-place reuse counted): repeatedly, of the blocks live but
 unused across the peak position, drop the one whose recomputation lowers the peak the most
 (ties: the fewest positions at the peak, then the fewest bytes the recompute touches), and
 keep the shortest prefix of choices that reaches the lowest peak. :func:`apply` builds the new
 sequence of nodes: recompute nodes inserted before the first later use, later readers rewired
 to the recomputed block. Nothing here is backend-specific: recompute nodes are kernel calls
-like any other, placed in the same arena.
+like any other, placed in the same arena. :func:`rematerialize` is the stage: it keeps the
+result only if the planned peak went down. Switch: ``SINGA_GRAPH_RECOMPUTE``.
 """
 
 from __future__ import annotations
@@ -26,10 +27,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .memory import Block
-from .ops._registry import OPS, KernelCall
+from ..memory import Block
+from ..ops._registry import OPS, KernelCall
+from ._memory import live_profile, max_live
+from ._plan import Plan
+from ._recording import Node
 
-__all__ = ["Drop", "plan", "apply"]
+__all__ = ["Drop", "rematerialize", "choose", "apply"]
 
 #: Longest chain of recomputed nodes for one dropped block (e.g. BatchNormTrain -> Add -> ReLU).
 MAX_CHAIN = 4
@@ -75,6 +79,26 @@ def _recomputable(node):
             if x is b and state.get(o) != j:
                 return None
     return op
+
+
+def rematerialize(plan: Plan) -> None:
+    """Rewrite ``plan.steps`` with cheap long-lived intermediates recomputed.
+
+    :func:`choose` picks blocks to drop from the live-bytes profile of the steps; the result is
+    kept only if memory planning's own measure, the most bytes live at one node (in-place
+    reuse counted), went down. The recomputed blocks join ``plan.planned``.
+    """
+    seq, planned = plan.steps, plan.planned
+    profile = live_profile(seq, planned, plan.blocks)
+    drops = choose(seq, planned, plan.blocks, profile)
+    if not drops:
+        return
+    new_seq, new_blocks = apply(seq, drops, Node)
+    new_planned = planned | set(new_blocks)
+    if max_live(new_seq, new_planned, {**plan.blocks, **new_blocks}) >= max(profile, default=0):
+        return
+    plan.blocks.update(new_blocks)
+    plan.steps, plan.planned, plan.remat_drops = new_seq, new_planned, drops
 
 
 class _Planner:
@@ -223,7 +247,7 @@ class _Planner:
         return chosen[:best[1]]
 
 
-def plan(seq, planned, blocks, profile) -> list[Drop]:
+def choose(seq, planned, blocks, profile) -> list[Drop]:
     """Which planned blocks to drop and recompute, for nodes ``seq`` in execution order.
 
     ``profile[p]`` is the bytes of planned blocks live at position ``p``. A block qualifies

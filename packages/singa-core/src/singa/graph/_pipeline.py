@@ -1,0 +1,174 @@
+"""The graph of one device: recording, then the pipeline of stages that makes a plan, replay.
+
+:meth:`Graph.analyze` is the whole pipeline, written out in order with each stage's switch.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from .. import config
+from . import _fusion, _memory, _ordering, _remat, _replay
+from ._plan import Plan, check_plan
+from ._profiling import Profiler
+from ._recording import BlockType, Node, Recording
+from ._stages import AFTER_MEMORY_PLANNING, AFTER_ORDERING, stages_at
+
+__all__ = ["Graph"]
+
+_PLACEABLE = (BlockType.INTER, BlockType.END)
+
+
+class Graph:
+    """Nodes recorded on one device (``Device.exec`` while the graph is enabled), the plan
+    made from them, and its replays.
+
+    ``recording`` is what was recorded; ``plan`` the current :class:`Plan` (None before the
+    first run). One plan exists at a time: it owns the arena.
+    """
+
+    def __init__(self, device):
+        self.device = device
+        self.reset()
+
+    def __del__(self):
+        try:
+            self._release()
+        except Exception:  # interpreter shutdown
+            pass
+
+    def reset(self) -> None:
+        """Forget the recording, the plan (its arena goes back to the pool) and the timings."""
+        if hasattr(self, "recording"):
+            self._release()
+        self.recording = Recording()
+        self.plan: Plan | None = None
+        self._plans: dict[bool, Plan] = {}
+        self.iteration = 0
+        self.profiler = Profiler()
+
+    # ------------------------------------------------------------------ 1. recording
+    def add_operation(self, fn, reads, writes, name: str = "") -> Node:
+        """Record one ``Device.exec`` call; a plan made before it is dropped."""
+        node = self.recording.add(fn, reads, writes, name)
+        if self._plans:
+            self._plans.clear()
+            self._release()
+        return node
+
+    # ------------------------------------------------------------------ 2-6. the pipeline
+    def analyze(self, serial: bool) -> Plan:
+        """Make the plan of the recorded graph: every stage, in order.
+
+        The blocks the plan may place are the intermediates and outputs Python cannot reach
+        (stage 1 recorded the rest). Then, numbered as the modules are:
+
+        2. ordering: insertion order if ``serial``, else the one of BFS and the memory-aware
+           order with the smaller peak;
+           ▸ the stages registered ``after_ordering`` (:func:`register_stage`);
+        3. fusion of pairs and chains, unless ``SINGA_GRAPH_FUSE=0``;
+        4. rematerialisation, unless ``SINGA_GRAPH_RECOMPUTE=0``;
+        5. memory planning: lifetimes, in-place groups, arena placement;
+           ▸ the stages registered ``after_memory_planning``;
+        6. replay: prebuilt calls, ▸ wrapped by the ``around_replay`` stages.
+
+        If any of it raises, the arena goes back to the pool and no plan is kept.
+        """
+        self._release()
+        self.plan = None  # its fused calls hold the graph's CTensors: python_held counts them
+        rec = self.recording
+        plan = Plan(rec, self.device, serial, blocks=dict(rec.blocks))
+        held = rec.python_held()
+        plan.planned = {k for k, t in rec.block_type.items()
+                        if t in _PLACEABLE and k not in held}
+        try:
+            _ordering.order(plan)
+            self._run_stages(AFTER_ORDERING, plan)
+            if config.get("SINGA_GRAPH_FUSE"):
+                _fusion.fuse(plan)
+            if config.get("SINGA_GRAPH_RECOMPUTE"):
+                _remat.rematerialize(plan)
+            _memory.plan_memory(plan)
+            self._run_stages(AFTER_MEMORY_PLANNING, plan)
+            plan.calls = _replay.prebuild(plan)
+            plan.replay = _replay.wrap(plan, _replay.replay_fn(plan.calls), False)
+        except BaseException:
+            _memory.release(plan)
+            raise
+        self.plan = plan
+        return plan
+
+    def _run_stages(self, point, plan) -> None:
+        for stage in stages_at(point, self.device):
+            stage.fn(plan)
+
+    def check(self) -> None:
+        """Raise :class:`singa.errors.GraphError` unless the current plan keeps the stage
+        invariants (see :func:`singa.graph.check_plan`)."""
+        if self.plan is not None:
+            check_plan(self.plan)
+
+    # ------------------------------------------------------------------ 7. replay
+    def run(self, serial: bool = False) -> None:
+        """Replay the recorded graph once (analysing it first if needed)."""
+        plan = self._plans.get(serial)
+        if plan is None:  # one plan at a time: it owns the arena
+            self._plans.clear()
+            plan = self._plans[serial] = self.analyze(serial)
+        dev = self.device
+        if dev._verbosity > 0 and self.iteration >= dev._skip_iteration:
+            timed = functools.partial(self.profiler.replay, plan.calls, dev, self.iteration)
+            _replay.wrap(plan, timed, True)()
+        else:
+            plan.replay()
+        self.iteration += 1
+
+    def _release(self) -> None:
+        if self.plan is not None:
+            _memory.release(self.plan)
+
+    # ------------------------------------------------------------------ 8. reports
+    def profiling_report(self) -> str:
+        """SINGA's time-profiling report of the replays so far."""
+        return self.profiler.report(self.device, self.steps or self.nodes)
+
+    def export_chrome_trace(self, path: str) -> None:
+        """Write the profiled node timings in Chrome trace-event JSON (Perfetto opens it)."""
+        self.profiler.export_chrome_trace(self.device, path)
+
+    def debug(self) -> str:
+        """Per-node and per-block tables (SINGA's Graph::Debug)."""
+        return self.recording.debug()
+
+    # ------------------------------------------------------------------ views
+    # Shortcuts to the recording and the current plan (tests and benchmarks read them).
+    nodes = property(lambda self: self.recording.nodes)
+    blocks = property(lambda self: self.recording.blocks)
+    block_type = property(lambda self: self.recording.block_type)
+    steps = property(lambda self: self.plan.steps if self.plan else [])
+    order = property(lambda self: self.plan.order if self.plan else [])
+    planned = property(lambda self: self.plan.planned if self.plan else set())
+    groups = property(lambda self: self.plan.groups if self.plan else {})
+    placement = property(lambda self: self.plan.placement if self.plan else {})
+    arena = property(lambda self: self.plan.arena if self.plan else [])
+    pblocks = property(lambda self: self.plan.blocks if self.plan else self.recording.blocks)
+    remat_drops = property(lambda self: self.plan.remat_drops if self.plan else [])
+    trace_events = property(lambda self: self.profiler.trace_events)
+    wall_time = property(lambda self: self.profiler.wall_time)
+    wall_count = property(lambda self: self.profiler.wall_count)
+
+    def shares_memory(self, k1: int, k2: int) -> bool:
+        """Whether planned blocks ``k1`` and ``k2`` (ids) were given overlapping memory."""
+        return self.plan.shares_memory(k1, k2)
+
+    def _bfs_order(self) -> list[int]:
+        return _ordering.bfs_order(self.nodes)
+
+    def _seq(self, order) -> list[Node]:
+        return [self.nodes[i] for i in order]
+
+    def _lifetimes(self, seq):
+        return _memory.lifetimes(seq)
+
+    def _max_live(self, seq, planned) -> int:
+        return _memory.max_live(seq, planned, self.pblocks)

@@ -1,0 +1,58 @@
+"""Stage 6, replay: prebuilt kernel calls run in order, wrapped by the ``around_replay`` stages.
+
+A replay is a flat loop over ``(fn, ins, outs, attrs, node)`` tuples prepared once per plan:
+native arrays resolved, nothing allocated, no Python autograd work.
+"""
+
+from __future__ import annotations
+
+from ..errors import GraphError
+from ..ops._registry import KernelCall
+from ._plan import Plan
+from ._stages import AROUND_REPLAY, stages_at
+
+__all__ = ["prebuild", "replay_fn", "wrap"]
+
+
+def _call_closure(fn):
+    """Adapt a plain ``fn()`` to the ``(ins, outs, attrs)`` calling convention of a step."""
+
+    def call(_i, _o, _a):
+        fn()
+
+    return call
+
+
+def prebuild(plan: Plan) -> list:
+    """``(callable, ins, outs, attrs, node)`` for every step, natives resolved once."""
+    nat = plan.device.native
+    calls = []
+    for node in plan.steps:
+        fn = node.fn
+        if isinstance(fn, KernelCall):
+            calls.append((fn.fn, [nat(x) for x in fn.ins], [nat(o) for o in fn.outs],
+                          fn.attrs, node))
+        else:
+            calls.append((_call_closure(fn), None, None, None, node))
+    return calls
+
+
+def replay_fn(calls):
+    """The plain replay: every call once, in order."""
+
+    def replay():
+        for f, i, o, a, _node in calls:
+            f(i, o, a)
+
+    return replay
+
+
+def wrap(plan: Plan, replay, profiled: bool):
+    """``replay`` wrapped by the ``around_replay`` stages of the plan's device, the first
+    registered outermost."""
+    for stage in reversed(stages_at(AROUND_REPLAY, plan.device)):
+        replay = stage.fn(plan, replay, profiled)
+        if not callable(replay):
+            raise GraphError(f"graph stage {stage.name!r} (around_replay) returned "
+                             f"{type(replay).__name__}, not the replay callable to run")
+    return replay
