@@ -17,10 +17,9 @@ import time
 import numpy as np
 import onnx
 import onnxruntime as ort
+import singa_onnx
 import torch
 from torch import nn
-
-import singa_onnx
 
 
 class SeedCNN(nn.Module):
@@ -109,8 +108,8 @@ def main():
             x = np.random.default_rng(0).standard_normal((b, *shape)).astype(np.float32)
             np.testing.assert_allclose(rep.run([x])[0], sess.run(None, {"x": x})[0],
                                        atol=1e-3, rtol=1e-3)
-            ts = median_time(lambda: rep.run([x]), args.reps)
-            to = median_time(lambda: sess.run(None, {"x": x}), args.reps)
+            ts = median_time(lambda r=rep, x=x: r.run([x]), args.reps)
+            to = median_time(lambda s=sess, x=x: s.run(None, {"x": x}), args.reps)
             print(f"{name:10s} {b:5d} {ts * 1e3:10.2f} {to * 1e3:10.2f} {ts / to:7.2f} "
                   f"{prep * 1e3:11.1f}", flush=True)
 
