@@ -12,7 +12,7 @@ import platform
 
 import nox
 
-nox.options.sessions = ["lint", "tests", "template", "cuda", "dist"]
+nox.options.sessions = ["lint", "tests", "template", "cuda", "dist", "onnx"]
 nox.options.reuse_existing_virtualenvs = False
 nox.options.error_on_missing_interpreters = True
 
@@ -183,3 +183,18 @@ def dist(session: nox.Session) -> None:
         session.run("mpiexec", "-n", "2", "python", "-m", "pytest", "-q", "-p",
                     "no:cacheprovider", "tests/dist/test_ops.py", "tests/dist/test_distopt.py",
                     "--singa-backend", "opencl", *session.posargs, env=cl_env)
+
+
+# torch comes from the CPU wheel on the machine's disk: pinned, and installed on its own so
+# that no resolver can swap in a CUDA build
+ONNX_DEPS = [CORE, "./packages/singa-cpu", "./packages/singa-onnx", ".[examples]", "onnx",
+             "onnxruntime"]
+
+
+@nox.session
+def onnx(session: nox.Session) -> None:
+    """singa-onnx: node tests (with the exclusion file), round trips, PyTorch models, fuzz."""
+    session.install(*TEST_DEPS, *ONNX_DEPS)
+    session.install("torch==2.13.0")
+    session.run("python", "-c", "import torch; assert not torch.version.cuda, torch.version.cuda")
+    session.run("pytest", "-q", "tests/onnx", *session.posargs, env={"SINGA_DEVICE": "cpu"})

@@ -17,6 +17,8 @@ __all__ = [
     "IndexOutOfRangeError",
     "DataFileError",
     "OutOfMemoryError",
+    "SingaONNXError",
+    "ExtensionUnavailableError",
     "HostFallbackWarning",
 ]
 
@@ -81,6 +83,18 @@ class DataFileError(SingaError, ValueError):
 
 class OutOfMemoryError(SingaError, MemoryError):
     """A tensor or buffer larger than the device can ever hold was requested."""
+
+
+class SingaONNXError(SingaError, ValueError):
+    """An ONNX model is malformed, hostile, or uses ops/attributes singa-onnx does not support.
+
+    The message names the node (or file) at fault and, for unsupported features, lists every
+    one found in the model at once.
+    """
+
+
+class ExtensionUnavailableError(SingaError, ImportError):
+    """An optional singa package (singa-onnx, singa-dist) is not installed or failed to import."""
 
 
 class HostFallbackWarning(UserWarning):

@@ -90,6 +90,16 @@ from ._nn import (
     _Conv2d,
     _Pooling2d,
 )
+from ._onnx_extra import (
+    ArgMax,
+    ConvTranspose2d,
+    ReduceMax,
+    ReduceMin,
+    argmax,
+    conv_transpose2d,
+    reduce_max,
+    reduce_min,
+)
 from ._shape import (
     AddBias,
     Concat,

@@ -1,0 +1,118 @@
+"""Inference of imported ONNX models: singa-onnx (CPU) against onnxruntime, same run.
+
+Models: the seed CNN and ResNet-18 (both written in PyTorch here and exported with
+``torch.onnx.export``), batch 1 and 32. Reports the median latency of each side, the ratio
+singa / onnxruntime, and singa's prepare time. The machine is shared: compare ratios.
+
+    python benchmarks/onnx_inference.py [--reps 10] [--models cnn resnet18]
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import statistics
+import time
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import singa_onnx
+import torch
+from torch import nn
+
+
+class SeedCNN(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1, self.conv2 = nn.Conv2d(1, 20, 5), nn.Conv2d(20, 50, 5)
+        self.fc1, self.fc2 = nn.Linear(800, 500), nn.Linear(500, 10)
+
+    def forward(self, x):
+        x = torch.max_pool2d(torch.relu(self.conv1(x)), 2)
+        x = torch.max_pool2d(torch.relu(self.conv2(x)), 2)
+        return self.fc2(torch.relu(self.fc1(torch.flatten(x, 1))))
+
+
+class Block(nn.Module):
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.c1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.b1 = nn.BatchNorm2d(cout)
+        self.c2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.b2 = nn.BatchNorm2d(cout)
+        self.short = None if stride == 1 and cin == cout else nn.Sequential(
+            nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        y = torch.relu(self.b1(self.c1(x)))
+        y = self.b2(self.c2(y))
+        return torch.relu(y + (x if self.short is None else self.short(x)))
+
+
+class ResNet18(nn.Module):
+    def __init__(self, classes=1000):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64),
+                                  nn.ReLU(), nn.MaxPool2d(3, 2, 1))
+        layers, cin = [], 64
+        for cout, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
+            layers += [Block(cin, cout, stride), Block(cout, cout, 1)]
+            cin = cout
+        self.layers = nn.Sequential(*layers)
+        self.fc = nn.Linear(512, classes)
+
+    def forward(self, x):
+        x = self.layers(self.stem(x))
+        return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1))
+
+
+MODELS = {"cnn": (SeedCNN, (1, 28, 28)), "resnet18": (ResNet18, (3, 224, 224))}
+
+
+def export(name):
+    cls, shape = MODELS[name]
+    m = cls().eval()
+    buf = io.BytesIO()
+    torch.onnx.export(m, (torch.zeros(1, *shape),), buf, input_names=["x"],
+                      dynamic_axes={"x": {0: "batch"}}, dynamo=False)
+    return onnx.load_from_string(buf.getvalue()), shape
+
+
+def median_time(fn, reps):
+    fn()  # warm-up (kernel compilation, memory pools)
+    times = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--reps", type=int, default=10)
+    p.add_argument("--models", nargs="+", default=list(MODELS))
+    p.add_argument("--batches", nargs="+", type=int, default=[1, 32])
+    args = p.parse_args()
+    print(f"{'model':10s} {'batch':>5s} {'singa ms':>10s} {'ort ms':>10s} {'ratio':>7s} "
+          f"{'prepare ms':>11s}")
+    for name in args.models:
+        onx, shape = export(name)
+        t = time.perf_counter()
+        rep = singa_onnx.prepare(onx)
+        prep = time.perf_counter() - t
+        sess = ort.InferenceSession(onx.SerializeToString(),
+                                    providers=["CPUExecutionProvider"])
+        for b in args.batches:
+            x = np.random.default_rng(0).standard_normal((b, *shape)).astype(np.float32)
+            np.testing.assert_allclose(rep.run([x])[0], sess.run(None, {"x": x})[0],
+                                       atol=1e-3, rtol=1e-3)
+            ts = median_time(lambda r=rep, x=x: r.run([x]), args.reps)
+            to = median_time(lambda s=sess, x=x: s.run(None, {"x": x}), args.reps)
+            print(f"{name:10s} {b:5d} {ts * 1e3:10.2f} {to * 1e3:10.2f} {ts / to:7.2f} "
+                  f"{prep * 1e3:11.1f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

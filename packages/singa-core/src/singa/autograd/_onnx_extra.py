@@ -1,0 +1,124 @@
+"""Operators the ONNX importer needs that SINGA's autograd lacked: max/min reductions and
+arg-max, transposed convolution, each over ops already in the op table (``ReduceMax``,
+``ReduceMin``, ``ArgMax``, ``Conv2dBackwardX``), so they run on every backend."""
+
+from __future__ import annotations
+
+from .. import _dtype
+from .. import _math as M
+from ..ops import OPS, run
+from ..ops._rules import normalize_axes
+from ._engine import Operator, is_training
+
+__all__ = ["ReduceMax", "ReduceMin", "ArgMax", "ConvTranspose2d", "reduce_max", "reduce_min",
+           "argmax", "conv_transpose2d"]
+
+
+class _ReduceExtreme(Operator):
+    """y = max (or min) of x over ``axes``; dx = dy at the extreme cells, split among ties.
+
+    dx_i = dy [x_i == y] / #{j : x_j == y} (the subgradient PyTorch's amax uses).
+    """
+
+    fn = None
+
+    def __init__(self, axes=None, keepdims=1):
+        super().__init__()
+        self.axes, self.keepdims = axes, bool(keepdims)
+
+    def forward(self, x):
+        axes = normalize_axes(type(self).__name__, self.axes, len(x.shp))
+        y = type(self).fn(x, axes, True)
+        self.norm_axes = axes
+        if is_training():
+            self.x, self.y_kept, self.ax = x, y, axes
+        if self.keepdims:
+            return y
+        return M.reshape(y, tuple(d for i, d in enumerate(x.shp) if i not in axes))
+
+    def backward(self, dy):
+        if not hasattr(self, "x"):
+            self._need_cache()
+        x, y = self.x, self.y_kept
+        mask = M.as_type(M.eq(x, M.broadcast_to(y, x.shp)), x.dt)
+        count = M.sum(mask, self.ax, True)
+        g = M.div(M.reshape(dy, y.shp), count)
+        return M.mul(mask, M.broadcast_to(g, x.shp))
+
+
+class ReduceMax(_ReduceExtreme):
+    """y = max over ``axes``; the gradient flows to the maximal cells."""
+
+    fn = staticmethod(M.reduce_max)
+
+
+class ReduceMin(_ReduceExtreme):
+    """y = min over ``axes``; the gradient flows to the minimal cells."""
+
+    fn = staticmethod(M.reduce_min)
+
+
+class ArgMax(Operator):
+    """Index (int32) of the first maximum along ``axis``; no gradient."""
+
+    def __init__(self, axis=0, keepdims=1):
+        super().__init__()
+        self.axis, self.keepdims = axis, bool(keepdims)
+
+    def forward(self, x):
+        y = M.argmax(x, self.axis, self.keepdims)
+        return y if y.dt == _dtype.kInt else M.as_type(y, _dtype.kInt)
+
+    def backward(self, dy):
+        return None
+
+
+def reduce_max(x, axes=None, keepdims=1):
+    return ReduceMax(axes, keepdims)(x)[0]
+
+
+def reduce_min(x, axes=None, keepdims=1):
+    return ReduceMin(axes, keepdims)(x)[0]
+
+
+def argmax(x, axis=0, keepdims=1):
+    return ArgMax(axis, keepdims)(x)[0]
+
+
+class ConvTranspose2d(Operator):
+    """y = conv_transpose(x, W) + b: the input gradient of a convolution, as a forward op.
+
+    With attrs of a convolution from y's shape to x's (stride, pads, dilation, group):
+    y = Conv2dBackwardX(x, W); dx = Conv2d(dy, W); dW = Conv2dBackwardW(x, dy);
+    db = sum(dy, (0, 2, 3)). W has shape (C_in, C_out / group, kh, kw).
+    """
+
+    def __init__(self, out_shape, stride=(1, 1), pads=(0, 0, 0, 0), dilation=(1, 1), group=1):
+        super().__init__()
+        self.out_shape = tuple(int(d) for d in out_shape)
+        self.attrs = {"stride": tuple(stride), "pads": tuple(pads),
+                      "dilation": tuple(dilation), "group": int(group)}
+
+    def forward(self, x, W, b=None):
+        y = run(OPS["Conv2dBackwardX"], [x, W], {**self.attrs, "x_shape": self.out_shape})[0]
+        if b is not None:
+            y = M.add(y, M.reshape(b, (1, b.shp[0], 1, 1)))
+        if is_training():
+            self.x, self.W, self.has_bias = x, W, b is not None
+        return y
+
+    def backward(self, dy):
+        if not hasattr(self, "x"):
+            self._need_cache()
+        dx = run(OPS["Conv2d"], [dy, self.W], self.attrs)[0] if self.needs_grad(0) else None
+        dW = run(OPS["Conv2dBackwardW"], [self.x, dy], {**self.attrs, "w_shape": self.W.shp})[0] \
+            if self.needs_grad(1) else None
+        if self.has_bias:
+            return dx, dW, M.sum(dy, (0, 2, 3))
+        return dx, dW
+
+
+def conv_transpose2d(x, W, b=None, out_shape=None, stride=(1, 1), pads=(0, 0, 0, 0),
+                     dilation=(1, 1), group=1):
+    op = ConvTranspose2d(out_shape, stride, pads, dilation, group)
+    return (op(x, W) if b is None else op(x, W, b))[0]

@@ -1,0 +1,518 @@
+"""Import: :class:`SingaBackend` (an ``onnx.backend.base.Backend``) and :class:`SingaRep`.
+
+``prepare`` validates the model (see :mod:`singa_onnx.validate`), evaluates constant
+sub-graphs once with onnx's reference evaluator, checks that every remaining node has a
+handler that understands all its attributes (one error lists every gap), and turns float
+initializers into parameter Tensors. ``SingaRep.run`` then executes the nodes through singa's
+autograd ops on the chosen device, freeing each intermediate after its last use.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx.backend.base import Backend, BackendRep
+from singa import device as device_mod
+from singa import tensor
+from singa.errors import DeviceUnavailableError, SingaError, SingaONNXError
+
+from . import validate
+from .handlers import HANDLERS, Context, onnx_to_np
+
+__all__ = ["SingaBackend", "SingaRep", "prepare", "run_node", "supports_device"]
+
+DEFAULT_MAX_ELEMENTS = 1 << 28  # 1 GiB of float32 per tensor unless prepare allows more
+
+_RANDOM_OPS = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
+               "Bernoulli", "Multinomial", "Dropout"}
+# ops whose outputs are host values even when their inputs live on the device
+_HOST_RESULT = {"Shape", "Size", "NonZero", "ConstantOfShape", "Range"}
+# ops that grow their output from small operands; guarded before the reference evaluates them
+_GROWING = {"Expand", "Tile", "ConstantOfShape", "Range", "Pad", "OneHot", "Resize",
+            "Upsample", "EyeLike", "Concat", "MatMul", "Gemm", "Einsum", "CastLike", "Cast"}
+
+
+def _resolve_device(dev):
+    if dev is None:
+        return device_mod.get_default_device()
+    if isinstance(dev, str):
+        name = dev.lower()
+        name = {"cpu": "cpu", "cuda": "cuda:0", "gpu": "cuda:0"}.get(name, name)
+        return device_mod.get_device(name)
+    return dev
+
+
+def _attrs_of(node) -> dict:
+    out = {}
+    for a in node.attribute:
+        if a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
+            out[a.name] = a  # reported as unsupported by the checks below
+            continue
+        v = onnx.helper.get_attribute_value(a)
+        if isinstance(v, bytes):
+            v = v.decode("utf-8", "replace")
+        elif isinstance(v, list) and v and isinstance(v[0], bytes):
+            v = [s.decode("utf-8", "replace") for s in v]
+        elif isinstance(v, onnx.TensorProto):
+            v = onnx.numpy_helper.to_array(v)
+        out[a.name] = v
+    return out
+
+
+def _np_of_tensor(t: onnx.TensorProto) -> np.ndarray:
+    try:
+        return onnx.numpy_helper.to_array(t)
+    except Exception as exc:
+        raise SingaONNXError(f"tensor {t.name!r} cannot be read: {exc}") from None
+
+
+class _Node:
+    """One node of the plan: where its handler, attributes and state live."""
+
+    __slots__ = ("proto", "name", "op_type", "inputs", "outputs", "attrs", "handler",
+                 "state", "evaluator", "index")
+
+    def __init__(self, proto, index):
+        self.proto = proto
+        self.index = index
+        self.name = proto.name or f"{proto.op_type}#{index}"
+        self.op_type = proto.op_type
+        self.inputs = list(proto.input)
+        self.outputs = list(proto.output)
+        self.attrs = _attrs_of(proto)
+        self.handler = HANDLERS.get(proto.op_type)
+        self.state = {}
+        self.evaluator = None
+
+
+def _problems(node: _Node) -> list[str]:
+    """What about ``node`` singa-onnx cannot run (empty when it can)."""
+    p = node.proto
+    if p.domain not in ("", "ai.onnx"):
+        return [f"{p.op_type} (domain {p.domain!r})"]
+    h = node.handler
+    if h is None:
+        return [f"op {p.op_type}"]
+    bad = [f"{p.op_type} attribute {k!r}" for k in node.attrs if k not in h.attrs]
+    if h.check is not None and not bad:
+        bad += [f"{p.op_type} {why}" for why in h.check(node.attrs)]
+    return bad
+
+
+def _guard_static(node: _Node, ins: list, max_elements: int) -> None:
+    """Refuse constant folding that would create more elements than allowed."""
+    def over(n):
+        if n > max_elements:
+            raise SingaONNXError(f"node {node.name!r}: {node.op_type} would create {n} "
+                                 f"elements, over the limit of {max_elements}")
+
+    def prod(s):
+        out = 1
+        for d in s:
+            out *= max(int(d), 0)
+        return out
+
+    op = node.op_type
+    try:
+        if op == "ConstantOfShape":
+            over(prod(ins[0].reshape(-1)))
+        elif op == "Expand":
+            over(max(prod(ins[1].reshape(-1)), 1) * max(ins[0].size, 1))
+        elif op == "Tile":
+            over(ins[0].size * prod(ins[1].reshape(-1)))
+        elif op == "Range":
+            s, lim, d = (float(np.asarray(v).reshape(-1)[0]) for v in ins[:3])
+            over(int(abs((lim - s) / d)) + 1 if d else 0)
+        elif op == "Pad":
+            over(ins[0].size + 2 * int(np.abs(ins[1]).sum()) * max(ins[0].size, 1))
+        elif op == "OneHot":
+            over(ins[0].size * abs(int(np.asarray(ins[1]).reshape(-1)[0])))
+        elif op in ("Resize", "Upsample"):
+            for v in ins[1:]:
+                if v is not None and v.size and v.dtype.kind == "f":
+                    over(int(ins[0].size * float(np.prod(np.abs(v)))))
+                elif v is not None and v.size:
+                    over(prod(v.reshape(-1)))
+        elif op == "EyeLike":
+            over(ins[0].size)
+    except (ValueError, TypeError, IndexError, ZeroDivisionError, OverflowError):
+        raise SingaONNXError(f"node {node.name!r}: {op} has malformed operands") from None
+
+
+class SingaRep(BackendRep):
+    """A prepared model: ``run(inputs, last_layers=None, aux_output=())``.
+
+    Attributes: ``dev`` (the device), ``params`` ({initializer name: Tensor}, the trainable
+    ones), ``states`` (batch-norm running statistics), ``input_names``, ``output_names``,
+    ``is_graph`` (return Tensors instead of numpy arrays; SONNXModel sets it).
+    """
+
+    def __init__(self, model, dev, nodes, consts, params, input_info, output_info, opset,
+                 max_elements):
+        super().__init__()
+        self.model = model
+        self.dev = dev
+        self.nodes = nodes
+        self.consts = consts
+        self.params = params
+        self.input_info = input_info
+        self.output_info = output_info
+        self.input_names = [n for n, _ in input_info]
+        self.output_names = [n for n, _ in output_info]
+        self.opset = opset
+        self.max_elements = max_elements
+        self.is_graph = False
+        self.scalar_outputs = set()
+        self.types = {}
+        self._last_use = self._compute_last_use()
+
+    def _compute_last_use(self):
+        last = {}
+        for i, n in enumerate(self.nodes):
+            for x in n.inputs:
+                if x:
+                    last[x] = i
+        return last
+
+    @property
+    def states(self) -> dict:
+        """Batch-norm running statistics, ``{node name + '/mean' or '/var': Tensor}``."""
+        out = {}
+        for n in self.nodes:
+            for k in ("mean", "var"):
+                if k in n.state:
+                    out[f"{n.name}/{k}"] = n.state[k]
+        return out
+
+    def _feed(self, inputs) -> dict:
+        if isinstance(inputs, dict):
+            missing = [n for n in self.input_names if n not in inputs]
+            if missing:
+                raise SingaONNXError(f"missing inputs {missing}; the model takes "
+                                     f"{self.input_names}")
+            items = [(n, inputs[n]) for n in self.input_names]
+        else:
+            if isinstance(inputs, (np.ndarray, tensor.Tensor)):
+                inputs = [inputs]
+            inputs = list(inputs)
+            if len(inputs) != len(self.input_names):
+                raise SingaONNXError(f"the model takes {len(self.input_names)} inputs "
+                                     f"{self.input_names}, got {len(inputs)}")
+            items = list(zip(self.input_names, inputs))
+        ctx = Context(self.dev, self.opset, "<inputs>", max_elements=self.max_elements)
+        feed = {}
+        for (name, _), (_, v) in zip(self.input_info, items):
+            if isinstance(v, tensor.Tensor):
+                feed[name] = v
+                continue
+            arr = np.asarray(v)
+            if arr.dtype == object or arr.dtype.kind in "USc":
+                raise SingaONNXError(f"input {name!r}: dtype {arr.dtype} is not supported")
+            feed[name] = ctx.tensor(arr)
+        return feed
+
+    def run(self, inputs, last_layers=None, aux_output=(), **kwargs):
+        """Run the model on ``inputs`` (a list in graph-input order, or a dict by name).
+
+        ``last_layers``: run only ``nodes[:last_layers]`` (negative counts from the end) and
+        return the outputs of the last node run; ``aux_output``: names of intermediate values
+        to return after the outputs. Returns numpy arrays in the declared ONNX types, or
+        Tensors when ``is_graph`` is set.
+        """
+        values = dict(self.consts)
+        values.update(self.params)
+        values.update(self._feed(inputs))
+        nodes = self.nodes if last_layers is None else self.nodes[:last_layers]
+        if not nodes and last_layers is not None:
+            raise SingaONNXError(f"last_layers={last_layers} leaves no node to run")
+        keep = set(self.output_names) | set(aux_output)
+        for i, node in enumerate(nodes):
+            self._run_node(node, values)
+            for x in node.inputs:
+                if x and self._last_use.get(x) == i and x not in keep and x not in \
+                        self.params and x not in self.consts:
+                    values.pop(x, None)
+        if last_layers is None:
+            names = self.output_names
+        else:
+            names = [o for o in nodes[-1].outputs if o]
+        missing = [n for n in list(names) + list(aux_output) if n not in values]
+        if missing:
+            raise SingaONNXError(f"values {missing} were not computed (unknown names?)")
+        declared = dict(self.output_info)
+        outs = [self._export(values[n], declared.get(n)) for n in names]
+        outs = [o.reshape(()) if n in self.scalar_outputs and isinstance(o, np.ndarray)
+                and o.size == 1 else o for n, o in zip(names, outs)]
+        outs += [self._export(values[n], None) for n in aux_output]
+        return outs
+
+    def _export(self, v, elem_type):
+        if self.is_graph:
+            if isinstance(v, tensor.Tensor):
+                return v
+            return Context(self.dev, self.opset).tensor(v)
+        arr = tensor.to_numpy(v) if isinstance(v, tensor.Tensor) else np.asarray(v)
+        dt = onnx_to_np(elem_type) if elem_type else None
+        if dt is not None and arr.dtype != dt:
+            arr = arr.astype(dt)
+        return arr
+
+    def _run_node(self, node, values):
+        ins = [values[x] if x else None for x in node.inputs]
+        while ins and ins[-1] is None:
+            ins.pop()
+        host = all(v is None or isinstance(v, np.ndarray) for v in ins) and \
+            node.op_type not in _RANDOM_OPS
+        if host and node.op_type not in _HOST_RESULT:
+            outs = _evaluate_on_host(node, ins, self.opset, self.max_elements)
+        else:
+            ctx = Context(self.dev, self.opset, node.name, node.op_type, node.state,
+                          self.max_elements)
+            attrs = dict(node.attrs)
+            attrs["__noutputs__"] = len([o for o in node.outputs if o])
+            ctx.in_types = [self.types.get(x) for x in node.inputs]
+            try:
+                outs = node.handler.fn(ctx, attrs, *ins)
+            except SingaONNXError:
+                raise
+            except (SingaError, ValueError, TypeError, IndexError, KeyError,
+                    ZeroDivisionError, OverflowError, AttributeError) as exc:
+                raise SingaONNXError(f"node {node.name!r} ({node.op_type}): {exc}") from None
+        if not isinstance(outs, (tuple, list)):
+            outs = (outs,)
+        for name, v in zip(node.outputs, outs):
+            if name:
+                values[name] = v
+
+
+def _evaluate_on_host(node, ins, opset, max_elements):
+    """A node whose operands are all host values, evaluated by onnx's reference runtime."""
+    _guard_static(node, ins, max_elements)
+    if node.evaluator is None:
+        try:
+            from onnx.reference import ReferenceEvaluator
+
+            node.evaluator = ReferenceEvaluator(node.proto, opsets={"": opset})
+        except Exception as exc:
+            raise SingaONNXError(f"node {node.name!r} ({node.op_type}) on constant inputs "
+                                 f"cannot be evaluated: {exc}") from None
+    feeds = {x: v for x, v in zip(node.inputs, ins) if x}
+    try:
+        outs = node.evaluator.run(None, feeds)
+    except Exception as exc:
+        raise SingaONNXError(f"node {node.name!r} ({node.op_type}) failed on its constant "
+                             f"inputs: {exc}") from None
+    for o in outs:
+        if isinstance(o, np.ndarray) and o.size > max_elements:
+            raise SingaONNXError(f"node {node.name!r}: result of {o.size} elements is over "
+                                 f"the limit of {max_elements}")
+    return [np.asarray(o) if o is not None else None for o in outs]
+
+
+def _build(model, dev, max_elements) -> SingaRep:
+    graph = model.graph
+    opset = validate.default_opset(model)
+    init_names = {t.name for t in graph.initializer}
+    for sp in graph.sparse_initializer:
+        raise SingaONNXError(f"sparse initializer {sp.values.name!r} is not supported")
+    input_info = []
+    for vi in graph.input:
+        if vi.name in init_names:
+            continue
+        if not vi.type.HasField("tensor_type"):
+            raise SingaONNXError(f"graph input {vi.name!r} is not a tensor (sequences, maps "
+                                 "and optionals are not supported)")
+        input_info.append((vi.name, vi.type.tensor_type.elem_type))
+    output_info = [(vo.name, vo.type.tensor_type.elem_type
+                    if vo.type.HasField("tensor_type") else 0) for vo in graph.output]
+    # outputs declared as scalars: singa may hold a one-element result as shape (1,)
+    scalar_outputs = {vo.name for vo in graph.output if vo.type.HasField("tensor_type")
+                      and vo.type.tensor_type.HasField("shape")
+                      and len(vo.type.tensor_type.shape.dim) == 0}
+    known = init_names | {n for n, _ in input_info}
+    ordered = validate.topological_order(graph, known)
+    nodes = [_Node(p, i) for i, p in enumerate(ordered)]
+
+    # which values are known before running: Constant outputs, initializers (for now), and
+    # the outputs of nodes whose operands are all known and not random
+    static = set(init_names)
+    float_inits = {t.name for t in graph.initializer
+                   if t.data_type in (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE,
+                                      onnx.TensorProto.FLOAT16)}
+    runtime_nodes, folded = [], []
+    trainable, frozen = set(), set()
+    host_valued = set()  # known only at run time, but always host values (shape arithmetic)
+    on_host = set()  # runtime nodes evaluated on the host (by onnx's reference runtime)
+    for n in nodes:
+        if n.op_type == "Constant":
+            folded.append(n)
+            static.update(o for o in n.outputs if o)
+            continue
+        operands = [x for x in n.inputs if x]
+        # a float initializer read as data by a node that runs is a parameter: its consumers
+        # are not constants (they run at run time and stay trainable)
+        is_static = n.op_type not in _RANDOM_OPS and all(
+            x in static and (x not in float_inits or _static_position(n, x)) for x in operands)
+        if is_static and operands:
+            folded.append(n)
+            static.update(o for o in n.outputs if o)
+        else:
+            runtime_nodes.append(n)
+            if n.op_type in ("Shape", "Size"):
+                host_valued.update(o for o in n.outputs if o)
+            elif operands and n.op_type not in _RANDOM_OPS and n.op_type not in _HOST_RESULT \
+                    and all(x in static or x in host_valued for x in operands) \
+                    and not any(x in float_inits and not _static_position(n, x)
+                                for x in operands):
+                host_valued.update(o for o in n.outputs if o)
+                on_host.add(id(n))
+            h = n.handler
+            for pos, x in enumerate(n.inputs):
+                if x in float_inits and h is not None:
+                    if pos in h.frozen_inputs:
+                        frozen.add(x)
+                    elif pos not in h.static_inputs:
+                        trainable.add(x)
+
+    problems = []
+    for n in runtime_nodes:
+        if id(n) in on_host:
+            if n.proto.domain not in ("", "ai.onnx"):
+                problems.append(f"{n.op_type} (domain {n.proto.domain!r}, node {n.name!r})")
+            continue
+        problems += [f"{p} (node {n.name!r})" for p in _problems(n)]
+    for n in folded:
+        if n.proto.domain not in ("", "ai.onnx"):
+            problems.append(f"{n.op_type} (domain {n.proto.domain!r}, node {n.name!r})")
+    if problems:
+        kinds = sorted({p.split(" (node")[0] for p in problems})
+        raise SingaONNXError(f"the model uses {len(kinds)} unsupported op(s)/attribute(s): "
+                             + "; ".join(kinds) + ". Where: " + "; ".join(problems[:50]))
+
+    consts = {}
+    for t in graph.initializer:
+        if t.name not in trainable and t.name not in frozen:
+            consts[t.name] = _np_of_tensor(t)
+    ctx = Context(dev, opset, "<initializers>", max_elements=max_elements)
+    params = {}
+    for t in graph.initializer:
+        if t.name in trainable or t.name in frozen:
+            p = ctx.tensor(_np_of_tensor(t))
+            p.name = t.name
+            p.requires_grad = t.name in trainable
+            p.stores_grad = t.name in trainable
+            params[t.name] = p
+    values = dict(consts)
+    for n in folded:
+        if n.op_type == "Constant":
+            values[n.outputs[0]] = _constant_value(n)
+            continue
+        ins = [values.get(x) if x else None for x in n.inputs]
+        while ins and ins[-1] is None:
+            ins.pop()
+        outs = _evaluate_on_host(n, ins, opset, max_elements)
+        for name, v in zip(n.outputs, outs):
+            if name:
+                values[name] = v
+    needed = {x for n in runtime_nodes for x in n.inputs if x} | {n for n, _ in output_info}
+    consts = {k: v for k, v in values.items() if k in needed and k not in params}
+    trainable_params = {k: v for k, v in params.items() if k in trainable}
+    rep = SingaRep(model, dev, runtime_nodes, consts, params, input_info, output_info, opset,
+                   max_elements)
+    rep.trainable = trainable_params
+    rep.scalar_outputs = scalar_outputs
+    # declared element types (singa holds ints as int32: some ops need the original type)
+    types = {t.name: t.data_type for t in graph.initializer}
+    for vi in list(graph.input) + list(graph.output) + list(graph.value_info):
+        if vi.type.HasField("tensor_type"):
+            types[vi.name] = vi.type.tensor_type.elem_type
+    for n in folded:
+        for o in n.outputs:
+            if o in values and isinstance(values[o], np.ndarray):
+                try:
+                    types[o] = onnx.helper.np_dtype_to_tensor_dtype(values[o].dtype)
+                except (KeyError, TypeError, ValueError):
+                    pass
+    rep.types = types
+    return rep
+
+
+def _static_position(node, name) -> bool:
+    h = node.handler
+    if h is None:
+        return False
+    return all(pos in h.static_inputs for pos, x in enumerate(node.inputs) if x == name)
+
+
+def _constant_value(node):
+    a = node.attrs
+    for k in ("value", "value_float", "value_int", "value_floats", "value_ints"):
+        if k in a:
+            v = np.asarray(a[k])
+            if k == "value_float" or k == "value_floats":
+                v = v.astype(np.float32)
+            elif k in ("value_int", "value_ints"):
+                v = v.astype(np.int64)
+            return v
+    raise SingaONNXError(f"node {node.name!r}: Constant with "
+                         f"{sorted(a)} (string or sparse values) is not supported")
+
+
+class SingaBackend(Backend):
+    """ONNX backend running models through singa's autograd ops on any singa device."""
+
+    @classmethod
+    def prepare(cls, model, device="CPU", max_elements=DEFAULT_MAX_ELEMENTS, base_dir=None,
+                **kwargs) -> SingaRep:
+        """Validate ``model`` (ModelProto, bytes or path) and plan it for ``device``.
+
+        ``device``: "CPU", "CUDA", a singa device name ("opencl:0") or a Device.
+        ``max_elements``: the largest tensor the model may create.
+        """
+        m, base = validate.load_model(model, base_dir)
+        validate.check_tensors(m, base, max_elements)
+        m = validate.check_model(m)
+        dev = _resolve_device(device)
+        return _build(m, dev, max_elements)
+
+    @classmethod
+    def run_node(cls, node, inputs, device="CPU", outputs_info=None, opset_version=None,
+                 **kwargs):
+        """Run one NodeProto on numpy ``inputs``; returns its outputs as numpy arrays."""
+        opset = opset_version or onnx.defs.onnx_opset_version()
+        names = [x for x in node.input if x]
+        if len(names) > len(inputs):
+            raise SingaONNXError(f"run_node: {node.op_type} takes {len(names)} inputs, got "
+                                 f"{len(inputs)}")
+        graph_inputs = [onnx.helper.make_tensor_value_info(
+            n, onnx.helper.np_dtype_to_tensor_dtype(np.asarray(v).dtype), np.shape(v))
+            for n, v in zip(names, inputs)]
+        outs = []
+        for i, o in enumerate(node.output):
+            if not o:
+                continue
+            et = 0
+            if outputs_info is not None and i < len(outputs_info):
+                et = onnx.helper.np_dtype_to_tensor_dtype(np.dtype(outputs_info[i][0]))
+            outs.append(onnx.helper.make_tensor_value_info(o, et or onnx.TensorProto.FLOAT,
+                                                           None))
+        graph = onnx.helper.make_graph([node], "run_node", graph_inputs, outs)
+        model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("",
+                                                                                      opset)])
+        rep = _build(model, _resolve_device(device),
+                     kwargs.get("max_elements", DEFAULT_MAX_ELEMENTS))
+        return rep.run(list(inputs))
+
+    @classmethod
+    def supports_device(cls, device: str) -> bool:
+        """Whether a singa backend for ``device`` ("CPU", "CUDA", "opencl", ...) is usable."""
+        try:
+            _resolve_device(device)
+            return True
+        except (DeviceUnavailableError, SingaError, ValueError):
+            return False
+
+
+prepare = SingaBackend.prepare
+run_node = SingaBackend.run_node
+supports_device = SingaBackend.supports_device

@@ -1,0 +1,403 @@
+"""Export: :func:`to_onnx` turns the autograd graph behind some output Tensors into ONNX.
+
+The graph is recovered from the outputs' creators (each op's ``src`` records); parameters
+(``stores_grad``) and other leaf tensors that are not listed as inputs become initializers.
+Each op is translated by a function in :data:`EXPORTERS`, keyed by the op's class name.
+The result passes ``onnx.checker`` and runs in onnxruntime with the same numbers.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+from singa import autograd, tensor
+from singa.errors import SingaONNXError
+
+__all__ = ["to_onnx", "SingaFrontend", "EXPORTERS", "EXPORT_OPSET"]
+
+EXPORT_OPSET = 17  # what PyTorch writes by default; every current runtime reads it
+EXPORT_IR = 8  # the IR version of opset 17
+
+_ONNX_TYPE = {tensor.float32: TensorProto.FLOAT, tensor.float16: TensorProto.FLOAT16,
+              tensor.int32: TensorProto.INT32, 3: TensorProto.INT8, 4: TensorProto.DOUBLE,
+              5: TensorProto.UINT8}
+
+
+class _Builder:
+    """Collects nodes and initializers while the graph is walked."""
+
+    def __init__(self):
+        self.nodes, self.inits = [], []
+        self._names: set = set()
+
+    def fresh(self, base: str) -> str:
+        base = re.sub(r"[^A-Za-z0-9_.:/-]", "_", base) or "v"
+        name, i = base, 1
+        while name in self._names:
+            name, i = f"{base}_{i}", i + 1
+        self._names.add(name)
+        return name
+
+    def const(self, base, value, dtype=None) -> str:
+        arr = np.asarray(value, dtype=dtype)
+        name = self.fresh(base)
+        self.inits.append(numpy_helper.from_array(arr, name))
+        return name
+
+    def node(self, op_type, inputs, outputs, name, **attrs):
+        self.nodes.append(helper.make_node(op_type, inputs, outputs, name=self.fresh(name),
+                                           **attrs))
+
+
+def _ints(v):
+    return np.asarray(list(v), np.int64)
+
+
+# ------------------------------------------------------------------ per-op exporters
+# each: (builder, op, input names, output names) -> None
+
+def _simple(onnx_type, **fixed):
+    def export(b, op, ins, outs):
+        b.node(onnx_type, ins, outs, op.name, **fixed)
+
+    return export
+
+
+def _compare(onnx_type):
+    # singa's comparisons give 0/1 in the input's type; ONNX's give bool: cast back
+    def export(b, op, ins, outs):
+        t = b.fresh(f"{op.name}_bool")
+        b.node(onnx_type, ins, [t], op.name)
+        b.node("Cast", [t], outs, op.name + "_cast", to=TensorProto.FLOAT)
+
+    return export
+
+
+def _logic(onnx_type):
+    def export(b, op, ins, outs):
+        bools = []
+        for i, x in enumerate(ins):
+            t = b.fresh(f"{op.name}_in{i}")
+            b.node("Cast", [x], [t], f"{op.name}_in{i}", to=TensorProto.BOOL)
+            bools.append(t)
+        t = b.fresh(f"{op.name}_bool")
+        b.node(onnx_type, bools, [t], op.name)
+        b.node("Cast", [t], outs, op.name + "_cast", to=TensorProto.FLOAT)
+
+    return export
+
+
+def _conv(b, op, ins, outs):
+    h = op.handle
+    pads = op.attrs.get("pads", h.pads)  # (top, bottom, left, right)
+    b.node("Conv", ins, outs, op.name, kernel_shape=list(h.kernel), strides=list(h.stride),
+           pads=[pads[0], pads[2], pads[1], pads[3]], dilations=list(h.dilation),
+           group=h.group)
+
+
+def _pool(b, op, ins, outs):
+    h = op.handle
+    pads = op.attrs.get("pads", h.pads)
+    kw = dict(kernel_shape=list(h.kernel), strides=list(h.stride),
+              pads=[pads[0], pads[2], pads[1], pads[3]])
+    if h.is_max_pooling:
+        b.node("MaxPool", ins, outs, op.name, **kw)
+    else:
+        b.node("AveragePool", ins, outs, op.name,
+               count_include_pad=int(h.count_include_pad), **kw)
+
+
+def _batchnorm(b, op, ins, outs):
+    mean = b.const(op.name + "_running_mean", op.running_mean.to_numpy())
+    var = b.const(op.name + "_running_var", op.running_var.to_numpy())
+    b.node("BatchNormalization", ins + [mean, var], outs, op.name,
+           epsilon=op.handle.eps, momentum=op.handle.factor)
+
+
+def _add_bias(b, op, ins, outs):
+    x, bias = ins
+    if op.axis == 0:
+        b.node("Add", [x, bias], outs, op.name)
+        return
+    col = b.fresh(op.name + "_col")
+    b.node("Unsqueeze", [bias, b.const(op.name + "_axes", _ints([1]))], [col], op.name + "_u")
+    b.node("Add", [x, col], outs, op.name)
+
+
+def _gemm(b, op, ins, outs):
+    b.node("Gemm", ins, outs, op.name, alpha=op.alpha, beta=op.beta, transA=int(op.transA),
+           transB=int(op.transB))
+
+
+def _axis_op(onnx_type):
+    def export(b, op, ins, outs):
+        b.node(onnx_type, ins, outs, op.name, axis=int(op.axis))
+
+    return export
+
+
+def _reshape(b, op, ins, outs):
+    b.node("Reshape", [ins[0], b.const(op.name + "_shape", _ints(op.shape))], outs, op.name)
+
+
+def _transpose(b, op, ins, outs):
+    perm = op.perm if op.perm is not None else None
+    kw = {} if perm is None else {"perm": [int(p) for p in perm]}
+    b.node("Transpose", ins, outs, op.name, **kw)
+
+
+def _squeeze_like(onnx_type):
+    def export(b, op, ins, outs):
+        axes = list(op.axis)
+        extra = [b.const(op.name + "_axes", _ints(axes))] if axes else []
+        b.node(onnx_type, ins + extra, outs, op.name)
+
+    return export
+
+
+def _split(b, op, ins, outs):
+    b.node("Split", ins + [b.const(op.name + "_split", _ints(op.sizes))], outs, op.name,
+           axis=int(op.ax))
+
+
+def _slice(b, op, ins, outs):
+    st, en, steps, axes = op.args
+    extra = [b.const(op.name + "_starts", _ints(st)), b.const(op.name + "_ends", _ints(en)),
+             b.const(op.name + "_axes", _ints(axes)), b.const(op.name + "_steps", _ints(steps))]
+    b.node("Slice", ins + extra, outs, op.name)
+
+
+def _reduce(onnx_type, axes_as_input):
+    def export(b, op, ins, outs):
+        axes = list(op.norm_axes) if hasattr(op, "norm_axes") else list(op.ax)
+        if axes_as_input:
+            b.node(onnx_type, ins + [b.const(op.name + "_axes", _ints(axes))], outs, op.name,
+                   keepdims=int(op.keepdims))
+        else:
+            b.node(onnx_type, ins, outs, op.name, axes=axes, keepdims=int(op.keepdims))
+
+    return export
+
+
+def _clip(b, op, ins, outs):
+    extra = ["" if op.min is None else b.const(op.name + "_min", np.float32(op.min)),
+             "" if op.max is None else b.const(op.name + "_max", np.float32(op.max))]
+    while extra and not extra[-1]:
+        extra.pop()
+    b.node("Clip", ins + extra, outs, op.name)
+
+
+def _cast(b, op, ins, outs):
+    b.node("Cast", ins, outs, op.name, to=_ONNX_TYPE[op.to])
+
+
+def _embedding(b, op, ins, outs):
+    b.node("Gather", [ins[1], ins[0]], outs, op.name, axis=0)
+
+
+def _gather(b, op, ins, outs):
+    idx = b.const(op.name + "_indices", np.asarray(op.idx.to_numpy(), np.int64))
+    b.node("Gather", [ins[0], idx], outs, op.name, axis=int(op.ax))
+
+
+def _dropout(b, op, ins, outs):
+    b.node("Dropout", [ins[0], b.const(op.name + "_ratio", np.float32(op.ratio))], outs,
+           op.name)
+
+
+def _pad(b, op, ins, outs):
+    b.node("Pad", [ins[0], b.const(op.name + "_pads", _ints(op.pads)),
+                   b.const(op.name + "_value", np.float32(op.constant))], outs, op.name,
+           mode=op.mode)
+
+
+def _upsample(b, op, ins, outs):
+    b.node("Resize", [ins[0], "", b.const(op.name + "_scales",
+                                          np.asarray(op.scales, np.float32))],
+           outs, op.name, mode="nearest", coordinate_transformation_mode="asymmetric",
+           nearest_mode="floor")
+
+
+def _tile(b, op, ins, outs):
+    b.node("Tile", [ins[0], b.const(op.name + "_repeats", _ints(op.reps))], outs, op.name)
+
+
+def _expand(b, op, ins, outs):
+    b.node("Expand", [ins[0], b.const(op.name + "_shape", _ints(op.shape))], outs, op.name)
+
+
+def _where(b, op, ins, outs):
+    cond = b.const(op.name + "_cond", op.cond.to_numpy() != 0)
+    b.node("Where", [cond] + ins, outs, op.name)
+
+
+def _depth(onnx_type):
+    def export(b, op, ins, outs):
+        kw = {"mode": op.mode} if onnx_type == "DepthToSpace" else {}
+        b.node(onnx_type, ins, outs, op.name, blocksize=op.b, **kw)
+
+    return export
+
+
+def _shape(b, op, ins, outs):
+    t = b.fresh(op.name + "_i64")
+    b.node("Shape", ins, [t], op.name)
+    b.node("Cast", [t], outs, op.name + "_cast", to=TensorProto.INT32)
+
+
+def _argmax(b, op, ins, outs):
+    t = b.fresh(op.name + "_i64")
+    b.node("ArgMax", ins, [t], op.name, axis=int(op.axis), keepdims=int(op.keepdims))
+    b.node("Cast", [t], outs, op.name + "_cast", to=TensorProto.INT32)
+
+
+def _mean_reduce(b, op, ins, outs):
+    # GlobalAveragePool keeps a helper _Reduce; its axes are the spatial ones
+    b.node("GlobalAveragePool", ins, outs, op.name)
+
+
+EXPORTERS = {
+    "_Conv2d": _conv, "_Pooling2d": _pool, "_BatchNorm2d": _batchnorm,
+    "ReLU": _simple("Relu"), "Sigmoid": _simple("Sigmoid"), "Tanh": _simple("Tanh"),
+    "Exp": _simple("Exp"), "Log": _simple("Log"), "Sqrt": _simple("Sqrt"),
+    "Abs": _simple("Abs"), "Sign": _simple("Sign"), "Ceil": _simple("Ceil"),
+    "Floor": _simple("Floor"), "Rounde": _simple("Round"), "Erf": _simple("Erf"),
+    "Cos": _simple("Cos"), "Cosh": _simple("Cosh"), "Sin": _simple("Sin"),
+    "Sinh": _simple("Sinh"), "Tan": _simple("Tan"), "Acos": _simple("Acos"),
+    "Acosh": _simple("Acosh"), "Asin": _simple("Asin"), "Asinh": _simple("Asinh"),
+    "Atan": _simple("Atan"), "Atanh": _simple("Atanh"), "SoftPlus": _simple("Softplus"),
+    "SoftSign": _simple("Softsign"), "Negative": _simple("Neg"),
+    "Reciprocal": _simple("Reciprocal"), "Identity": _simple("Identity"),
+    "Add": _simple("Add"), "Sub": _simple("Sub"), "Mul": _simple("Mul"),
+    "Div": _simple("Div"), "Pow": _simple("Pow"), "PRelu": _simple("PRelu"),
+    "Sum": _simple("Sum"), "Mean": _simple("Mean"), "Max": _simple("Max"),
+    "Min": _simple("Min"), "Matmul": _simple("MatMul"),
+    "Less": _compare("Less"), "Greater": _compare("Greater"), "Equal": _compare("Equal"),
+    "And": _logic("And"), "Or": _logic("Or"), "Xor": _logic("Xor"), "Not": _logic("Not"),
+    "LeakyRelu": lambda b, op, i, o: b.node("LeakyRelu", i, o, op.name, alpha=op.a),
+    "Elu": lambda b, op, i, o: b.node("Elu", i, o, op.name, alpha=op.alpha),
+    "SeLU": lambda b, op, i, o: b.node("Selu", i, o, op.name, alpha=op.alpha,
+                                       gamma=op.gamma),
+    "HardSigmoid": lambda b, op, i, o: b.node("HardSigmoid", i, o, op.name, alpha=op.alpha,
+                                              beta=op.gamma),
+    "Clip": _clip, "Cast": _cast, "AddBias": _add_bias, "Gemm": _gemm,
+    "SoftMax": _axis_op("Softmax"), "LogSoftMax": _axis_op("LogSoftmax"),
+    "Flatten": _axis_op("Flatten"), "Concat": lambda b, op, i, o: b.node(
+        "Concat", i, o, op.name, axis=int(op.ax)),
+    "Reshape": _reshape, "Transpose": _transpose, "Squeeze": _squeeze_like("Squeeze"),
+    "Unsqueeze": _squeeze_like("Unsqueeze"), "Split": _split, "Slice": _slice,
+    "ReduceSum": _reduce("ReduceSum", True), "ReduceMean": _reduce("ReduceMean", False),
+    "ReduceMax": _reduce("ReduceMax", False), "ReduceMin": _reduce("ReduceMin", False),
+    "GlobalAveragePool": _mean_reduce, "Embedding": _embedding, "Gather": _gather,
+    "Dropout": _dropout, "Pad": _pad, "UpSample": _upsample, "Tile": _tile,
+    "Expand": _expand, "Where": _where, "DepthToSpace": _depth("DepthToSpace"),
+    "SpaceToDepth": _depth("SpaceToDepth"), "Shape": _shape, "ArgMax": _argmax,
+}
+
+
+def _value_info(name, t):
+    return helper.make_tensor_value_info(name, _ONNX_TYPE.get(t.dtype, TensorProto.FLOAT),
+                                         list(t.shape))
+
+
+class SingaFrontend:
+    """SINGA's exporter class; :meth:`singa_to_onnx_model` is :func:`to_onnx`."""
+
+    @staticmethod
+    def singa_to_onnx_model(inputs, y, model_name="sonnx"):
+        return to_onnx(inputs, y, model_name)
+
+
+def to_onnx(inputs, y, model_name="sonnx") -> onnx.ModelProto:
+    """The ONNX model computing ``y`` (a Tensor or list of Tensors) from ``inputs``.
+
+    Run the forward pass on placeholder ``inputs`` first (any values; with
+    ``autograd.training`` off batch norm uses its running statistics), then export.
+    Parameters and constants behind ``y`` become initializers; the model's inputs are
+    ``inputs`` in order, its outputs ``y`` in order. Raises :class:`SingaONNXError` listing
+    every op that has no ONNX form (losses, for example).
+    """
+    ins = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
+    ys = list(y) if isinstance(y, (list, tuple)) else [y]
+    for t in ins + ys:
+        if not isinstance(t, tensor.Tensor):
+            raise SingaONNXError(f"to_onnx takes singa Tensors, got {type(t).__name__}")
+    b = _Builder()
+    input_names = {}
+    graph_inputs = []
+    for i, t in enumerate(ins):
+        name = b.fresh(t.name if not t.is_dummy() else f"input_{i}")
+        input_names[id(t)] = name
+        graph_inputs.append(_value_info(name, t))
+
+    # post-order walk over creators; values are keyed by (id(creator), output index)
+    value_name: dict = {}
+    order, seen, stack = [], set(), [yy.creator for yy in ys]
+    while stack:
+        op = stack[-1]
+        if id(op) in seen:
+            stack.pop()
+            continue
+        pending = [s for s, _, _, _ in op.src if id(s) not in seen]
+        if pending:
+            stack.extend(pending)
+            continue
+        seen.add(id(op))
+        stack.pop()
+        order.append(op)
+
+    missing = sorted({type(op).__name__ for op in order
+                      if not isinstance(op, autograd.Dummy)
+                      and type(op).__name__ not in EXPORTERS})
+    if missing:
+        raise SingaONNXError(f"to_onnx: no ONNX form for autograd op(s) {missing}; export the "
+                             "model's forward output, not a loss")
+
+    def name_of(src_op, xid):
+        if isinstance(src_op, autograd.Dummy):
+            t = src_op.tensor
+            key = (id(src_op), 0)
+            if key not in value_name:
+                if id(t) in input_names:
+                    value_name[key] = input_names[id(t)]
+                else:
+                    arr = tensor.to_numpy(t)
+                    value_name[key] = b.const(t.name, arr)
+            return value_name[key]
+        return value_name[(id(src_op), src_op.y_id2idx[xid])]
+
+    for yy in ys:  # outputs that are graph inputs or leaves directly
+        if isinstance(yy.creator, autograd.Dummy) and id(yy) in input_names:
+            value_name[(id(yy.creator), 0)] = input_names[id(yy)]
+    for op in order:
+        if isinstance(op, autograd.Dummy):
+            continue
+        in_names = [name_of(s, xid) for s, xid, _, _ in op.src]
+        outs = []
+        for idx in range(len(op.y_id2idx)):
+            n = b.fresh(f"{op.name}:{idx}")
+            value_name[(id(op), idx)] = n
+            outs.append(n)
+        EXPORTERS[type(op).__name__](b, op, in_names, outs)
+
+    graph_outputs = []
+    for i, yy in enumerate(ys):
+        src = yy.creator
+        n = name_of(src, id(yy))
+        out = b.fresh(f"output_{i}") if n in [o.name for o in graph_outputs] else n
+        if out != n:
+            b.node("Identity", [n], [out], f"output_{i}")
+        graph_outputs.append(_value_info(out, yy))
+    graph = helper.make_graph(b.nodes, model_name, graph_inputs, graph_outputs, b.inits)
+    model = helper.make_model(graph, producer_name="sonnx",
+                              opset_imports=[helper.make_opsetid("", EXPORT_OPSET)])
+    model.ir_version = EXPORT_IR
+    try:
+        onnx.checker.check_model(model, full_check=True)
+    except Exception as exc:
+        raise SingaONNXError(f"to_onnx produced a model that fails onnx.checker: {exc}") \
+            from None
+    return model

@@ -1,0 +1,161 @@
+"""The table of ONNX op handlers and the context they run in.
+
+A handler turns one ONNX node into singa autograd calls. It receives the node's inputs as
+singa Tensors (values computed at run time) or numpy arrays (values known without running the
+model: initializers that are not parameters, Constant nodes, shapes), and returns its outputs
+the same way. Handlers declare the attributes they understand so that every unsupported op or
+attribute of a model is found before anything runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+from singa import autograd, tensor
+from singa.errors import SingaONNXError
+
+__all__ = ["HANDLERS", "OpHandler", "Context", "register", "onnx_to_np"]
+
+
+@dataclass(frozen=True)
+class OpHandler:
+    """One ONNX op type: the function, the attributes it reads, and a value check.
+
+    ``check(attrs) -> list[str]`` returns the attribute values it cannot honour;
+    ``frozen_inputs`` are input positions whose initializers are state, not trainable
+    parameters (batch-norm running statistics); ``static_inputs`` are positions read as
+    host values (shapes, axes), which therefore must not be trainable either.
+    """
+
+    op_type: str
+    fn: Callable
+    attrs: frozenset
+    check: Callable | None = None
+    frozen_inputs: tuple = ()
+    static_inputs: tuple = ()
+    doc: str = field(default="", compare=False)
+
+
+HANDLERS: dict[str, OpHandler] = {}
+
+# attributes every op may carry without changing what it computes
+_HARMLESS = frozenset()
+
+
+def register(*op_types, attrs=(), check=None, frozen_inputs=(), static_inputs=()):
+    """Decorator: register ``fn(ctx, attrs, *inputs)`` for ``op_types``."""
+
+    def deco(fn):
+        for op in op_types:
+            HANDLERS[op] = OpHandler(op, fn, frozenset(attrs) | _HARMLESS, check,
+                                     tuple(frozen_inputs), tuple(static_inputs),
+                                     (fn.__doc__ or "").strip())
+        return fn
+
+    return deco
+
+
+# singa stores ints as int32 and booleans as 0/1 floats (SINGA's NP_TYPE_TO_SINGA_SUPPORT_TYPE)
+_TO_SINGA_NP = {
+    np.dtype(np.float32): np.float32, np.dtype(np.float64): np.float32,
+    np.dtype(np.float16): np.float32, np.dtype(np.bool_): np.float32,
+    np.dtype(np.int64): np.int32, np.dtype(np.int32): np.int32, np.dtype(np.int16): np.int32,
+    np.dtype(np.int8): np.int32, np.dtype(np.uint8): np.int32, np.dtype(np.uint16): np.int32,
+    np.dtype(np.uint32): np.int32,
+}
+
+
+def onnx_to_np(elem_type: int):
+    """numpy dtype of an ONNX TensorProto element type, or None when numpy has none."""
+    import onnx
+
+    try:
+        return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type))
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def singa_np_dtype(dt) -> type | None:
+    """The numpy dtype singa holds values of numpy dtype ``dt`` in (None: unsupported)."""
+    dt = np.dtype(dt)
+    if dt.name == "bfloat16":  # ml_dtypes' bfloat16 widens exactly to float32
+        return np.float32
+    return _TO_SINGA_NP.get(dt)
+
+
+class Context:
+    """What a handler may use: the device, conversions, and per-node state."""
+
+    def __init__(self, device, opset: int, node_name: str = "", op_type: str = "",
+                 state: dict | None = None, max_elements: int = 1 << 28):
+        self.device = device
+        self.opset = opset
+        self.node_name = node_name
+        self.op_type = op_type
+        self.state = state if state is not None else {}
+        self.max_elements = max_elements
+        self.in_types: list = []  # declared ONNX element types of the inputs, when known
+
+    def budget(self, shape) -> None:
+        """Refuse to create a tensor of ``shape`` past the element budget (hostile sizes)."""
+        dims = [int(d) for d in shape]
+        if any(d < 0 for d in dims):
+            raise self.error(f"negative dimension in {dims}")
+        n = 1
+        for d in dims:
+            n *= d
+        if n > self.max_elements:
+            raise self.error(f"{self.op_type} would create a tensor of shape {dims} ({n} "
+                             f"elements), over the limit of {self.max_elements} (pass "
+                             "max_elements to prepare to allow more)")
+
+    # --------------------------------------------------------------- conversions
+    def error(self, msg: str) -> SingaONNXError:
+        return SingaONNXError(f"node {self.node_name!r}: {msg}")
+
+    def tensor(self, v, like=None) -> tensor.Tensor:
+        """``v`` as a singa Tensor on the device (numpy values are copied in).
+
+        ``like``: a Tensor whose dtype ``v`` is cast to (ONNX requires matching operand types;
+        singa may hold them differently, e.g. a bool constant next to a float tensor).
+        """
+        if v is None:
+            return None
+        if isinstance(v, tensor.Tensor):
+            t = v
+        else:
+            arr = np.asarray(v)
+            want = singa_np_dtype(arr.dtype)
+            if want is None:
+                raise self.error(f"dtype {arr.dtype} is not supported by singa")
+            if want is np.int32 and arr.size and (arr.max() > 2**31 - 1 or arr.min() < -2**31):
+                # huge int64 sentinels (INT64_MAX "to the end") only make sense as host values
+                arr = np.clip(arr, -2**31, 2**31 - 1)
+            t = tensor.from_numpy(np.ascontiguousarray(arr.astype(want)), self.device)
+            t.requires_grad = False
+            t.stores_grad = False
+        if like is not None and t.dtype != like.dtype:
+            t = autograd.cast(t, like.dtype)
+        return t
+
+    def host(self, v) -> np.ndarray | None:
+        """``v`` as a numpy array (reads a Tensor back from the device)."""
+        if v is None:
+            return None
+        if isinstance(v, tensor.Tensor):
+            return tensor.to_numpy(v)
+        return np.asarray(v)
+
+    def ints(self, v) -> list[int] | None:
+        h = self.host(v)
+        return None if h is None else [int(i) for i in h.reshape(-1)]
+
+    @staticmethod
+    def is_host(v) -> bool:
+        return v is None or not isinstance(v, tensor.Tensor)
+
+
+def shape_of(v) -> tuple:
+    return tuple(v.shape)

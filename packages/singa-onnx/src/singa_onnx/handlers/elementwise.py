@@ -1,0 +1,269 @@
+"""Elementwise ONNX ops: activations, math, arithmetic, comparison and logic, Cast, Where."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from singa import autograd, tensor
+
+from ._registry import register
+
+
+def _pair(ctx, a, b):
+    """Both operands as Tensors of one dtype (host constants take the tensor's dtype)."""
+    if isinstance(a, tensor.Tensor):
+        return a, ctx.tensor(b, like=a)
+    b = ctx.tensor(b)
+    return ctx.tensor(a, like=b), b
+
+
+_UNARY = {
+    "Relu": autograd.relu, "Sigmoid": autograd.sigmoid, "Tanh": autograd.tanh,
+    "Exp": autograd.exp, "Log": autograd.log, "Sqrt": autograd.sqrt, "Abs": autograd.abs,
+    "Neg": autograd.negative, "Reciprocal": autograd.reciprocal, "Sign": autograd.sign,
+    "Ceil": autograd.ceil, "Floor": autograd.floor, "Round": autograd.rounde,
+    "Erf": autograd.erf, "Cos": autograd.cos, "Cosh": autograd.cosh, "Sin": autograd.sin,
+    "Sinh": autograd.sinh, "Tan": autograd.tan, "Acos": autograd.acos, "Acosh": autograd.acosh,
+    "Asin": autograd.asin, "Asinh": autograd.asinh, "Atan": autograd.atan,
+    "Atanh": autograd.atanh, "Softplus": autograd.softplus, "Softsign": autograd.softsign,
+    "Identity": autograd.identity, "Not": autograd._not,
+}
+
+
+def _unary(fn):
+    def handler(ctx, attrs, x):
+        return fn(ctx.tensor(x))
+
+    handler.__doc__ = f"y = {fn.__name__}(x)."
+    return handler
+
+
+for _op, _fn in _UNARY.items():
+    register(_op)(_unary(_fn))
+
+
+@register("LeakyRelu", attrs=("alpha",))
+def leaky_relu(ctx, attrs, x):
+    """y = x if x >= 0 else alpha x."""
+    return autograd.leakyrelu(ctx.tensor(x), attrs.get("alpha", 0.01))
+
+
+@register("Elu", attrs=("alpha",))
+def elu(ctx, attrs, x):
+    """y = x if x > 0 else alpha (exp(x) - 1)."""
+    return autograd.elu(ctx.tensor(x), attrs.get("alpha", 1.0))
+
+
+@register("Selu", attrs=("alpha", "gamma"))
+def selu(ctx, attrs, x):
+    """y = gamma (x if x > 0 else alpha (exp(x) - 1))."""
+    return autograd.selu(ctx.tensor(x), attrs.get("alpha", 1.67326319217681884765625),
+                         attrs.get("gamma", 1.05070102214813232421875))
+
+
+@register("HardSigmoid", attrs=("alpha", "beta"))
+def hard_sigmoid(ctx, attrs, x):
+    """y = max(0, min(1, alpha x + beta))."""
+    return autograd.hardsigmoid(ctx.tensor(x), attrs.get("alpha", 0.2), attrs.get("beta", 0.5))
+
+
+@register("HardSwish")
+def hard_swish(ctx, attrs, x):
+    """y = x hardsigmoid(x; 1/6, 1/2)."""
+    x = ctx.tensor(x)
+    return autograd.mul(x, autograd.hardsigmoid(x, 1.0 / 6.0, 0.5))
+
+
+@register("PRelu")
+def prelu(ctx, attrs, x, slope):
+    """y = x if x >= 0 else slope x (slope broadcast)."""
+    x, slope = _pair(ctx, x, slope)
+    return autograd.prelu(x, slope)
+
+
+@register("ThresholdedRelu", attrs=("alpha",))
+def thresholded_relu(ctx, attrs, x):
+    """y = x if x > alpha else 0."""
+    x = ctx.tensor(x)
+    mask = autograd.greater(x, ctx.tensor(np.float32(attrs.get("alpha", 1.0)), like=x))
+    return autograd.mul(x, mask)
+
+
+@register("Celu", attrs=("alpha",))
+def celu(ctx, attrs, x):
+    """y = max(0, x) + min(0, alpha (exp(x / alpha) - 1))."""
+    x = ctx.tensor(x)
+    a = float(attrs.get("alpha", 1.0))
+    # elu(x / a) * a is the same function and already has its gradient
+    scaled = autograd.mul(x, ctx.tensor(np.float32(1.0 / a), like=x))
+    return autograd.mul(autograd.elu(scaled, 1.0), ctx.tensor(np.float32(a), like=x))
+
+
+@register("Mish")
+def mish(ctx, attrs, x):
+    """y = x tanh(softplus(x))."""
+    x = ctx.tensor(x)
+    return autograd.mul(x, autograd.tanh(autograd.softplus(x)))
+
+
+@register("Gelu", attrs=("approximate",),
+          check=lambda a: [] if a.get("approximate", "none") in ("none", "tanh")
+          else [f"approximate={a['approximate']!r}"])
+def gelu(ctx, attrs, x):
+    """y = x/2 (1 + erf(x / sqrt 2)), or the tanh approximation."""
+    x = ctx.tensor(x)
+
+    def c(v):
+        return ctx.tensor(np.float32(v), like=x)
+
+    if attrs.get("approximate", "none") == "tanh":
+        inner = autograd.mul(autograd.add(x, autograd.mul(c(0.044715),
+                                                          autograd.mul(x, autograd.mul(x, x)))),
+                             c(math.sqrt(2.0 / math.pi)))
+        return autograd.mul(autograd.mul(x, c(0.5)), autograd.add(autograd.tanh(inner), c(1.0)))
+    e = autograd.erf(autograd.mul(x, c(1.0 / math.sqrt(2.0))))
+    return autograd.mul(autograd.mul(x, c(0.5)), autograd.add(e, c(1.0)))
+
+
+def _softmax_family(fn):
+    def handler(ctx, attrs, x):
+        x = ctx.tensor(x)
+        nd = len(x.shape)
+        if ctx.opset < 13:
+            # opsets 1-12 coerce to 2-D at `axis` (default 1) and normalise each row
+            axis = attrs.get("axis", 1)
+            axis = axis + nd if axis < 0 else axis
+            y = fn(autograd.flatten(x, axis), 1)
+            return autograd.reshape(y, list(x.shape))
+        return fn(x, attrs.get("axis", -1) % max(nd, 1))
+
+    return handler
+
+
+register("Softmax", attrs=("axis",))(_softmax_family(autograd.softmax))
+register("LogSoftmax", attrs=("axis",))(_softmax_family(autograd.log_softmax))
+
+
+@register("Clip", attrs=("min", "max"), static_inputs=(1, 2))
+def clip(ctx, attrs, x, lo=None, hi=None):
+    """y = min(max(x, min), max); min/max are attributes (opset < 11) or inputs."""
+    lo = ctx.host(lo) if lo is not None else attrs.get("min")
+    hi = ctx.host(hi) if hi is not None else attrs.get("max")
+    lo = None if lo is None else float(np.asarray(lo).reshape(-1)[0])
+    hi = None if hi is None else float(np.asarray(hi).reshape(-1)[0])
+    return autograd.clip(ctx.tensor(x), lo, hi)
+
+
+_BINARY = {"Add": autograd.add, "Sub": autograd.sub, "Mul": autograd.mul,
+           "Div": autograd.div, "Less": autograd.less, "Greater": autograd.greater,
+           "Equal": autograd.equal, "And": autograd._and, "Or": autograd._or,
+           "Xor": autograd._xor}
+
+
+def _binary(fn):
+    def handler(ctx, attrs, a, b):
+        a, b = _pair(ctx, a, b)
+        y = fn(a, b)
+        if fn is autograd.div and a.dtype == tensor.int32:
+            # ONNX integer division truncates toward zero
+            y = autograd.cast(y, tensor.int32)
+        return y
+
+    handler.__doc__ = f"y = {fn.__name__}(a, b), broadcasting."
+    return handler
+
+
+for _op, _fn in _BINARY.items():
+    register(_op)(_binary(_fn))
+
+
+@register("LessOrEqual")
+def less_equal(ctx, attrs, a, b):
+    """y = a <= b, as not(a > b)."""
+    a, b = _pair(ctx, a, b)
+    return autograd._not(autograd.greater(a, b))
+
+
+@register("GreaterOrEqual")
+def greater_equal(ctx, attrs, a, b):
+    """y = a >= b, as not(a < b)."""
+    a, b = _pair(ctx, a, b)
+    return autograd._not(autograd.less(a, b))
+
+
+@register("Pow")
+def pow_(ctx, attrs, a, b):
+    """y = a ** b (b broadcast; cast to a's type as ONNX's output type is a's)."""
+    a = ctx.tensor(a)
+    b = ctx.tensor(b, like=a)
+    return autograd.pow(a, b)
+
+
+def _nary(fn):
+    def handler(ctx, attrs, *xs):
+        out = ctx.tensor(xs[0])
+        for x in xs[1:]:
+            out = fn(*_pair(ctx, out, x))
+        return out
+
+    return handler
+
+
+register("Sum")(_nary(autograd.add))
+def _broadcast_pair(fn):
+    # singa's Max/Min take equal shapes: broadcast both operands first
+    def f(a, b):
+        shape = list(np.broadcast_shapes(tuple(a.shape), tuple(b.shape)))
+        a = a if list(a.shape) == shape else autograd.expand(a, shape)
+        b = b if list(b.shape) == shape else autograd.expand(b, shape)
+        return fn(a, b)
+
+    return f
+
+
+register("Max")(_nary(_broadcast_pair(autograd.max)))
+register("Min")(_nary(_broadcast_pair(autograd.min)))
+
+
+@register("Mean")
+def mean(ctx, attrs, *xs):
+    """y = (x_1 + ... + x_n) / n, broadcasting."""
+    s = _nary(autograd.add)(ctx, attrs, *xs)
+    return autograd.mul(s, ctx.tensor(np.float32(1.0 / len(xs)), like=s))
+
+
+_CAST_CHECK_OK = {1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13}  # numeric and bool ONNX types
+
+
+def _check_cast(attrs):
+    to = attrs.get("to")
+    return [] if to in _CAST_CHECK_OK else [f"to={to} (only numeric and bool types)"]
+
+
+@register("Cast", attrs=("to", "saturate", "round_mode"), check=_check_cast)
+def cast(ctx, attrs, x):
+    """y = x converted to type ``to`` (ints held as int32, bools as 0/1 floats)."""
+    x = ctx.tensor(x)
+    to = attrs["to"]
+    if to == 9:  # bool: nonzero -> 1
+        zero = ctx.tensor(np.zeros((), np.float32), like=x)
+        return autograd.cast(autograd._not(autograd.equal(x, zero)), tensor.float32)
+    want = tensor.float32 if to in (1, 10, 11) else tensor.int32
+    return x if x.dtype == want else autograd.cast(x, want)
+
+
+@register("CastLike", attrs=("saturate", "round_mode"))
+def cast_like(ctx, attrs, x, target):
+    """y = x converted to the type of ``target``."""
+    x = ctx.tensor(x)
+    t = ctx.tensor(target)
+    return x if x.dtype == t.dtype else autograd.cast(x, t.dtype)
+
+
+@register("Where")
+def where(ctx, attrs, cond, a, b):
+    """y = a where cond else b, broadcasting all three."""
+    a, b = _pair(ctx, a, b)
+    c = ctx.tensor(cond, like=a)
+    return autograd.where(a, b, c.data)

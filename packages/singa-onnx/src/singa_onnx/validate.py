@@ -1,0 +1,229 @@
+"""Loading and checking ONNX models that may come from strangers.
+
+In order, before anything is computed: parse (truncated or garbage files fail here), refuse
+external data outside the model's folder (the path-traversal class of CVE-2024-27318/27319),
+check every tensor's stated size against the bytes it holds, run ``onnx.checker`` in full
+mode, upgrade opsets older than 11 with ``onnx.version_converter``, and sort the graph (a cycle
+or a missing input names the node). Every problem is a :class:`SingaONNXError`.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import onnx
+from onnx import TensorProto
+from singa.errors import SingaONNXError
+
+from .handlers._registry import onnx_to_np
+
+__all__ = ["load_model", "check_model", "topological_order", "MIN_OPSET", "UPGRADE_TO"]
+
+MIN_OPSET = 11  # oldest opset handled natively; older models are upgraded
+UPGRADE_TO = 13
+MAX_FILE_BYTES = 1 << 31  # protobuf's own limit is 2 GiB
+
+# where each TensorProto data type keeps typed (non-raw) values
+_TYPED_FIELD = {
+    TensorProto.FLOAT: "float_data", TensorProto.COMPLEX64: "float_data",
+    TensorProto.DOUBLE: "double_data", TensorProto.COMPLEX128: "double_data",
+    TensorProto.INT64: "int64_data", TensorProto.UINT32: "uint64_data",
+    TensorProto.UINT64: "uint64_data", TensorProto.STRING: "string_data",
+}
+
+
+def _parse(data: bytes, what: str) -> onnx.ModelProto:
+    model = onnx.ModelProto()
+    try:
+        model.ParseFromString(data)
+    except Exception as exc:  # protobuf's DecodeError and friends
+        raise SingaONNXError(f"{what} is not a readable ONNX model (truncated or corrupt: "
+                             f"{exc}); re-export or re-download it") from None
+    return model
+
+
+def load_model(source, base_dir=None) -> tuple[onnx.ModelProto, str | None]:
+    """Parse ``source`` (a path, bytes, or ModelProto) without following external data.
+
+    Returns the model (a private copy) and the folder its external data may come from.
+    """
+    if isinstance(source, onnx.ModelProto):
+        model = onnx.ModelProto()
+        model.CopyFrom(source)
+        return model, base_dir
+    if isinstance(source, (bytes, bytearray)):
+        return _parse(bytes(source), "the given bytes"), base_dir
+    if isinstance(source, (str, os.PathLike)):
+        path = os.fspath(source)
+        try:
+            size = os.path.getsize(path)
+            if size > MAX_FILE_BYTES:
+                raise SingaONNXError(f"{path}: {size} bytes, over protobuf's 2 GiB limit; "
+                                     "store large weights as external data")
+            with open(path, "rb") as fh:
+                data = fh.read()
+        except OSError as exc:
+            raise SingaONNXError(f"cannot read ONNX model {path!r}: {exc}") from None
+        return _parse(data, path), (base_dir or os.path.dirname(os.path.abspath(path)))
+    raise SingaONNXError(f"expected an onnx.ModelProto, bytes or a path, got "
+                         f"{type(source).__name__}")
+
+
+def _all_tensors(graph, where="graph"):
+    """(TensorProto, description) for initializers and tensor attributes, subgraphs included."""
+    for t in graph.initializer:
+        yield t, f"initializer {t.name!r}"
+    for sp in graph.sparse_initializer:
+        yield sp.values, f"sparse initializer {sp.values.name!r}"
+    for node in graph.node:
+        for a in node.attribute:
+            if a.HasField("t"):
+                yield a.t, f"attribute {a.name!r} of node {node.name or node.op_type!r}"
+            for t in a.tensors:
+                yield t, f"attribute {a.name!r} of node {node.name or node.op_type!r}"
+            subs = ([a.g] if a.HasField("g") else []) + list(a.graphs)
+            for g in subs:
+                yield from _all_tensors(g, f"subgraph of {node.name or node.op_type!r}")
+
+
+def _external_info(t) -> dict:
+    return {e.key: e.value for e in t.external_data}
+
+
+def _load_external(t, what, base_dir, expected):
+    info = _external_info(t)
+    loc = info.get("location", "")
+    if base_dir is None:
+        raise SingaONNXError(f"{what} keeps its data in external file {loc!r}, but the model "
+                             "was not loaded from a path; pass the model's path to prepare")
+    if not loc or os.path.isabs(loc) or loc.startswith(("\\", "/")) or ":" in loc \
+            or ".." in loc.replace("\\", "/").split("/"):
+        raise SingaONNXError(f"{what}: external data location {loc!r} is not a plain relative "
+                             "path inside the model's folder; refusing to read it")
+    root = os.path.realpath(base_dir)
+    full = os.path.realpath(os.path.join(root, loc))
+    if os.path.commonpath([root, full]) != root:
+        raise SingaONNXError(f"{what}: external data {loc!r} resolves outside the model's "
+                             f"folder {root!r} (a symlink?); refusing to read it")
+    if not os.path.isfile(full):
+        raise SingaONNXError(f"{what}: external data file {loc!r} does not exist in {root!r}")
+    try:
+        offset = int(info.get("offset", 0))
+        length = int(info["length"]) if "length" in info else os.path.getsize(full) - offset
+    except ValueError:
+        raise SingaONNXError(f"{what}: external data offset/length are not integers") from None
+    fsize = os.path.getsize(full)
+    if offset < 0 or length < 0 or offset + length > fsize:
+        raise SingaONNXError(f"{what}: external data [{offset}, {offset + length}) is outside "
+                             f"{loc!r} ({fsize} bytes)")
+    if expected is not None and length != expected:
+        raise SingaONNXError(f"{what}: external data holds {length} bytes but dims "
+                             f"{list(t.dims)} need {expected}")
+    with open(full, "rb") as fh:
+        fh.seek(offset)
+        t.raw_data = fh.read(length)
+    del t.external_data[:]
+    t.data_location = TensorProto.DEFAULT
+
+
+def check_tensors(model, base_dir, max_elements: int) -> None:
+    """Sizes against contents for every tensor; external data read only from ``base_dir``."""
+    for t, what in _all_tensors(model.graph):
+        dims = list(t.dims)
+        if any(d < 0 for d in dims):
+            raise SingaONNXError(f"{what}: negative dimension in {dims}")
+        n = int(np.prod(dims, dtype=object)) if dims else 1
+        if n > max_elements:
+            raise SingaONNXError(f"{what}: dims {dims} hold {n} elements, over the limit of "
+                                 f"{max_elements} (pass max_elements to prepare to allow more)")
+        np_dt = onnx_to_np(t.data_type) if t.data_type != TensorProto.STRING else None
+        if np_dt is None and t.data_type != TensorProto.STRING:
+            raise SingaONNXError(f"{what}: data type {t.data_type} is not supported")
+        item = np_dt.itemsize if np_dt is not None else None
+        if t.data_type in (TensorProto.INT4, TensorProto.UINT4):
+            expected = (n + 1) // 2
+        else:
+            expected = None if item is None else n * item
+        if t.data_location == TensorProto.EXTERNAL:
+            _load_external(t, what, base_dir, expected)
+            continue
+        if t.HasField("raw_data") or t.raw_data:
+            if expected is not None and len(t.raw_data) != expected:
+                raise SingaONNXError(f"{what}: holds {len(t.raw_data)} bytes but dims {dims} "
+                                     f"of type {t.data_type} need {expected}")
+            continue
+        field = _TYPED_FIELD.get(t.data_type, "int32_data")
+        count = len(getattr(t, field))
+        if t.data_type in (TensorProto.COMPLEX64, TensorProto.COMPLEX128):
+            count //= 2
+        if t.data_type in (TensorProto.INT4, TensorProto.UINT4):
+            count *= 2
+        if count != n and not (t.data_type in (TensorProto.INT4, TensorProto.UINT4)
+                               and count == n + 1):
+            raise SingaONNXError(f"{what}: holds {count} values but dims {dims} need {n}")
+
+
+def check_model(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``onnx.checker`` in full mode, then the opset upgrade; returns the model to use."""
+    try:
+        onnx.checker.check_model(model, full_check=True)
+    except Exception as exc:  # ValidationError, InferenceError, or anything the checker hits
+        msg = str(exc).strip().splitlines()
+        raise SingaONNXError("the model fails onnx.checker (full check): "
+                             + " ".join(msg)[:2000]) from None
+    opset = default_opset(model)
+    if any(o.domain in ("", "ai.onnx") for o in model.opset_import) and opset < MIN_OPSET:
+        try:
+            model = onnx.version_converter.convert_version(model, UPGRADE_TO)
+            onnx.checker.check_model(model)
+        except Exception as exc:
+            raise SingaONNXError(f"the model uses opset {opset}; upgrading it to opset "
+                                 f"{UPGRADE_TO} with onnx.version_converter failed: {exc}; "
+                                 "re-export it with opset >= 11") from None
+    return model
+
+
+def default_opset(model) -> int:
+    for o in model.opset_import:
+        if o.domain in ("", "ai.onnx"):
+            return int(o.version)
+    return onnx.defs.onnx_opset_version()  # no default-domain import: no default-domain op
+
+
+def topological_order(graph, known: set) -> list:
+    """Nodes in dependency order; a cycle or an input nobody produces names the node."""
+    producer = {}
+    for i, node in enumerate(graph.node):
+        for o in node.output:
+            if not o:
+                continue
+            if o in producer or o in known:
+                raise SingaONNXError(f"node {node.name or node.op_type!r} (#{i}): output "
+                                     f"{o!r} is already produced elsewhere")
+            producer[o] = i
+    for i, node in enumerate(graph.node):
+        for x in node.input:
+            if x and x not in producer and x not in known:
+                raise SingaONNXError(f"node {node.name or node.op_type!r} (#{i}): input "
+                                     f"{x!r} is not a graph input, initializer or node output")
+    deps = [{producer[x] for x in n.input if x in producer} for n in graph.node]
+    users = [[] for _ in graph.node]
+    for i, d in enumerate(deps):
+        for j in d:
+            users[j].append(i)
+    pending = [len(d) for d in deps]
+    ready = [i for i, p in enumerate(pending) if p == 0]
+    order = []
+    while ready:
+        i = ready.pop(0)
+        order.append(i)
+        for u in users[i]:
+            pending[u] -= 1
+            if pending[u] == 0:
+                ready.append(u)
+    if len(order) != len(graph.node):
+        stuck = [graph.node[i].name or graph.node[i].op_type
+                 for i, p in enumerate(pending) if p > 0]
+        raise SingaONNXError(f"the graph has a cycle through node(s) {stuck[:10]}")
+    return [graph.node[i] for i in order]
