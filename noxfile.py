@@ -12,7 +12,10 @@ import platform
 
 import nox
 
-nox.options.sessions = ["lint", "tests", "template", "cuda", "dist", "onnx"]
+# `nox` runs these; "tests(backend='cuda')" needs a GPU and runs only when named
+# (`nox -s "tests(backend='cuda')"`); the `cuda` session is what a machine without one verifies
+nox.options.sessions = ["lint", "tests(backend='cpu')", "tests(backend='opencl')", "template",
+                        "cuda", "dist", "onnx"]
 nox.options.reuse_existing_virtualenvs = False
 nox.options.error_on_missing_interpreters = True
 
@@ -30,6 +33,12 @@ BACKENDS = {
         [CORE, "./packages/singa-cpu", "./packages/singa-opencl[cpu]"],
         ["tests/backend", "tests/nn", "packages/singa-opencl/tests"],
     ),
+    # only where an NVIDIA GPU and driver exist: not in the default sessions (see above); its
+    # preflight fails with the probe's reason anywhere else
+    "cuda": (
+        [CORE, "./packages/singa-cpu", "./packages/singa-cuda[cuda12]", ".[examples]"],
+        ["tests/backend", "tests/nn", "packages/singa-cuda/tests"],
+    ),
 }
 
 # backend -> the runs of its targets, each (what runs, extra environment). Each OpenCL run names
@@ -40,6 +49,7 @@ BACKENDS = {
 INTEL_CPU_RUNTIME = platform.system() == "Linux" and platform.machine() == "x86_64"
 RUNS = {
     "cpu": [("cpu", {})],
+    "cuda": [("cuda", {})],
     "opencl": [
         # pocl from PyPI; on a CPU its LLVM 14 does not know (AMD Zen 5) the preflight says so
         # in one line and the run is skipped, and the Intel run below covers the suite
