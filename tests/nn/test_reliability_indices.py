@@ -51,3 +51,36 @@ def test_softmax_cross_entropy_valid_ids_match_numpy(cpu):
     z = xs - xs.max(1, keepdims=True)
     want = -(z[np.arange(3), ts] - np.log(np.exp(z).sum(1))).mean()
     np.testing.assert_allclose(tensor.to_numpy(loss).ravel()[0], want, rtol=1e-5)
+
+
+@pytest.mark.parametrize("label", [2, 10**9, -1])
+def test_cross_entropy_class_ids(cpu, label):
+    # a one-hot of a bad id is a row of zeros: the loss would silently skip the sample
+    p = tensor.from_numpy(np.full((2, 2), 0.5, np.float32), cpu)
+    with pytest.raises(IndexOutOfRangeError, match=f"class id {label} is out of range"):
+        autograd.cross_entropy(p, _ids(cpu, label, 0))
+
+
+def test_cross_entropy_ids_match_numpy_and_its_gradient(cpu):
+    autograd.training = True
+    ps = np.array([[0.2, 0.8], [0.6, 0.4], [0.3, 0.7]], np.float32)
+    ids = np.array([1, 0, 0], np.int32)
+    p = tensor.from_numpy(ps, cpu)
+    p.requires_grad = p.stores_grad = True
+    loss = autograd.cross_entropy(p, tensor.from_numpy(ids, cpu))
+    want = -np.log(ps[np.arange(3), ids]).mean()
+    np.testing.assert_allclose(tensor.to_numpy(loss), [want], rtol=1e-6)
+    (_, dp), = [(q, g) for q, g in autograd.backward(loss) if q is p]
+    dense = np.eye(2, dtype=np.float32)[ids]
+    np.testing.assert_allclose(tensor.to_numpy(dp), -dense / ps / 3, rtol=1e-6)
+
+
+@pytest.mark.parametrize("fn", [autograd.softmax_cross_entropy, autograd.cross_entropy,
+                                autograd.mse_loss])
+def test_losses_refuse_an_empty_batch(cpu, fn):
+    from singa.errors import ShapeError
+
+    x = tensor.from_numpy(np.zeros((0, 3), np.float32), cpu)
+    t = tensor.from_numpy(np.zeros((0, 3), np.float32), cpu)
+    with pytest.raises(ShapeError, match="empty"):
+        fn(x, t)

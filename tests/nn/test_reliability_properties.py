@@ -120,10 +120,8 @@ def test_binary_autograd_ops(fn, a, b):
 def test_shape_ops_with_hostile_arguments(x, data):
     _train_mode()
     size = st.one_of(st.integers(-2, 5), st.just(HUGE))
-    # tile (negative repeats), pad (0-d input) and squeeze (an axis of a 0-d tensor) still
-    # raise raw errors; they are being reworked for SINGA compatibility in parallel
     which = data.draw(st.sampled_from(["reshape", "transpose", "cat", "gather", "slice",
-                                       "unsqueeze", "split"]))
+                                       "tile", "pad", "squeeze", "unsqueeze", "split"]))
     if which == "reshape":
         _outcome(autograd.reshape, x, data.draw(st.lists(size, max_size=4)))
     elif which == "transpose":
@@ -155,8 +153,7 @@ def test_shape_ops_with_hostile_arguments(x, data):
 @given(x=tensors(), t=tensors())
 def test_losses_with_hostile_targets(x, t):
     _train_mode()
-    # mse_loss (empty x: ZeroDivisionError) is being reworked for SINGA compatibility
-    for fn in (autograd.softmax_cross_entropy, autograd.cross_entropy):
+    for fn in (autograd.softmax_cross_entropy, autograd.cross_entropy, autograd.mse_loss):
         _outcome(fn, x, t)
 
 

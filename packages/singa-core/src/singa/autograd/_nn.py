@@ -216,12 +216,20 @@ class CrossEntropy(Operator):
     def forward(self, x):
         if len(x.shp) != 2:
             raise ShapeError(f"cross_entropy expects 2-D probabilities (N, C), got {x.shp}")
+        if 0 in x.shp:
+            raise ShapeError(f"cross_entropy: input {x.shp} is empty; a loss needs at least one "
+                             "sample and one class (check the batch)")
         tc = _target(self.t, x)
-        if len(tc.shp) == 1:
-            tc = run(_O["OneHot"], [tc], {"depth": x.shp[1], "axis": -1, "on_value": 1.0,
-                                          "off_value": 0.0, "dtype": x.dt})[0]
-        self.x, self.tc = x, tc
         n = x.shp[0]
+        if len(tc.shp) == 1:
+            # class ids: SINGA's CrossEntropyFwd, whose kernels refuse ids outside [0, C) on
+            # every backend (a one-hot of a bad id would be a silent row of zeros)
+            per_row = run(_O["CrossEntropyFwd"], [x, tc])[0]
+            self.x = x
+            self.tc = run(_O["OneHot"], [tc], {"depth": x.shp[1], "axis": -1, "on_value": 1.0,
+                                               "off_value": 0.0, "dtype": x.dt})[0]
+            return M.reshape(M.mul(M.sum(per_row), 1.0 / n), (1,))
+        self.x, self.tc = x, tc
         return M.reshape(M.mul(M.sum(M.mul(tc, M.log(x))), -1.0 / n), (1,))
 
     def backward(self, dy=1.0):
@@ -272,6 +280,9 @@ class MeanSquareError(Operator):
         t = t if t is not None else (self.t.data if hasattr(self.t, "data") else self.t)
         if t.shp != x.shp:
             raise ShapeError(f"mse_loss: target {t.shp} must match x {x.shp}")
+        if x.size == 0:
+            raise ShapeError(f"mse_loss: x {x.shp} is empty; the mean of no squared errors is "
+                             "undefined (check the batch)")
         self.diff = M.sub(x, t)
         return M.reshape(M.mul(M.sum(M.square(self.diff)), 1.0 / x.size), (1,))
 

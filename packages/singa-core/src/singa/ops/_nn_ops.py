@@ -678,6 +678,9 @@ def _target_kind(op: str, logits, target) -> str:
         raise ShapeError(f"{op}: input must be 2-D (N, C), got shape {logits.shp}; flatten it "
                          "first, e.g. x.reshape((N, -1))")
     n = logits.shp[0]
+    if n == 0 or logits.shp[1] == 0:
+        raise ShapeError(f"{op}: input {logits.shp} is empty; a loss needs at least one sample "
+                         "and one class (check the batch and the layer producing the logits)")
     if target.dt == _dtype.kInt:
         if target.shp != (n,):
             raise ShapeError(

@@ -59,7 +59,9 @@ def pad(ins, outs, attrs):
     x, out = ins[0], outs[0]
     widths = _widths(attrs["pads"], x.ndim)
     mode = attrs.get("mode", "constant")
-    if mode == "constant":
+    if not widths:  # a 0-d tensor: nothing to pad (np.pad refuses an empty pad_width)
+        np.copyto(out, x)
+    elif mode == "constant":
         out.fill(attrs.get("value", 0))
         out[_interior(widths, x.shape)] = x
     else:
