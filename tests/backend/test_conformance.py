@@ -13,7 +13,9 @@ from singa.testing.conformance import (  # noqa: F401  (pytest collects the impo
     test_fused,
     test_inplace,
     test_kernel_table,
+    test_large,
     test_layouts,
     test_random_seed,
     test_random_stats,
+    test_special,
 )

@@ -314,7 +314,7 @@ def test_conformance_module_documents_the_one_command():
     import singa.testing.conformance as kit
 
     assert "pytest --pyargs singa.testing.conformance --singa-backend" in kit.__doc__
-    assert set(kit.KINDS) == {"forward", "layouts", "inplace", "random_stats", "random_seed",
-                              "fused"}
+    assert set(kit.KINDS) == {"forward", "special", "large", "layouts", "inplace",
+                              "random_stats", "random_seed", "fused"}
     for kind in kit.KINDS:  # every kind is documented and exported
         assert f"``test_{kind}``" in kit.__doc__ and f"test_{kind}" in kit.__all__

@@ -245,8 +245,36 @@ def _conv2d_backward_w_infer(ins, attrs):
     return [(w_shape, dt)]
 
 
+def _sample_large_conv_geometry(g):
+    """A convolution large enough for the paths backends pick by geometry: 3x3 stride-1
+    layers with >= 16 channels (Winograd), 1x1 stride-1 unpadded ones (a plain GEMM), and
+    strided/dilated/grouped/5x5 ones with >= 64 output pixels an image (per-image im2col)."""
+    kind = g.choice(["winograd", "pointwise", "im2col"])
+    n = g.integers(2, 3)
+    if kind == "winograd":
+        c, o, k, s, d, group = g.integers(16, 20), g.integers(16, 20), 3, 1, 1, 1
+        p = g.integers(0, 1)
+        pads = (p, p, p, p)
+        h, w = g.integers(6, 14), g.integers(6, 14)
+    elif kind == "pointwise":
+        c, o, k, s, d, group = g.integers(8, 20), g.integers(8, 20), 1, 1, 1, 1
+        pads = (0, 0, 0, 0)
+        h, w = g.integers(8, 20), g.integers(8, 20)
+    else:
+        group = g.choice([1, 2])
+        c, o = group * g.integers(2, 6), group * g.integers(2, 8)
+        k, s, d = g.choice([3, 5]), g.integers(1, 2), g.integers(1, 2)
+        pads = tuple(g.integers(0, 2) for _ in range(4))
+        h, w = g.integers(20, 28), g.integers(20, 28)
+    attrs = {"stride": (s, s), "pads": pads, "dilation": (d, d), "group": group}
+    xs, ws = (n, c, h, w), (o, c // group, k, k)
+    return xs, ws, attrs, conv2d_geometry("Conv2d", xs, ws, attrs)
+
+
 def _sample_conv_geometry(g):
     """Tiny random convolution: (x_shape, w_shape, attrs, (Ho, Wo), O)."""
+    if g.large:
+        return _sample_large_conv_geometry(g)
     group = g.choice([1, 1, 2, 3])
     cg, og = g.integers(1, 2), g.integers(1, 2)
     kh, kw = g.integers(1, 3), g.integers(1, 3)
@@ -464,6 +492,13 @@ def _pooling2d_backward_infer(ins, attrs):
 
 
 def _sample_pool(g, dtype):
+    if g.large:  # past the 2**17-element threshold for threads; 2x2/2 has its own path
+        attrs = g.choice([{"kernel": (2, 2), "stride": (2, 2)},
+                          {"kernel": (3, 3), "stride": (2, 2), "pads": (1, 1, 1, 1)}])
+        attrs = {**attrs, "mode": g.choice(["max", "avg"]), "ceil_mode": g.booleans(),
+                 "count_include_pad": g.booleans()}
+        shape = (g.integers(2, 4), g.integers(8, 16), g.integers(64, 80), g.integers(64, 80))
+        return g.array(shape, dtype, -3, 3), attrs
     kh, kw = g.integers(1, 3), g.integers(1, 3)
     attrs = {
         "kernel": (kh, kw),
@@ -598,6 +633,9 @@ def _batchnorm_backward_infer(ins, attrs):
 
 
 def _bn_shape(g):
+    if g.large:  # past the 2**20-element threshold for threads
+        return g.choice([(g.integers(8, 12), g.integers(8, 16), 96, 96),
+                         (g.integers(4096, 8192), g.integers(200, 260))])
     n, c = g.integers(1, 3), g.integers(1, 3)
     if g.choice([False, True]):
         return (max(n, 2), c)
