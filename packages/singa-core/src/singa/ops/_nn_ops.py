@@ -30,8 +30,6 @@ __all__ = ["Conv2dGeometry", "Pool2dGeometry", "conv2d_geometry", "pool2d_geomet
 
 _F16 = _dtype.kFloat16
 _F32 = _dtype.kFloat32
-#: Tolerances for ops that accumulate many products (float16 results are rounded once more).
-_ACC_TOL = {_F32: (1e-4, 1e-4), _F16: (2e-2, 5e-2)}
 
 
 # ============================================================== attribute normalisation
@@ -316,7 +314,24 @@ _CONV_ATTRS = """
     ``g*O/group ...``) sees only input block ``g``. Output size
     ``Ho = (H + top + bottom - dh*(kh-1) - 1) // sh + 1`` (likewise ``Wo``)."""
 
-defop("Conv2d", -1, _conv2d_infer, _conv2d_ref, _conv2d_sample, dtypes=FHD, tol=_ACC_TOL,
+def _conv2d_bound(x, W, b=None, **attrs):
+    n = W.shape[1] * W.shape[2] * W.shape[3] + (b is not None)
+    return np.sqrt(n) * _conv2d_ref(np.abs(x), np.abs(W), None if b is None else np.abs(b),
+                                    **attrs)
+
+
+def _conv2d_backward_x_bound(dy, W, x_shape, **attrs):
+    n = W.shape[0] // attrs.get("group", 1) * W.shape[2] * W.shape[3]
+    return np.sqrt(n) * _conv2d_backward_x_ref(np.abs(dy), np.abs(W), x_shape, **attrs)
+
+
+def _conv2d_backward_w_bound(dy, x, w_shape, **attrs):
+    n = dy.shape[0] * dy.shape[2] * dy.shape[3]
+    return np.sqrt(n) * _conv2d_backward_w_ref(np.abs(dy), np.abs(x), w_shape, **attrs)
+
+
+defop("Conv2d", -1, _conv2d_infer, _conv2d_ref, _conv2d_sample, dtypes=FHD,
+      acc_bound=_conv2d_bound,
       doc="""2-D convolution (cross-correlation, no kernel flip), NCHW.
 
     Inputs: ``x[N, C, H, W]``, ``W[O, C/group, kh, kw]`` and optionally ``b[O]`` (2 or 3
@@ -327,7 +342,7 @@ defop("Conv2d", -1, _conv2d_infer, _conv2d_ref, _conv2d_sample, dtypes=FHD, tol=
     """ + _CONV_ATTRS)
 
 defop("Conv2dBackwardX", 2, _conv2d_backward_x_infer, _conv2d_backward_x_ref,
-      _conv2d_backward_x_sample, dtypes=FHD, tol=_ACC_TOL,
+      _conv2d_backward_x_sample, dtypes=FHD, acc_bound=_conv2d_backward_x_bound,
       doc="""Gradient of Conv2d with respect to x: ``(dy[N, O, Ho, Wo], W) -> dx[x_shape]``.
 
     The adjoint of the convolution (a transposed convolution): every cell of ``x`` that
@@ -337,7 +352,7 @@ defop("Conv2dBackwardX", 2, _conv2d_backward_x_infer, _conv2d_backward_x_ref,
     """ + _CONV_ATTRS)
 
 defop("Conv2dBackwardW", 2, _conv2d_backward_w_infer, _conv2d_backward_w_ref,
-      _conv2d_backward_w_sample, dtypes=FHD, tol=_ACC_TOL,
+      _conv2d_backward_w_sample, dtypes=FHD, acc_bound=_conv2d_backward_w_bound,
       doc="""Gradient of Conv2d with respect to W: ``(dy[N, O, Ho, Wo], x) -> dW[w_shape]``::
 
         dW[o, c', i, j] = sum_{n, p, q} dy[n, o, p, q]
@@ -538,7 +553,6 @@ _POOL_ATTRS = """
     Max pooling ignores padding (padding never wins)."""
 
 defop("Pooling2d", 1, _pooling2d_infer, _pooling2d_ref, _pooling2d_sample, dtypes=FHD,
-      tol={_F16: (1e-2, 1e-2)},
       doc="""2-D max or average pooling, NCHW: ``x[N, C, H, W] -> y[N, C, Ho, Wo]``::
 
         y[n, c, p, q] = max / mean of x[n, c, p*sh - top + i, q*sw - left + j], 0 <= i < kh,
@@ -546,7 +560,7 @@ defop("Pooling2d", 1, _pooling2d_infer, _pooling2d_ref, _pooling2d_sample, dtype
     """ + _POOL_ATTRS)
 
 defop("Pooling2dBackward", 3, _pooling2d_backward_infer, _pooling2d_backward_ref,
-      _pooling2d_backward_sample, dtypes=FHD, tol={_F16: (1e-2, 1e-2)},
+      _pooling2d_backward_sample, dtypes=FHD,
       doc="""Gradient of Pooling2d: ``(dy[N, C, Ho, Wo], x, y) -> dx[N, C, H, W]``.
 
     Max: each ``dy[n, c, p, q]`` goes to the *first* maximal input cell of its window (window

@@ -10,6 +10,10 @@
   :func:`~singa.testing.cases.sample_cases` for drawing cases outside hypothesis.
 - :mod:`singa.testing.checks`: tolerances, reference evaluation, comparisons, strided views
   and statistical checks, reusable in a backend's own tests.
+- :mod:`singa.testing.special`: the special values (NaN, infinities, signed zeros, ties) of
+  ``test_special`` and the semantics each op gives them.
+- :mod:`singa.testing.report`: ``python -m singa.testing --backend NAME [--json PATH]``, a
+  table of op x dtype -> native / host fallback / failed / not declared and a summary line.
 
 Importing this package imports neither pytest nor hypothesis; the submodules do.
 """

@@ -279,8 +279,7 @@ class Cases:
         if n <= ELEMENTWISE_LIMIT:
             vals = self.data.draw(st.lists(elem, min_size=n, max_size=n), label="values")
             return np.array(vals, dtype=dt).reshape(shape)
-        seed = self.data.draw(st.integers(0, 2**32 - 1), label="values seed")
-        rng = np.random.default_rng(seed)
+        rng = self._rng()
         if dt.kind == "f":
             flat = rng.uniform(lo, hi, n).astype(dt)
             flat = np.clip(flat, dt.type(lo), dt.type(hi))
@@ -292,6 +291,14 @@ class Cases:
         for _ in range(k):
             flat[self.integers(0, n - 1)] = self.data.draw(elem)
         return flat.reshape(shape)
+
+    def _rng(self) -> np.random.Generator:
+        """A numpy generator for a large array from a drawn seed. Each call of a case mixes
+        in a counter: hypothesis often draws equal seeds, and two inputs with the same values
+        (dy equal to x) are a special case, not the general one."""
+        self._streams = getattr(self, "_streams", 0) + 1
+        seed = self.data.draw(st.integers(0, 2**32 - 1), label="values seed")
+        return np.random.default_rng([seed, self._streams])
 
     def distinct_array(self, shape, dtype, low: float = -3, high: float = 3) -> np.ndarray:
         """Pairwise-distinct values in ``[low, high]``, at least 4 ulps of ``dtype`` apart.
@@ -335,8 +342,13 @@ class Cases:
     def signs(self, shape) -> np.ndarray:
         """An int8 array of -1 and +1 (``x * g.signs(x.shape)`` keeps x's dtype)."""
         n = math.prod(shape)
-        vals = self.data.draw(st.lists(st.booleans(), min_size=n, max_size=n), label="signs")
-        return np.where(np.array(vals, dtype=bool), -1, 1).astype(np.int8).reshape(shape)
+        if n <= ELEMENTWISE_LIMIT:
+            vals = self.data.draw(st.lists(st.booleans(), min_size=n, max_size=n),
+                                  label="signs")
+            neg = np.array(vals, dtype=bool)
+        else:
+            neg = self._rng().random(n) < 0.5
+        return np.where(neg, -1, 1).astype(np.int8).reshape(shape)
 
     def mask(self, shape) -> np.ndarray:
         """A bool array (shrinks toward all False)."""
@@ -344,8 +356,7 @@ class Cases:
         if n <= ELEMENTWISE_LIMIT:
             vals = self.data.draw(st.lists(st.booleans(), min_size=n, max_size=n), label="mask")
             return np.array(vals, dtype=bool).reshape(shape)
-        seed = self.integers(0, 2**32 - 1)
-        return np.random.default_rng(seed).random(n).reshape(shape) < 0.5
+        return self._rng().random(n).reshape(shape) < 0.5
 
     def index_array(self, shape, n: int) -> np.ndarray:
         """int32 indices in ``[0, n)`` (for Take/Gather/embedding lookups)."""
