@@ -508,3 +508,56 @@ def test_old_tolerances_missed_what_the_new_ones_catch():
     new = rng.normal(0.5, 1.05, 250 * 250).astype(np.float32)
     with pytest.raises(AssertionError, match="std"):
         checks.check_random_draws("Gaussian", new, np.full(new.size, 0.5), attrs, "new")
+
+
+# ---------------------------------------------------------------------- the report
+def test_report_tables_a_backend_and_writes_json(mutant_site, tmp_path):
+    """``python -m singa.testing --backend NAME --json PATH``: op x dtype -> native / host
+    fallback / failed / not declared, a summary line, the same as JSON; exit status 1 when
+    a pair failed. (mutcpu: the CPU table with deliberate bugs.)"""
+    out = tmp_path / "report.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SINGA_")}
+    env["PYTHONPATH"] = str(mutant_site)
+    cmd = [sys.executable, "-m", "singa.testing", "--backend", "mutcpu", "--json", str(out),
+           "--examples", "10", "--", "-k", "special and (Round or Neg)", "--singa-no-shrink"]
+    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
+    rows = {line.split()[0]: line.split()[1:] for line in proc.stdout.splitlines()
+            if line.split() and line.split()[0] in ("Round", "Neg", "Add", "Erf")}
+    assert rows["Round"][:3] == ["FAILED", "FAILED", "FAILED"], proc.stdout  # all float dtypes
+    assert rows["Neg"][:4] == ["native"] * 4 and rows["Add"][:4] == ["native"] * 4
+    m = re.search(r"^summary: mutcpu: (\d+) native, (\d+) host fallback, (\d+) failed, "
+                  r"(\d+) not declared \(of (\d+) op/dtype pairs\)$", proc.stdout, re.M)
+    assert m, proc.stdout[-2000:]
+    native, fallback, failed, undeclared, total = map(int, m.groups())
+    assert failed == 3 and fallback == 0 and native + undeclared + failed == total
+    data = __import__("json").loads(out.read_text())
+    assert data["summary"]["failed"] == 3 and data["summary"]["pairs"] == total
+    assert data["ops"]["Round"]["float32"]["tests"] == {"special": "failed"}
+    assert data["ops"]["Neg"]["float16"] == {"status": "native", "known_failure": False,
+                                             "tests": {"special": "passed"}}
+
+
+def test_report_counts_host_fallback_and_undeclared(mutant_site, tmp_path):
+    """Without a kit run (``--no-run``): norandcpu has no random kernels and no host
+    fallback: its random ops are "not declared"; on the pyref test backend (host fallback
+    on) the ops it lacks are "host fallback"."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SINGA_")}
+    site = tmp_path / "site"
+    shutil.copytree(mutant_site, site)
+    shutil.copytree(PLUGINS_DIR / "singa_pyref", site / "singa_pyref",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    write_dist(site, "singa-pyref", {"pyref": "singa_pyref.plugin"})
+    env["PYTHONPATH"] = str(site)
+    for backend, op, want in (("norandcpu", "Gaussian", "-"), ("pyref", "Tanh", "fallback"),
+                              ("pyref", "Add", "native")):
+        proc = subprocess.run([sys.executable, "-m", "singa.testing", "--backend", backend,
+                               "--no-run"], cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=300)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+        row = next(line.split() for line in proc.stdout.splitlines()
+                   if line.startswith(op + " "))
+        assert row[1] == want, (backend, row)
+        assert re.search(rf"^summary: {backend}: \d+ native, \d+ host fallback, 0 failed",
+                         proc.stdout, re.M)

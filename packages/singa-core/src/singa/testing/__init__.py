@@ -2,8 +2,8 @@
 
 - :mod:`singa.testing.plugin`: the pytest plugin (entry point ``pytest11``, loaded
   automatically when singa-core is installed): ``--singa-backend``, ``--singa-xfails``,
-  ``--singa-examples``, ``--singa-randomize``, ``--singa-no-shrink``, the fixtures
-  ``singa_backend`` and ``singa_device``, and the conformance summary.
+  ``--singa-examples``, ``--singa-randomize``, ``--singa-no-shrink``, ``--singa-large``, the
+  fixtures ``singa_backend`` and ``singa_device``, and the conformance summary.
 - :mod:`singa.testing.conformance`: the conformance suite. Check any installed backend with
   ``pytest --pyargs singa.testing.conformance --singa-backend mydev``.
 - :mod:`singa.testing.cases`: the case helper ``g`` that op samplers draw from, and
