@@ -686,6 +686,18 @@ def _batchnorm_backward_sample(g, dtype):
 
 _BN_TOL = {_F32: (1e-4, 1e-4), _F16: (3e-2, 5e-2)}
 
+
+def _batchnorm_backward_bound(dy, x, scale, saved_mean, saved_inv_std):
+    """sqrt(m) * sum|terms| of dbias and dscale, and what their rounding does to dx."""
+    axes = _bn_axes(x.ndim)
+    m = x.size // x.shape[1]
+    xhat = np.abs((x - _bn_bcast(saved_mean, x.ndim)) * _bn_bcast(saved_inv_std, x.ndim))
+    dbias = np.sqrt(m) * np.abs(dy).sum(axis=axes)
+    dscale = np.sqrt(m) * (np.abs(dy) * xhat).sum(axis=axes)
+    dx = _bn_bcast(np.abs(scale * saved_inv_std) / m, x.ndim) * (
+        _bn_bcast(dbias, x.ndim) + xhat * _bn_bcast(dscale, x.ndim))
+    return dx, dscale, dbias
+
 defop("BatchNormTrain", 5, _batchnorm_train_infer, _batchnorm_train_ref,
       _batchnorm_train_sample, nout=5, dtypes=FHD, tol=_BN_TOL, recompute=True,
       state=((3, 3), (4, 4)),
@@ -714,6 +726,7 @@ defop("BatchNormInfer", 5, _batchnorm_infer_infer, _batchnorm_infer_ref, _batchn
 
 defop("BatchNormBackward", 5, _batchnorm_backward_infer, _batchnorm_backward_ref,
       _batchnorm_backward_sample, nout=3, dtypes=FHD, tol=_BN_TOL,
+      acc_bound=_batchnorm_backward_bound,
       doc="""Gradient of BatchNormTrain's y:
     ``(dy, x, scale, saved_mean, saved_inv_std) -> (dx, dscale[C], dbias[C])``; with
     ``xhat = (x - saved_mean) * saved_inv_std`` and sums over the m values of each channel::
