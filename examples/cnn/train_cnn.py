@@ -26,6 +26,7 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
+from tqdm import tqdm
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -129,29 +130,6 @@ def _log_softmax_loss(logits, labels):
     return float(-logp[np.arange(len(labels)), labels].sum())
 
 
-class _Progress:
-    """A one-line text progress bar for the batches of an epoch."""
-
-    def __init__(self, total, label, enabled):
-        self.total, self.label, self.enabled = total, label, enabled and total > 0
-        self.t0 = time.perf_counter()
-
-    def update(self, done, info=""):
-        if not self.enabled:
-            return
-        width = 30
-        filled = int(width * done / self.total)
-        elapsed = time.perf_counter() - self.t0
-        sys.stdout.write(f"\r{self.label} [{'#' * filled}{'.' * (width - filled)}] "
-                         f"{done}/{self.total} {elapsed:5.1f}s {info}")
-        sys.stdout.flush()
-
-    def close(self):
-        if self.enabled:
-            sys.stdout.write("\r" + " " * 100 + "\r")
-            sys.stdout.flush()
-
-
 def _prepare(x, model, rng, data_name, training):
     """A numpy batch in the model's input layout (augmented and resized as needed)."""
     if training and data_name == "cifar10":
@@ -184,7 +162,8 @@ def _train_epoch(net, tx, ty, train_x, train_y, rng, data_name, np_dtype, dist_o
         out, loss = net(tx, ty, dist_option, spars)
         loss_sum += float(tensor.to_numpy(loss)[0]) * batch_size
         correct += int((tensor.to_numpy(out).argmax(1) == y).sum())
-        bar.update(b + 1, f"loss {loss_sum / ((b + 1) * batch_size):.4f}")
+        bar.set_postfix_str(f"loss {loss_sum / ((b + 1) * batch_size):.4f}", refresh=False)
+        bar.update(1)
     bar.close()
     return loss_sum, correct, n_batch * batch_size
 
@@ -267,7 +246,10 @@ def run(global_rank, world_size, local_rank, max_epoch, batch_size, model, data,
 
     for epoch in range(max_epoch):
         t0 = time.perf_counter()
-        bar = _Progress(num_train_batch, f"epoch {epoch + 1}/{max_epoch}", show and not quiet)
+        # the batches of one epoch; cleared when done (leave=False), the epoch line stays
+        bar = tqdm(total=num_train_batch, desc=f"epoch {epoch + 1}/{max_epoch}", unit="batch",
+                   leave=False, file=sys.stdout, dynamic_ncols=True,
+                   disable=not show or quiet or num_train_batch == 0)
         loss_sum, correct, n_train = _train_epoch(net, tx, ty, train_x, train_y, rng, data,
                                                   np_dtype, dist_option, spars, bar)
         val_loss, val_correct = _evaluate(net, tx, val_x, val_y, rng, data, np_dtype)

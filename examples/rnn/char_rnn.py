@@ -24,6 +24,7 @@ import time
 import numpy as np
 from singa import device, layer, model, opt, tensor
 from singa.tensor import Tensor
+from tqdm import tqdm
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_TEXT = os.path.join(HERE, "shakespeare.txt")
@@ -219,7 +220,11 @@ def train(data, max_epoch, hidden_size=128, seq_length=32, lr=0.01, dev=None, gr
         t0 = time.perf_counter()
         m.train()
         total = 0.0
-        for b in range(data.num_train_batch):
+        # a progress bar over the batches (SINGA's example uses tqdm too), on terminals only
+        batches = tqdm(range(data.num_train_batch), desc=f"epoch {epoch + 1}/{max_epoch}",
+                       unit="batch", leave=False, file=sys.stdout,
+                       disable=not (verbose and sys.stdout.isatty()))
+        for b in batches:
             fill(data.train_dat[b * bs:(b + 1) * bs], inputs, labels, data.vocab_size)
             if b or epoch:
                 m.reset_states(dev)  # every batch holds unrelated sequences

@@ -432,9 +432,11 @@ def test_tensordot(axes, dev, rng):
 
 def test_sum_average_softmax(dev):
     t = T(A, dev)
-    s = tensor.sum(t)
-    assert isinstance(s, float) and s == pytest.approx(A.sum())
+    s = tensor.sum(t)  # SINGA: a Tensor of shape (1, 1) (a tensordot with a ones tensor)
+    assert isinstance(s, Tensor) and s.shape == (1, 1)
+    np.testing.assert_allclose(tensor.to_numpy(s), [[A.sum()]], rtol=1e-6)
     np.testing.assert_allclose(tensor.sum(t, 0).to_numpy(), A.sum(0))
+    assert tensor.sum(t, (0, 1)).shape == (1, 1)
     np.testing.assert_allclose(tensor.sum(t, (0, 1)).to_numpy(), A.sum())
     out = Tensor((3,), dev)
     assert tensor.sum(t, 0, out) is out
@@ -499,7 +501,7 @@ def test_float64_matmul_and_sum(dev, f64, rng):
     a, b = rng.standard_normal((3, 4)), rng.standard_normal((4, 2))
     np.testing.assert_allclose(tensor.mult(T(a, dev, f64), T(b, dev, f64)).to_numpy(), a @ b,
                                rtol=1e-12)
-    assert tensor.sum(T(a, dev, f64)) == pytest.approx(a.sum(), rel=1e-12)
+    assert tensor.sum(T(a, dev, f64)).to_numpy().item() == pytest.approx(a.sum(), rel=1e-12)
 
 
 @pytest.fixture

@@ -103,6 +103,23 @@ def test_mlp_on_digits_eager(train_cnn, tmp_path):
     assert result.model.dimension == 2
 
 
+def test_progress_bar_is_tqdm_and_keeps_the_epoch_lines(train_cnn, tmp_path, capsys):
+    """--progress draws tqdm's bar over the batches (cleared after each epoch); the per-epoch
+    metrics line and the PNG curves are unchanged."""
+    result = train_cnn.main(["mlp", "digits", "-m", "1", "-g", "--subset", "128", "-b", "32",
+                             "-o", str(tmp_path), "--progress"])
+    out = capsys.readouterr().out
+    # tqdm's first frame (later ones are rate-limited to one per 0.1 s)
+    assert "epoch 1/1:   0%" in out and "0/4 [00:00<?, ?batch/s]" in out, out
+    assert "epoch   1/1  train loss" in out
+    _assert_png(result.plot)
+    quiet = train_cnn.main(["mlp", "digits", "-m", "1", "-g", "--subset", "128", "-b", "32",
+                            "-o", str(tmp_path), "--no-progress"])
+    quiet_out = capsys.readouterr().out
+    assert "\r" not in quiet_out and "epoch   1/1  train loss" in quiet_out  # no bar
+    assert quiet.history["epoch"] == [1]
+
+
 def test_cli_missing_mnist_explains_where_to_put_it(tmp_path):
     proc = subprocess.run([sys.executable, str(SCRIPT), "cnn", "mnist", "--data-dir",
                            str(tmp_path), "-o", str(tmp_path / "out")],

@@ -150,12 +150,26 @@ print(json.dumps({
 """
 
 
-def run_probe(env_updates: dict) -> dict:
+# What the ICD loader finds on its own, without singa (system entries, if the machine has any,
+# and pyopencl's bundled pocl): no platform at all is a valid answer on a bare machine.
+LOADER_DEFAULT_PROBE = """
+import json
+import pyopencl as cl
+try:
+    names = sorted({p.name.strip() for p in cl.get_platforms()})
+except cl.Error:
+    names = []
+print(json.dumps(names))
+"""
+
+
+def run_probe(env_updates: dict, probe: str = PROBE):
     env = {k: v for k, v in os.environ.items()
            if k not in ("OCL_ICD_VENDORS", "OPENCL_VENDOR_PATH", "SINGA_OPENCL_DEVICE")}
     env.update(env_updates)
-    out = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True,
-                         timeout=300, check=True)
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -167,7 +181,8 @@ def test_pip_runtime_is_usable_without_any_variable_and_system_icds_stay():
     assert auto["vendors"], auto
     assert any(p.startswith("Intel(R) OpenCL /") for p in auto["usable"]), auto
     assert any("singa-opencl set OCL_ICD_VENDORS" in ln for ln in auto["describe"]), auto
-    # every platform the loader finds by default (system and pyopencl's own) is still there
-    default = run_probe({"OCL_ICD_VENDORS": str(_icd.SYSTEM_VENDORS)})
-    assert "Intel(R) OpenCL" not in default["platforms"]
-    assert set(default["platforms"]) <= set(auto["platforms"])
+    # every platform the loader finds by default (system entries, if the machine has any, and
+    # pyopencl's own) is still there; Intel's runtime is there only through singa
+    default = run_probe({}, LOADER_DEFAULT_PROBE)
+    assert "Intel(R) OpenCL" not in default
+    assert set(default) <= set(auto["platforms"])

@@ -8,10 +8,28 @@ from typing import Any
 
 import numpy as np
 
-from .errors import GraphError, MissingKernelError
+from ._dtype import NP_DTYPE
+from .errors import GraphError, HostFallbackWarning, MissingKernelError
 from .memory import Allocator, Block, MemPool
 
-__all__ = ["Device"]
+__all__ = ["Device", "HOST_DRAWS"]
+
+
+def _uniform(rng, shape, dtype, low, high):
+    """Draws on [low, high): a draw that rounds up to ``high`` in the output dtype is moved to
+    the largest value below it."""
+    x = rng.uniform(low, high, shape).astype(NP_DTYPE[dtype])
+    top = np.nextafter(NP_DTYPE[dtype].type(high), NP_DTYPE[dtype].type(low))
+    return np.minimum(x, top) if x.dtype.kind == "f" else x
+
+
+#: Host samplers of the random ops, ``draw(rng, **attrs) -> array``: what the host fallback
+#: runs for an op declared ``random`` (whose numpy reference is only the expected value).
+HOST_DRAWS = {
+    "Gaussian": lambda rng, shape, dtype, mean, std: rng.normal(mean, std, shape),
+    "Uniform": _uniform,
+    "Bernoulli": lambda rng, shape, dtype, p: rng.random(shape) < p,
+}
 
 
 class Device:
@@ -43,7 +61,9 @@ class Device:
         self._graph_enabled = False
         self._verbosity = 0
         self._skip_iteration = 5
-        self._seed_value: int | None = None
+        # one seed for every generator of the device, until SetRandSeed replaces it
+        self._seed_value = int(np.random.SeedSequence().entropy % (1 << 63))
+        self._host_rng: np.random.Generator | None = None  # created at first use
         self._lock = threading.RLock()
 
     # ------------------------------------------------------------------ identity
@@ -58,9 +78,9 @@ class Device:
 
     def host(self) -> Device:
         """The host (CPU) device (not the default device, which SINGA_DEVICE may change)."""
-        from ._device_api import create_cpu_device
+        from ._plugins import registry
 
-        return create_cpu_device()
+        return registry().device("cpu", 0)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name}>"
@@ -94,7 +114,9 @@ class Device:
         """Block until all queued work on this device has finished."""
 
     def _seed(self, seed: int) -> None:
-        """Reseed the device's random generator."""
+        """Reseed the backend's own random generator (called by :meth:`SetRandSeed`, after
+        :attr:`host_generator` was reseeded). Backends with native random kernels override
+        it; the default does nothing."""
 
     def chain_compiler(self):
         """What compiles elementwise chains for graph mode (see
@@ -142,7 +164,14 @@ class Device:
         fn()
 
     def kernel(self, op):
-        """``(kernel, needs_contiguous_inputs, dtypes or None)`` for op record ``op``."""
+        """``(kernel, needs_contiguous_inputs, dtypes or None)`` for op record ``op``.
+
+        An op without a kernel runs on the host when the backend opted in
+        (``BackendSpec.host_fallback``): the first lookup warns once for that op with a
+        :class:`singa.errors.HostFallbackWarning` naming it, and every call is counted in
+        :meth:`fallback_stats`. Random ops fall back to :attr:`host_generator` (seeded by
+        :meth:`SetRandSeed`); a random op core has no host sampler for is refused.
+        """
         try:
             return self.kernels[op.name]
         except KeyError:
@@ -154,9 +183,23 @@ class Device:
                 f"Move the tensors to a device that supports it, e.g. x.to_device("
                 f"singa.device.get_default_device()), or add a {op.name!r} kernel to the backend."
             )
+        if op.random and op.name not in HOST_DRAWS:
+            raise MissingKernelError(
+                f"random operator {op.name!r} has no kernel on device {self.name} (backend "
+                f"{self.backend!r}) and cannot fall back to the host: its numpy reference gives "
+                f"the expected value, not draws, and core has no host sampler for it. Add a "
+                f"{op.name!r} kernel to the backend."
+            )
+        fallen = sorted([n for n, e in self.kernels.items()
+                         if getattr(e[0], "is_host_fallback", False)] + [op.name])
         warnings.warn(
-            f"operator {op.name!r} has no kernel on {self.name}; running it on the host "
-            "through its numpy reference (slow: copies to host and back)",
+            f"operator {op.name!r} has no kernel on {self.name} (backend {self.backend!r}); "
+            f"running it on the host through "
+            + ("the host generator (seeded by SetRandSeed)" if op.random else
+               "its numpy reference")
+            + f" (slow: copies to host and back). Ops on the host fallback so far: "
+            f"{', '.join(fallen)}; call counts: device.fallback_stats()",
+            HostFallbackWarning,
             stacklevel=4,
         )
         entry = (self._make_fallback(op), True, None)
@@ -164,25 +207,62 @@ class Device:
         return entry
 
     def _make_fallback(self, op):
+        """A kernel running ``op`` on the host: copy the inputs to numpy, compute, copy back.
+
+        Deterministic ops compute their numpy reference; random ops draw from
+        :attr:`host_generator` through :data:`HOST_DRAWS` (their reference is only the
+        expected value).
+        """
         dev = self
+        draw = HOST_DRAWS.get(op.name) if op.random else None
 
         def host_fallback(ins, outs, attrs):
-            dev.fallback_ops[op.name] = dev.fallback_ops.get(op.name, 0) + 1
-            host_ins = [dev.native_to_numpy(a) for a in ins]
-            res = op.reference(*host_ins, **attrs)
+            counts = dev.fallback_ops
+            counts[op.name] = counts.get(op.name, 0) + 1
+            if draw is not None:
+                res = draw(dev.host_generator, **attrs)
+            else:
+                res = op.reference(*[dev.native_to_numpy(a) for a in ins], **attrs)
             if not isinstance(res, tuple):
                 res = (res,)
             for o, r in zip(outs, res):
                 dev.numpy_into_native(np.asarray(r), o)
 
         host_fallback.is_host_fallback = True
+        host_fallback.op_name = op.name
         return host_fallback
+
+    def fallback_stats(self) -> dict[str, int]:
+        """``{op name: calls}`` of the ops that ran through the host fallback on this device.
+
+        Each call counts once, also when a graph replays it; ops with native kernels never
+        appear. :meth:`memory_stats` has the total as ``host_fallback_calls``.
+        """
+        return dict(self.fallback_ops)
+
+    @property
+    def rand_seed(self) -> int:
+        """The seed of the device's random generators: the last :meth:`SetRandSeed` value, or
+        one drawn from the OS at construction. A backend that creates its own generator in
+        ``__init__`` seeds it with this (``SetRandSeed`` then reseeds it through ``_seed``)."""
+        return self._seed_value
+
+    @property
+    def host_generator(self) -> np.random.Generator:
+        """The numpy generator the host fallback of random ops draws from; seeded from
+        :attr:`rand_seed` and reseeded by :meth:`SetRandSeed`. Backends may use it too."""
+        rng = self._host_rng
+        if rng is None:
+            rng = self._host_rng = np.random.default_rng(self._seed_value)
+        return rng
 
     # ------------------------------------------------------------------ SINGA device API
     def SetRandSeed(self, seed: int) -> None:
-        """Seed the device's random number generator."""
+        """Seed the device's random number generators: the backend's own (through the
+        ``_seed`` hook) and :attr:`host_generator`, so draws after it are reproducible."""
         self._seed_value = int(seed)
-        self._seed(int(seed))
+        self._host_rng = np.random.default_rng(self._seed_value)
+        self._seed(self._seed_value)
 
     def Sync(self) -> None:
         """Wait for queued work; in graph mode this records a "Waiting" sync node."""
@@ -279,7 +359,8 @@ class Device:
 
     # ------------------------------------------------------------------ memory
     def memory_stats(self) -> dict[str, int]:
-        """Pool statistics: current/peak/cached bytes, allocation count, cache hits, fallbacks."""
+        """Pool statistics: current/peak/cached bytes, allocation count, cache hits, and
+        ``host_fallback_calls``, the total of :meth:`fallback_stats` (calls per op)."""
         stats = self.pool.stats()
         stats["host_fallback_calls"] = sum(self.fallback_ops.values())
         return stats

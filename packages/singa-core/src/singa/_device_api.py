@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from . import config
-from ._plugins import registry
+from ._plugins import on_registry_change, registry
 from .errors import DeviceUnavailableError
 
 _default = None
@@ -12,6 +12,9 @@ _default = None
 def _reset_default_device() -> None:
     global _default
     _default = None
+
+
+on_registry_change(_reset_default_device)
 
 
 def parse_device_string(spec: str) -> tuple[str, int]:

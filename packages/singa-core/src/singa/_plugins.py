@@ -404,11 +404,22 @@ def registry() -> PluginRegistry:
     return reg.load()
 
 
+#: Called with no arguments after :func:`set_registry` swaps the registry. Layers above this
+#: one that cache what the registry made (the default device) register here, so the loader
+#: never imports them (the stack's import order runs one way: see docs/architecture.md).
+_ON_REGISTRY_CHANGE: list[Callable[[], None]] = []
+
+
+def on_registry_change(callback: Callable[[], None]) -> None:
+    """Call ``callback()`` whenever :func:`set_registry` installs another registry."""
+    if callback not in _ON_REGISTRY_CHANGE:
+        _ON_REGISTRY_CHANGE.append(callback)
+
+
 def set_registry(reg: PluginRegistry | None) -> PluginRegistry | None:
     """Install ``reg`` as the process-wide registry (None: rediscover); returns the old one."""
     global _REGISTRY
     old, _REGISTRY = _REGISTRY, reg
-    from . import _device_api
-
-    _device_api._reset_default_device()
+    for callback in list(_ON_REGISTRY_CHANGE):
+        callback()
     return old

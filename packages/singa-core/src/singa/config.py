@@ -86,6 +86,12 @@ _declare(
 )
 
 _declare(
+    "SINGA_CUDA_INIT_SIZE", _parse_int, 0,
+    "MiB of device memory each CUDA GPU reserves when it is created and carves buffers from "
+    "before calling cudaMalloc (SINGA's MemPoolConf init_size). 0 reserves nothing.", "int",
+)
+
+_declare(
     "SINGA_GRAPH_RECOMPUTE", _parse_bool, True,
     "1 (default): graph mode frees long-lived intermediates that cheap, deterministic ops "
     "(elementwise, batch norm) can recompute bitwise identically from blocks kept anyway, and "
@@ -100,6 +106,14 @@ _declare(
     "kernel where the device has one (singa.ops.FUSIONS: a convolution and its ReLU, a "
     "pooling gradient and the ReLU gradient before it); the intermediate is never written. "
     "0: every op runs as recorded. Read when a graph is analysed.", "bool",
+)
+
+
+_declare(
+    "SINGA_COMMUNICATOR", _parse_str, "",
+    "Communicator backend used by singa.dist.get_communicator() and opt.DistOpt when none is "
+    "named: 'mpi' (mpi4py, any device, host staging) or 'nccl' (CUDA tensors). Empty means "
+    "'mpi' (or 'nccl' when DistOpt is given an nccl_id).", "str",
 )
 
 

@@ -14,6 +14,7 @@ __all__ = [
     "KernelError",
     "GraphError",
     "CheckpointError",
+    "HostFallbackWarning",
 ]
 
 
@@ -41,8 +42,13 @@ class DtypeMismatchError(SingaError, TypeError):
     """Tensors of different dtypes were combined where SINGA requires one dtype."""
 
 
-class ShapeError(SingaError, ValueError):
-    """Operand shapes are incompatible with the operation."""
+class ShapeError(SingaError, ValueError, AssertionError):
+    """Operand shapes are incompatible with the operation.
+
+    Also an ``AssertionError``: these checks replace SINGA's ``assert`` statements, so SINGA
+    user code (and SINGA's own tests) that catch ``AssertionError`` for a shape mismatch keep
+    working; ``except ValueError`` works as well.
+    """
 
 
 class MissingKernelError(SingaError, NotImplementedError):
@@ -59,3 +65,11 @@ class GraphError(SingaError, RuntimeError):
 
 class CheckpointError(SingaError, ValueError):
     """A checkpoint is missing, malformed, hostile, or does not match the model."""
+
+
+class HostFallbackWarning(UserWarning):
+    """An op without a kernel on the device runs on the host (``BackendSpec.host_fallback``).
+
+    Issued once per op and device, naming the op; ``Device.fallback_stats()`` counts the calls.
+    Silence it with ``warnings.simplefilter("ignore", HostFallbackWarning)``.
+    """

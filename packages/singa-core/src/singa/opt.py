@@ -9,11 +9,10 @@ from __future__ import annotations
 from . import _math as M
 from . import autograd
 from . import tensor as tensor_mod
-from .errors import DeviceUnavailableError
 from .tensor import Tensor
 
 __all__ = ["DecayScheduler", "Constant", "ExponentialDecay", "Optimizer", "SGD", "RMSProp",
-           "AdaGrad", "Adam", "AdamW"]
+           "AdaGrad", "Adam", "AdamW", "DistOpt"]
 
 
 class DecayScheduler:
@@ -376,14 +375,13 @@ class AdamW(Adam):
         super().__init__(lr, beta_1, beta_2, epsilon, weight_decay, dtype)
 
 
-def __getattr__(name):
-    if name == "DistOpt":
-        try:
-            from singa_dist import DistOpt
-        except ImportError as exc:
-            raise DeviceUnavailableError(
-                f"opt.DistOpt needs the distributed extension, which is not usable here "
-                f"({exc}). fix: pip install singa[dist] (note: singa-dist 0.1.0 ships no "
-                "communicator or DistOpt yet)") from None
-        return DistOpt
-    raise AttributeError(f"module 'singa.opt' has no attribute {name!r}")
+# DistOpt is written in core against the singa.dist.Communicator interface; the MPI and NCCL
+# communicators come from the singa-dist plugin (pip install singa[dist]).
+from . import _distopt  # noqa: E402
+
+
+class DistOpt(_distopt.DistOpt):
+    __doc__ = _distopt.DistOpt.__doc__
+
+    def __init__(self, opt=None, *args, **kwargs):
+        super().__init__(SGD() if opt is None else opt, *args, **kwargs)

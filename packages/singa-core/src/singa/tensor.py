@@ -663,11 +663,21 @@ def mult(A: Tensor, B: Tensor, C: Tensor | None = None, alpha=1.0, beta=0.0) -> 
 
 
 # ---------------------------------------------------------------------- reductions
-def sum(t: Tensor, axis=None, out=None):  # noqa: A001
-    """Sum over ``axis`` (int or tuple); with ``axis=None`` a Python float, as in SINGA."""
-    if axis is None:
-        return float(M.sum(t.data).to_numpy())
-    return _ret(out, M.sum(t.data, axis))
+def sum(t: Tensor, axis=None, out=None) -> Tensor:  # noqa: A001
+    """Sum of the elements over ``axis`` (None: all; an int; or a tuple of ints), a Tensor.
+
+    As in SINGA (a ``tensordot`` with a ones tensor), the summed axes are removed, and a sum
+    over every axis (``axis=None``, or all axes named) is a Tensor of shape (1, 1); read the
+    number with ``tensor.to_numpy(s)`` or ``s.to_numpy().item()``. ``out``, when given, must
+    have the result's shape.
+    """
+    ct = M.sum(t.data, axis)
+    if not ct.shp:
+        ct = M.reshape(ct, (1, 1))
+    if out is not None and tuple(out.shape) != ct.shp:
+        raise ShapeError(f"tensor.sum: out has shape {tuple(out.shape)} but the sum has shape "
+                         f"{ct.shp}; pass an out of that shape or omit it")
+    return _ret(out, ct)
 
 
 def average(t: Tensor, axis=None):

@@ -34,7 +34,7 @@ class CppCPU(Device):
 
     def __init__(self):
         super().__init__("cpu", -1, NumpyAllocator())
-        self.rng = np.random.default_rng()
+        self.rng = np.random.default_rng(self.rand_seed)  # SetRandSeed reseeds it (_seed)
         self._chains = None
 
     def native(self, ct):

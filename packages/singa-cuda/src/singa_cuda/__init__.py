@@ -1,6 +1,10 @@
-"""SINGA's CUDA backend package.
+"""SINGA's CUDA backend: CudaGPU devices on cupy (cuBLAS), cuDNN and NVRTC-compiled kernels.
 
-This release registers the ``cuda`` backend name so that requests for it are answered with an
-exact reason, but it ships no CUDA device or kernels yet: the work is not scheduled in this
-repository's issues. ``create_cuda_gpu()`` raises DeviceUnavailableError saying so.
+Install with ``pip install "singa[cuda]"``; devices come from ``singa.device``
+(``create_cuda_gpu()``, ``create_cuda_gpu_on(i)``, ``get_device("cuda:1")``). What runs where
+and what has been verified without a GPU is in ``docs/cuda.md``.
 """
+
+from ._probe import CudaUnavailableError
+
+__all__ = ["CudaUnavailableError"]

@@ -1,26 +1,36 @@
-"""Registers ``cuda`` with a probe that states why it cannot run (no kernels in this release)."""
+"""Entry point of the CUDA backend: registers ``cuda`` (alias ``gpu``).
+
+The probe (:mod:`singa_cuda._probe`) names exactly what is missing (cupy, a driver, a new
+enough driver, a device, NVRTC, cuDNN) and the fix; the registry shows that message for
+``get_device("cuda")`` and in ``python -m singa info``. Nothing here imports cupy at load time.
+"""
 
 from singa.backend import BACKEND_API_VERSION, BackendSpec, hookimpl
 
-
-class CudaBackendNotImplemented(RuntimeError):
-    """The installed singa-cuda has no CUDA device implementation."""
+from . import _probe
 
 
-def _probe() -> None:
-    raise CudaBackendNotImplemented(
-        "singa-cuda 0.1.0 ships no CUDA device or kernels yet; use the cpu or opencl backend "
-        "(pip install singa[opencl] runs on any OpenCL device)"
-    )
+def _create(index: int):
+    from .device import CudaGPU
+
+    return CudaGPU(index)
 
 
-def _unavailable(*_args):
-    _probe()
+def _kernels(device):
+    from .kernels import kernel_table
+
+    return kernel_table(device)
+
+
+def _describe() -> list[str]:
+    from singa.device import get_device
+
+    return [get_device(f"cuda:{i}").describe() for i in range(_probe.device_count())]
 
 
 @hookimpl
 def singa_backends():
     return [BackendSpec(name="cuda", api_version=BACKEND_API_VERSION,
-                        create_device=_unavailable, kernels=_unavailable, probe=_probe,
-                        device_count=lambda: 0, aliases=("gpu",),
-                        install_hint="pip install singa[cuda]")]
+                        create_device=_create, kernels=_kernels, probe=_probe.probe,
+                        device_count=_probe.device_count, aliases=("gpu",),
+                        install_hint=_probe.INSTALL, describe=_describe)]

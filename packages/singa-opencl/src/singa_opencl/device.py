@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
 
 import numpy as np
 from singa.backend import ITEMSIZE, NP_DTYPE, Device, KernelError
@@ -110,7 +109,7 @@ class OpenCLDevice(Device):
         self.max_work_group = int(info.device.max_work_group_size)
         self.local_size = min(256, self.max_work_group)
         self._events: list | None = None
-        self.rng_key = int.from_bytes(os.urandom(8), "little")
+        self.rng_key = self.rand_seed & 0xFFFFFFFFFFFFFFFF  # SetRandSeed reseeds it (_seed)
         self.rng_calls = 0
 
     # ------------------------------------------------------------------ views and transfers

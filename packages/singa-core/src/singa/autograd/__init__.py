@@ -501,7 +501,9 @@ def binary_cross_entropy(x, t):
 
 
 def mse_loss(x, t):
-    return _first(MeanSquareError(), x, t)
+    # SINGA's form: the target is part of the operator, so the loss has one input and
+    # ``loss.creator.backward()`` returns dx alone
+    return _first(MeanSquareError(t), x)
 
 
 def ranking_loss(pos, neg, M=0.2):  # noqa: N803

@@ -546,7 +546,14 @@ class Mean(_Nary):
 
 
 class _Extreme(_Nary):
-    """Elementwise max/min of N inputs; the gradient goes to the inputs equal to y."""
+    """Elementwise max/min of N inputs.
+
+    dx_k = dy where x_k is the first input equal to y, else 0: at a tie the earliest input
+    takes the gradient, as in SINGA (a valid subgradient; splitting it among the tied inputs
+    would double-count it). With one input, ``backward`` returns the single gradient (not a
+    tuple), SINGA's return form. SINGA returned the selection masks without multiplying them
+    by dy; this chains dy.
+    """
 
     pick = None
 
@@ -562,7 +569,16 @@ class _Extreme(_Nary):
     def backward(self, dy):
         if not hasattr(self, "xs"):
             self._need_cache()
-        return tuple(M.mul(dy, M.eq(x, self.y)) for x in self.xs)
+        if len(self.xs) == 1:
+            return M.copy(dy)
+        taken = None  # 1 where an earlier input already matched y
+        dxs = []
+        for x in self.xs:
+            hit = M.eq(x, self.y)
+            first = hit if taken is None else M.mul(hit, M.rsub(taken, 1.0))
+            taken = hit if taken is None else M.maximum(taken, hit)
+            dxs.append(M.mul(dy, first))
+        return tuple(dxs)
 
 
 class Max(_Extreme):

@@ -161,10 +161,26 @@ def _scale_by(g: CTensor, dy) -> CTensor:
     return M.mul(g, float(dy))
 
 
-class SoftMaxCrossEntropy(Operator):
-    """loss = mean_n(-sum_c t log softmax(x)); dx = (softmax(x) - t) / N * dy.
+def _rows_summing_to_one(t: CTensor):
+    """(t / sum_c t per row, 1 for rows with a nonzero sum else 0), both (N, ...) CTensors.
 
-    ``t`` holds int class ids of shape (N,) or a dense (N, C) target (one-hot or soft).
+    SINGA's reading of a dense target; an all-zero row stays zero (no 0/0) and is masked out
+    of the gradient, since it contributes nothing to the loss.
+    """
+    s = M.sum(t, 1, keepdims=True)
+    live = M.ne(s, 0.0)
+    return M.div(t, M.add(s, M.rsub(live, 1.0))), live
+
+
+class SoftMaxCrossEntropy(Operator):
+    """loss = mean_n(-sum_c q log softmax(x)); dx = (softmax(x) - q) / N * dy.
+
+    ``t`` holds int class ids of shape (N,) or a dense (N, C) target (one-hot or soft). As in
+    SINGA, a dense target is read as a distribution: each row is divided by its sum,
+    q = t / sum_c t (one-hot and probability rows are unchanged). That makes dx the exact
+    gradient of the loss for any non-negative target, e.g. the unnormalised random targets of
+    SINGA's RNN gradient checks. A target row of zeros adds nothing to the loss and gets no
+    gradient.
     """
 
     def __init__(self, t):
@@ -175,12 +191,17 @@ class SoftMaxCrossEntropy(Operator):
         if len(x.shp) != 2:
             raise ShapeError(f"softmax_cross_entropy expects 2-D logits (N, C), got {x.shp}")
         self.tc = _target(self.t, x)
+        self.live = None
+        if len(self.tc.shp) == 2:
+            self.tc, self.live = _rows_summing_to_one(self.tc)
         loss, probs = run(_O["SoftmaxCrossEntropy"], [x, self.tc])
         self.p = probs
         return loss
 
     def backward(self, dy=1.0):
         g = run(_O["SoftmaxCrossEntropyBackward"], [self.p, self.tc])[0]
+        if getattr(self, "live", None) is not None:
+            g = M.mul(g, self.live)
         return _scale_by(g, dy)
 
 
@@ -232,7 +253,12 @@ class BinaryCrossEntropy(Operator):
 
 
 class MeanSquareError(Operator):
-    """loss = sum((x - t)^2) / n (n elements); dx = 2 (x - t) / n * dy."""
+    """loss = sum((x - t)^2) / n (n elements); dx = 2 (x - t) / n * dy.
+
+    SINGA's form is ``MeanSquareError(t)(x)`` (what :func:`mse_loss` builds): the target is a
+    constructor argument and ``backward`` returns the single CTensor dx. ``MeanSquareError()(x,
+    t)`` also works and then returns ``(dx, dt)``.
+    """
 
     def __init__(self, t=None):
         super().__init__()
@@ -259,6 +285,9 @@ class RankingLoss(Operator):
         self.M = float(M)
 
     def forward(self, pos, neg):
+        if pos.shp != neg.shp:
+            raise ShapeError(f"ranking_loss: pos {pos.shp} and neg {neg.shp} must have one "
+                             "shape (one score per pair)")
         z = M.add(M.sub(neg, pos), self.M)
         self.active = M.gt(z, 0.0)
         return M.reshape(M.reduce_mean(M.relu(z)), (1,))

@@ -80,6 +80,9 @@ class AddBias(Operator):
         self.axis = axis
 
     def forward(self, x, b):
+        if self.axis not in (0, 1):
+            raise ShapeError(f"AddBias: axis must be 0 (add b to every row) or 1 (to every "
+                             f"column), got {self.axis!r}")
         if len(x.shp) != 2:
             raise ShapeError(f"AddBias: x must be 2-D, got {x.shp}")
         n = x.shp[1] if self.axis == 0 else x.shp[0]
@@ -435,11 +438,18 @@ class Gather(Operator):
 
 
 class Tile(Operator):
-    """ONNX Tile: repeat the whole tensor ``repeats[i]`` times along axis i."""
+    """numpy.tile: repeat the whole tensor ``repeats[i]`` times along axis i.
+
+    ``repeats`` is an int or a sequence of ints; a shorter sequence (or an int) applies to the
+    trailing axes and a longer one adds leading axes, as numpy does.
+    """
 
     def __init__(self, repeats):
         super().__init__()
-        self.repeats = [int(r) for r in repeats]
+        reps = [repeats] if isinstance(repeats, (int, np.integer)) else list(repeats)
+        self.repeats = [int(r) for r in reps]
+        if any(r < 0 for r in self.repeats):
+            raise ShapeError(f"Tile: repeats must be non-negative, got {repeats}")
 
     def forward(self, x):
         reps = self.repeats
@@ -474,8 +484,26 @@ class Expand(Operator):
         return back_broadcast(dy.shp, self.x_shape, dy)
 
 
+def _reflect_source(n: int, lo: int, hi: int) -> np.ndarray:
+    """For each cell of an axis of length n reflect-padded by (lo, hi), the input cell it copies.
+
+    Reflection repeats with period 2 (n - 1) when a pad exceeds n - 1 (numpy's ``reflect``);
+    a length-1 axis repeats its only cell, as numpy does.
+    """
+    i = np.arange(-lo, n + hi)
+    if n == 1:
+        return np.zeros(i.size, np.int32)
+    m = np.mod(i, 2 * (n - 1))
+    return np.where(m < n, m, 2 * (n - 1) - m).astype(np.int32)
+
+
 class Pad(Operator):
-    """Pad with ``mode`` constant/reflect/edge; pads in ONNX order (all begins, then ends)."""
+    """Pad with ``mode`` constant/reflect/edge; pads in ONNX order (all begins, then ends).
+
+    ``reflect`` pads longer than the axis minus one reflect repeatedly, like numpy's and
+    SINGA's: those axes are gathered (``dx`` scatter-adds back) and the rest runs as one
+    ``Pad`` op.
+    """
 
     def __init__(self, mode, pads, constant=0.0):
         super().__init__()
@@ -483,12 +511,31 @@ class Pad(Operator):
 
     def forward(self, x):
         self.x_shape = x.shp
-        return run(OPS["Pad"], [x], {"pads": tuple(self.pads), "mode": self.mode,
+        pads, self.gathers = list(self.pads), []
+        nd = len(x.shp)
+        if self.mode == "reflect" and len(pads) == 2 * nd and min(pads, default=0) >= 0:
+            for ax, n in enumerate(x.shp):
+                lo, hi = pads[ax], pads[nd + ax]
+                if max(lo, hi) > n - 1 and n > 0:
+                    self.gathers.append((ax, _as_ctensor(_reflect_source(n, lo, hi), x.dev)))
+                    pads[ax] = pads[nd + ax] = 0
+        for ax, idx in self.gathers:
+            x = M.take(x, idx, ax)
+        self.inner_pads, self.inner_shape = tuple(pads), x.shp
+        if not any(pads) and self.gathers:
+            return x
+        return run(OPS["Pad"], [x], {"pads": self.inner_pads, "mode": self.mode,
                                      "value": self.constant})[0]
 
     def backward(self, dy):
-        return run(OPS["PadBackward"], [dy], {"pads": tuple(self.pads), "mode": self.mode,
-                                              "x_shape": self.x_shape})[0]
+        if any(self.inner_pads) or not self.gathers:
+            dy = run(OPS["PadBackward"], [dy], {"pads": self.inner_pads, "mode": self.mode,
+                                                "x_shape": self.inner_shape})[0]
+        for ax, idx in reversed(self.gathers):
+            shape = list(dy.shp)
+            shape[ax] = self.x_shape[ax]
+            dy = run(OPS["ScatterAdd"], [idx, dy], {"shape": tuple(shape), "axis": ax})[0]
+        return dy
 
 
 class UpSample(Operator):
@@ -605,13 +652,20 @@ class ScatterElements(Operator):
 
 
 class Shape(Operator):
-    """The shape of x as an int32 tensor (no gradient)."""
+    """The shape of x as an int32 tensor (no gradient flows back through it).
+
+    A direct ``op.backward(dy)`` call returns ``list(dy.shape)``, SINGA's return value (its
+    tests compare it with the expected shape); inside :func:`autograd.backward` it passes no
+    gradient (None), since an integer shape has no derivative.
+    """
 
     def forward(self, x):
         return _as_ctensor(np.asarray(x.shp, np.int32), x.dev)
 
     def backward(self, dy):
-        return None
+        if self.__dict__.get("_in_engine"):
+            return None
+        return list(dy.shp)
 
 
 class ConstantOfShape(Operator):
@@ -693,7 +747,11 @@ class CosSim(Operator):
 
 
 class Embedding(Operator):
-    """y = rows of w at integer ids x; dw = scatter-add of dy (x gets no gradient)."""
+    """y = rows of w at integer ids x; dw = scatter-add of dy.
+
+    ``backward`` returns ``(dx, dw)`` as SINGA: dx is zeros of the ids' shape (an id has no
+    derivative), computed only when asked for (a direct call, or ids that store gradients).
+    """
 
     def forward(self, x, w):
         ids = x if x.dt == _dtype.kInt else M.as_type(x, _dtype.kInt)
@@ -701,5 +759,8 @@ class Embedding(Operator):
         return M.take(w, ids, 0)
 
     def backward(self, dy):
-        dw = run(OPS["ScatterAdd"], [self.ids, dy], {"shape": self.w_shape, "axis": 0})[0]
-        return None, dw
+        dw = run(OPS["ScatterAdd"], [self.ids, dy], {"shape": self.w_shape, "axis": 0})[0] \
+            if self.needs_grad(1) else None
+        dx = M.set_value(CTensor._new(self.ids.shp, dy.dev, dy.dt), 0.0) \
+            if self.needs_grad(0) else None
+        return dx, dw

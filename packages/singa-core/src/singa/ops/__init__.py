@@ -1,7 +1,9 @@
 """The operator table: every operator declared once, with a numpy reference.
 
-Backends register kernels by op name (see :mod:`singa.ops._registry` for the calling
-convention). ``OPS`` maps names to :class:`OpDef` records; :func:`run` dispatches one op.
+``OPS`` maps names to :class:`OpDef` records; :func:`run` dispatches one op. Backends register
+kernels by op name: the calling convention (``kernel(ins, outs, attrs)``), kernel flags, dtype
+codes and the rest of the backend contract are in ``docs/plugin-authoring.md``, and backends
+import these names from the public module :mod:`singa.backend`.
 """
 
 from . import (

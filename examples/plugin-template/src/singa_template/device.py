@@ -1,0 +1,30 @@
+"""The template device: host copies in and out of its own buffers."""
+
+from __future__ import annotations
+
+import numpy as np
+from singa.backend import Device
+
+from .buffer import Allocator, View
+
+
+class TemplateDevice(Device):
+    """Device ``template:<index>``; kernels run synchronously, so there is nothing to wait for."""
+
+    lang = "template"
+
+    def __init__(self, index: int):
+        super().__init__("template", index, Allocator())
+
+    def native(self, ct) -> View:
+        # a CTensor's block.data is a Buffer from Allocator; shp, strd and off are in elements
+        return View(ct.block.data, ct.dt, ct.shp, ct.strd, ct.off)
+
+    def native_to_numpy(self, arr: View) -> np.ndarray:
+        return np.array(arr.host_array())  # device -> host copy
+
+    def numpy_into_native(self, src, arr: View) -> None:
+        np.copyto(arr.host_array(), src, casting="unsafe")  # host -> device copy
+
+    def synchronize(self) -> None:
+        pass

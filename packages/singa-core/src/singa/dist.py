@@ -1,0 +1,629 @@
+"""``singa.dist``: the Communicator interface for data-parallel training.
+
+A communicator is a group of processes (ranks) that run collectives on tensors. Backends live
+in plugins (``singa-dist`` provides ``"mpi"`` through mpi4py and ``"nccl"`` through
+``cupy.cuda.nccl``) and register a :class:`singa.backend.CommunicatorSpec` through the
+``singa_communicators`` hook; :func:`get_communicator` finds them lazily by name (argument,
+else ``SINGA_COMMUNICATOR``, else ``"mpi"``).
+
+A backend implements the array-level primitives (``_allreduce``, ``_iallreduce``, ``_bcast``,
+``_allgather``, ``_allgatherv``, ``_send``, ``_recv``, ``_barrier``, ``_allgather_object``) on
+its native buffers (numpy arrays for MPI, cupy arrays for NCCL). Everything tensor-level is
+written here once: each operation is one ``Device.exec`` call named ``"Dist.<Op>"`` that reads
+and writes the tensor blocks it touches (so graph mode records it as a node and verbosity-3
+profiles show it), plus a per-device token block that every communication node reads and
+writes, which keeps collectives in recorded order in any schedule (every rank must issue
+them in the same order). A tensor on a device whose buffers the communicator cannot use in
+place is staged through host memory.
+
+Math (``n`` ranks, ``x_r`` the tensor on rank ``r``):
+
+* ``all_reduce``: :math:`x \\leftarrow \\sum_r x_r` (``op="mean"``: divided by ``n``).
+* ``all_reduce_half``: :math:`x \\leftarrow \\sum_r \\mathrm{fp16}(x_r)`: float16 on the wire
+  (all-gathered), summed in float32 in rank order, so every rank gets the same bits.
+* ``sparse_all_reduce``: with residual ``e`` (error feedback) :math:`g = x + e`; the kept set
+  :math:`S = \\{i : |g_i| \\ge s\\}` (threshold) or the :math:`\\lceil s\\,|g|\\rceil` entries
+  of largest :math:`|g_i|` (top-K); :math:`e \\leftarrow g \\odot 1_{\\bar S}`;
+  :math:`x \\leftarrow \\sum_r g_r \\odot 1_{S_r}`.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from abc import ABC, abstractmethod
+
+import numpy as np
+
+from . import _dtype
+from . import config as _config
+from ._ctensor import CTensor
+from .errors import DeviceUnavailableError, SingaError
+
+__all__ = ["Communicator", "Work", "DistError", "get_communicator", "REDUCE_OPS"]
+
+#: Reduction names accepted by :meth:`Communicator.all_reduce`.
+REDUCE_OPS = ("sum", "mean", "max", "min")
+
+
+class DistError(SingaError):
+    """A distributed operation failed (ranks disagree, a peer failed, bad arguments)."""
+
+
+def _ct(x) -> CTensor:
+    data = getattr(x, "data", x)
+    if not isinstance(data, CTensor):
+        raise TypeError(f"expected a singa Tensor or CTensor, got {type(x).__name__}")
+    return data
+
+
+class Work:
+    """A started non-blocking collective; :meth:`wait` completes it (idempotent)."""
+
+    def __init__(self, comm, finish):
+        self._comm, self._finish, self.done = comm, finish, False
+
+    def wait(self) -> None:
+        if not self.done:
+            self.done = True
+            self._finish()
+
+
+class Communicator(ABC):
+    """A group of ranks running collectives on tensors (SINGA's ``Communicator``).
+
+    Attributes
+    ----------
+    rank, world_size, local_rank:
+        This process's global rank, the number of ranks, and its rank among the ranks of
+        its host (SINGA's ``MPIRankInGlobal``, ``totalMPIRanksInGlobal``, ``MPIRankInLocal``).
+    buff_size:
+        Elements of the flat buffer used by :meth:`fused_all_reduce` (SINGA's ``buffSize``).
+    validate:
+        When True (default) every public collective first checks that all ranks pass tensors
+        of the same shapes and dtypes (one small all-gather) and raises :class:`DistError`
+        naming both when they differ. A call's ``check`` argument (where it has one)
+        overrides it; DistOpt checks its parameters once and then passes ``check=False``.
+    """
+
+    name = "abstract"
+    #: The array module of the native buffers (numpy; cupy for NCCL) used by the shared code.
+    xp = np
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+
+    def __init__(self, buff_size: int = 4194304):
+        if int(buff_size) <= 0:
+            raise ValueError(f"buffSize must be a positive element count, got {buff_size}")
+        self.buff_size = int(buff_size)
+        self.validate = True
+        self._tokens: dict = {}
+        self._pending: list = []  # started requests that progress() advances
+
+    # ------------------------------------------------------------------ backend primitives
+    def accepts(self, arr) -> bool:
+        """Whether ``arr`` (a device's native array) can be used by the primitives in place."""
+        return isinstance(arr, np.ndarray) and arr.flags.c_contiguous and arr.flags.writeable
+
+    @abstractmethod
+    def _allreduce(self, buf, op: str) -> None:
+        """Reduce ``buf`` in place over all ranks (op: sum, max, min; dtype of buf)."""
+
+    @abstractmethod
+    def _iallreduce(self, buf, op: str):
+        """Start an in-place reduction; returns an object with ``wait()`` and ``test()``."""
+
+    @abstractmethod
+    def _iallgather(self, send, recv):
+        """Start ``_allgather``; returns an object with ``wait()`` and ``test()``."""
+
+    @abstractmethod
+    def _bcast(self, buf, root: int) -> None:
+        """Overwrite ``buf`` with ``root``'s."""
+
+    @abstractmethod
+    def _allgather(self, send, recv) -> None:
+        """``recv[r] = send of rank r``; recv has shape (world_size, *send.shape)."""
+
+    @abstractmethod
+    def _allgatherv(self, send, recv, counts) -> None:
+        """Concatenate every rank's 1-D ``send`` (``counts[r]`` elements) into ``recv``."""
+
+    @abstractmethod
+    def _send(self, buf, dest: int, tag: int) -> None:
+        """Blocking point-to-point send."""
+
+    @abstractmethod
+    def _recv(self, buf, source: int, tag: int) -> None:
+        """Blocking point-to-point receive into ``buf``."""
+
+    @abstractmethod
+    def _barrier(self) -> None:
+        """Wait until every rank reached the barrier."""
+
+    @abstractmethod
+    def _allgather_object(self, obj) -> list:
+        """Every rank's small picklable ``obj``, in rank order (control messages)."""
+
+    def _progress(self, requests) -> None:
+        """Let the library advance started requests (MPI progresses only inside calls)."""
+        for r in requests:
+            r.test()
+
+    def abort(self, message: str, code: int = 1) -> None:
+        """Terminate every rank (a failed rank must never leave the others hanging)."""
+        raise SystemExit(code)
+
+    def host_buffer(self, n: int, dtype):
+        """A flat array the primitives accept (host memory for MPI, device memory for NCCL)."""
+        return self.xp.empty(n, dtype)
+
+    # ------------------------------------------------------------------ tensor-level plumbing
+    def _token(self, dev) -> CTensor:
+        tok = self._tokens.get(dev)
+        if tok is None:
+            tok = self._tokens[dev] = CTensor((1,), dev, _dtype.kInt)
+        return tok
+
+    def _stage(self, dev, ct):
+        """``(array, staged)``: the native array, or a host copy when it is not usable."""
+        arr = dev.native(ct)
+        if self.accepts(arr):
+            return arr, False
+        return self._host_copy(dev, arr), True
+
+    def _host_copy(self, dev, arr):
+        """A copy the primitives accept of a native array they cannot use in place (host
+        staging; a backend without host buffers raises here, naming the device)."""
+        return np.ascontiguousarray(dev.native_to_numpy(arr))
+
+    def _exec(self, name, cts, body, write=True, extra_reads=()) -> None:
+        """Run ``body(arrays)`` on the tensors' buffers as one ``Dist.<name>`` device op."""
+        dev = cts[0].dev
+        for c in cts[1:]:
+            if c.dev is not dev:
+                raise DistError(f"{name}: tensors are on {dev.name} and {c.dev.name}; move "
+                                "them to one device first (x.to_device(dev))")
+        tok = self._token(dev)
+
+        def fn():
+            staged = [self._stage(dev, c) for c in cts]
+            body([a for a, _ in staged])
+            if write:
+                for c, (a, s) in zip(cts, staged):
+                    if s:
+                        dev.numpy_into_native(a, dev.native(c))
+
+        blocks = [c.block for c in cts]
+        reads = blocks + [tok.block] + [c.block for c in extra_reads]
+        writes = (blocks if write else []) + [tok.block]
+        dev.exec(fn, reads, writes, "Dist." + name)
+
+    def check_consistent(self, what: str, cts) -> None:
+        """Raise :class:`DistError` naming both ranks when shapes or dtypes differ."""
+        mine = [(tuple(c.shp), _dtype.name_of(c.dt)) for c in cts]
+        every = self._allgather_object(mine)
+        for r, theirs in enumerate(every):
+            if theirs == mine:
+                continue
+            if len(theirs) != len(mine):
+                raise DistError(f"{what}: rank {self.rank} passes {len(mine)} tensors but rank "
+                                f"{r} passes {len(theirs)}; every rank must pass the same list")
+            for i, (a, b) in enumerate(zip(mine, theirs)):
+                if a != b:
+                    raise DistError(
+                        f"{what}: tensor {i} differs across ranks: rank {self.rank} has "
+                        f"{a[1]} {a[0]} but rank {r} has {b[1]} {b[0]}; every rank must "
+                        "pass tensors of the same shape and dtype")
+
+    def _checked(self, what, cts, check=None):
+        if (self.validate if check is None else check) and self.world_size > 1:
+            self.check_consistent(what, cts)
+
+    # ------------------------------------------------------------------ public operations
+    def all_reduce(self, x, op: str = "sum") -> None:
+        """In place: ``x`` becomes the elementwise sum (mean, max, min) over all ranks."""
+        if op not in REDUCE_OPS:
+            raise ValueError(f"all_reduce: op must be one of {REDUCE_OPS}, got {op!r}")
+        c = _ct(x)
+        self._checked("all_reduce", [c])
+        n = self.world_size
+
+        def body(arrs):
+            a = arrs[0]
+            self._allreduce(a, "sum" if op == "mean" else op)
+            if op == "mean":
+                _divide(a, n)
+
+        self._exec("AllReduce", [c], body)
+
+    def fused_all_reduce(self, xs, op: str = "sum", half: bool = False, check=None) -> None:
+        """All-reduce a list of tensors through one flat buffer of ``buff_size`` elements.
+
+        Tensors are grouped by dtype; each group streams through the buffer, so a tensor or a
+        group larger than the buffer takes several rounds. ``half``: float32 tensors travel
+        as float16 (SINGA's ``fusedSynchHalf``).
+        """
+        cts = [_ct(x) for x in xs]
+        if not cts:
+            return
+        if op not in REDUCE_OPS:
+            raise ValueError(f"fused_all_reduce: op must be one of {REDUCE_OPS}, got {op!r}")
+        self._checked("fused_all_reduce", cts, check)
+        n = self.world_size
+        red = "sum" if op == "mean" else op
+
+        def body(arrs):
+            groups: dict = {}
+            for a in arrs:
+                groups.setdefault(a.dtype, []).append(a)
+            for dt, group in groups.items():
+                if half and dt == np.float32 and red == "sum":
+                    self._fused_half(group)
+                else:
+                    self._fused_rounds(group, dt, red)
+                if op == "mean":
+                    for a in group:
+                        _divide(a, n)
+
+        self._exec("FusedAllReduceHalf" if half else "FusedAllReduce", cts, body)
+
+    def _fused_rounds(self, arrs, dt, op) -> None:
+        buf = self.host_buffer(min(self.buff_size, sum(a.size for a in arrs)), dt)
+        cap = buf.size
+        pieces = []  # (array flat view, start, stop) pending in buf
+        fill = 0
+
+        def flush():
+            nonlocal fill
+            self._allreduce(buf[:fill], op)
+            pos = 0
+            for flat, s, e in pieces:
+                flat[s:e] = buf[pos:pos + e - s]
+                pos += e - s
+            pieces.clear()
+            fill = 0
+
+        for a in arrs:
+            flat = a.reshape(-1)
+            s = 0
+            while s < flat.size:
+                take = min(cap - fill, flat.size - s)
+                buf[fill:fill + take] = flat[s:s + take]
+                pieces.append((flat, s, s + take))
+                fill += take
+                s += take
+                if fill == cap:
+                    flush()
+        if fill:
+            flush()
+
+    def _fused_half(self, arrs) -> None:
+        flat = self.xp.concatenate([a.reshape(-1) for a in arrs])
+        self._half_sum(flat)
+        pos = 0
+        for a in arrs:
+            a.reshape(-1)[...] = flat[pos:pos + a.size]
+            pos += a.size
+
+    def _half_chunks(self, n):
+        step = max(1, self.buff_size // self.world_size)  # gathered: world x step elements
+        return [(s, min(n, s + step)) for s in range(0, n, step)]
+
+    def _half_gathered(self, flat32, lo, hi):
+        send = flat32[lo:hi].astype(np.float16)
+        return send, self.xp.empty((self.world_size, hi - lo), np.float16)
+
+    @staticmethod
+    def _half_accumulate(recv, out) -> None:
+        acc = recv[0].astype(np.float32)
+        for r in range(1, recv.shape[0]):  # rank order: the same bits on every rank
+            acc += recv[r]
+        out[...] = acc
+
+    def _half_sum(self, flat32) -> None:
+        """``flat32 = Σ_r fp16(flat32_r)`` with float16 on the wire, float32 accumulation."""
+        for lo, hi in self._half_chunks(flat32.size):
+            send, recv = self._half_gathered(flat32, lo, hi)
+            self._allgather(send, recv)
+            self._half_accumulate(recv, flat32[lo:hi])
+
+    def all_reduce_half(self, x, op: str = "sum") -> None:
+        """All-reduce a float32 tensor with float16 on the wire (SINGA's ``synchHalf``)."""
+        c = _ct(x)
+        if c.dt != _dtype.kFloat32:
+            raise DistError(f"all_reduce_half: expects a float32 tensor, got "
+                            f"{_dtype.name_of(c.dt)}; use all_reduce for other dtypes")
+        self._checked("all_reduce_half", [c])
+        n = self.world_size
+
+        def body(arrs):
+            a = arrs[0].reshape(-1)
+            self._half_sum(a)
+            if op == "mean":
+                _divide(a, n)
+
+        self._exec("AllReduceHalf", [c], body)
+
+    def sparse_all_reduce(self, x, spars: float = 0.05, topK: bool = False,
+                          residual=None, check=None) -> None:
+        """Sum only the significant entries of ``x`` over all ranks (see the module doc).
+
+        ``spars`` is the threshold on :math:`|g|` (``topK=False``) or the kept fraction
+        (``topK=True``). ``residual`` (a tensor of x's size, or None) is the error-feedback
+        accumulation: added to x first, then set to what was not sent.
+        """
+        grads = [_ct(g) for g in (x if isinstance(x, (list, tuple)) else [x])]
+        for c in grads:
+            if c.dt != _dtype.kFloat32:
+                raise DistError("sparse_all_reduce: expects float32 tensors, got "
+                                f"{_dtype.name_of(c.dt)}")
+        if topK and not 0 < spars <= 1:
+            raise ValueError(f"sparse_all_reduce: with topK, spars is the kept fraction in "
+                             f"(0, 1], got {spars}")
+        total = sum(c.Size() for c in grads)
+        cts = list(grads)
+        if residual is not None:
+            r = _ct(residual)
+            if r.Size() != total or r.dt != _dtype.kFloat32:
+                raise DistError(f"sparse_all_reduce: residual has {r.Size()} elements "
+                                f"({_dtype.name_of(r.dt)}), the tensors {total} (float32)")
+            cts.append(r)
+        self._checked("sparse_all_reduce", grads, check)
+        ng = len(grads)
+
+        def body(arrs):
+            res = arrs[ng].reshape(-1) if residual is not None else None
+            if ng == 1:
+                self._sparse(arrs[0].reshape(-1), res, float(spars), bool(topK))
+                return
+            flat = self.xp.concatenate([a.reshape(-1) for a in arrs[:ng]])
+            self._sparse(flat, res, float(spars), bool(topK))
+            pos = 0
+            for a in arrs[:ng]:
+                a.reshape(-1)[...] = flat[pos:pos + a.size]
+                pos += a.size
+
+        self._exec("SparseAllReduce", cts, body)
+
+    def _sparse(self, g, res, spars, topk) -> None:
+        xp = self.xp
+        if res is not None:
+            g += res
+        if topk:
+            k = min(g.size, int(math.ceil(spars * g.size)))
+            idx = _top_k(xp, xp.abs(g), k)
+        else:
+            idx = xp.flatnonzero(xp.abs(g) >= spars)
+        idx = idx.astype(np.int32)
+        vals = g[idx]
+        if res is not None:
+            res[...] = g
+            res[idx] = 0
+        counts = self._allgather_object(int(idx.size))
+        total = sum(counts)
+        all_idx = xp.empty(total, np.int32)
+        all_val = xp.empty(total, np.float32)
+        self._allgatherv(idx, all_idx, counts)
+        self._allgatherv(xp.ascontiguousarray(vals, np.float32), all_val, counts)
+        g[...] = 0
+        pos = 0
+        for cnt in counts:  # rank order, so every rank sums in the same order
+            # a rank's indices are distinct, so a fancy-index add is exact (no add.at needed)
+            sel = all_idx[pos:pos + cnt]
+            g[sel] += all_val[pos:pos + cnt]
+            pos += cnt
+
+    def broadcast(self, x, root: int = 0) -> None:
+        """In place: every rank's ``x`` becomes ``root``'s."""
+        self._check_rank("broadcast", root)
+        c = _ct(x)
+        self._checked("broadcast", [c])
+        self._exec("Broadcast", [c], lambda arrs: self._bcast(arrs[0], root))
+
+    def all_gather(self, x):
+        """A new tensor of shape ``(world_size, *x.shape)``: every rank's ``x`` in rank order."""
+        from .tensor import Tensor
+
+        c = _ct(x)
+        self._checked("all_gather", [c])
+        out = CTensor._new((self.world_size,) + tuple(c.shp), c.dev, c.dt)
+
+        def body(arrs):
+            self._allgather(self.xp.ascontiguousarray(arrs[0]), arrs[1])
+
+        self._exec_rw("AllGather", [c], [out], body)
+        return Tensor._wrap(out)
+
+    def _exec_rw(self, name, ins, outs, body) -> None:
+        dev = ins[0].dev
+        tok = self._token(dev)
+
+        def fn():
+            staged_in = [self._stage(dev, c)[0] for c in ins]
+            staged_out = [self._stage(dev, c) for c in outs]
+            body(staged_in + [a for a, _ in staged_out])
+            for c, (a, s) in zip(outs, staged_out):
+                if s:
+                    dev.numpy_into_native(a, dev.native(c))
+
+        dev.exec(fn, [c.block for c in ins] + [tok.block],
+                 [c.block for c in outs] + [tok.block], "Dist." + name)
+
+    def barrier(self) -> None:
+        """Wait for every rank (not recorded in graphs: it touches no tensor)."""
+        self._barrier()
+
+    def put(self, x, dest: int, tag: int = 0) -> None:
+        """Send ``x`` to rank ``dest`` (the seed's ``put``); pairs with ``get`` there."""
+        self._check_rank("put", dest)
+        c = _ct(x)
+        self._exec("Put", [c], lambda arrs: self._send(arrs[0], dest, tag), write=False)
+
+    def get(self, x, source: int, tag: int = 0) -> None:
+        """Receive into ``x`` what rank ``source`` ``put`` (same shape and dtype)."""
+        self._check_rank("get", source)
+        c = _ct(x)
+        self._exec("Get", [c], lambda arrs: self._recv(arrs[0], source, tag))
+
+    def start_all_reduce(self, xs, op: str = "sum", half: bool = False, check=None,
+                         inplace: bool = False) -> Work:
+        """Start summing ``xs`` (one tensor or a list, fused) without waiting; returns a
+        :class:`Work` whose ``wait()`` completes it. Between the two, the tensors must not be
+        read or written. Recorded in graphs as ``Dist.AllReduceStart``/``Dist.AllReduceWait``.
+        The values are copied to a flat buffer at the start (so a gradient that backward
+        still reads is never changed under it); ``half``: that buffer is float16.
+        ``inplace``: a single tensor that nothing else reads until the wait is reduced in its
+        own buffer (no copy; the same values, so the same result). ``half`` works as
+        :meth:`all_reduce_half` (non-blocking all-gather).
+        """
+        cts = [_ct(x) for x in (xs if isinstance(xs, (list, tuple)) else [xs])]
+        if op not in ("sum", "mean"):
+            raise ValueError(f"start_all_reduce: op must be 'sum' or 'mean', got {op!r}")
+        self._checked("start_all_reduce", cts, check)
+        dev = cts[0].dev
+        tok = self._token(dev)
+        state: dict = {}
+        n = self.world_size
+
+        def start():
+            staged = [self._stage(dev, c) for c in cts]
+            copied = not (inplace and len(staged) == 1)
+            if not copied:
+                flat = staged[0][0].reshape(-1)
+            else:
+                flat = self.xp.concatenate([a.reshape(-1) for a, _ in staged])
+            gathers = []
+            if half:
+                if flat.dtype != np.float32:
+                    raise DistError("start_all_reduce(half=True) expects float32 tensors")
+                for lo, hi in self._half_chunks(flat.size):
+                    send, recv = self._half_gathered(flat, lo, hi)
+                    gathers.append((lo, hi, send, recv))
+                reqs = [self._iallgather(send, recv) for _, _, send, recv in gathers]
+            else:
+                reqs = [self._iallreduce(flat[s:s + self.buff_size], "sum")
+                        for s in range(0, flat.size, self.buff_size)]
+            state.update(flat=flat, staged=staged, reqs=reqs, copied=copied, gathers=gathers)
+            self._pending.extend(reqs)
+
+        def finish():
+            for r in state["reqs"]:
+                r.wait()
+            flat = state["flat"]
+            for lo, hi, _send, recv in state["gathers"]:
+                self._half_accumulate(recv, flat[lo:hi])
+            pos = 0
+            for c, (a, s) in zip(cts, state["staged"]):
+                part = a.reshape(-1)
+                if state["copied"]:
+                    part[...] = flat[pos:pos + a.size]
+                pos += a.size
+                if op == "mean":
+                    _divide(part, n)
+                if s:
+                    dev.numpy_into_native(a, dev.native(c))
+            done = {id(r) for r in state["reqs"]}
+            self._pending[:] = [r for r in self._pending if id(r) not in done]
+            state.clear()
+
+        blocks = [c.block for c in cts]
+        dev.exec(start, blocks + [tok.block], [tok.block], "Dist.AllReduceStart")
+        return Work(self, lambda: dev.exec(finish, [tok.block] + blocks, blocks + [tok.block],
+                                           "Dist.AllReduceWait"))
+
+    def progress(self) -> None:
+        """Advance started collectives (call while computing, e.g. between gradients)."""
+        pending = self._pending
+        if pending:
+            self._progress(pending)
+
+    def _check_rank(self, what, r) -> None:
+        if not 0 <= int(r) < self.world_size:
+            raise DistError(f"{what}: rank {r} does not exist (world size {self.world_size})")
+
+    # SINGA's C++ names
+    @property
+    def MPIRankInGlobal(self) -> int:
+        return self.rank
+
+    @property
+    def totalMPIRanksInGlobal(self) -> int:
+        return self.world_size
+
+    @property
+    def MPIRankInLocal(self) -> int:
+        return self.local_rank
+
+    def synch(self, x) -> None:
+        self.all_reduce(x)
+
+    def fusedSynch(self, xs, send: bool = True) -> None:
+        self.fused_all_reduce(xs)
+
+    def synchHalf(self, x) -> None:
+        self.all_reduce_half(x)
+
+    def wait(self) -> None:
+        """SINGA's ``wait``: collectives here complete before returning (except started
+        ones, which complete at their ``Work.wait``), so there is nothing to wait for."""
+        return None
+
+
+def _top_k(xp, mag, k):
+    """Indices (ascending) of the ``k`` largest ``mag``, ties to the lower index: what a
+    stable descending sort would keep, in O(n) (argpartition) instead of a full sort."""
+    if k >= mag.size:
+        return xp.arange(mag.size)
+    if k == 0:
+        return xp.zeros(0, np.int64)
+    kth = xp.partition(mag, mag.size - k)[mag.size - k]
+    above = xp.flatnonzero(mag > kth)
+    ties = xp.flatnonzero(mag == kth)[:k - above.size]
+    return xp.sort(xp.concatenate([above, ties]))
+
+
+def _divide(a, n) -> None:
+    if np.issubdtype(a.dtype, np.integer):
+        a //= n
+    else:
+        a /= a.dtype.type(n)
+
+
+_COMMS: dict = {}
+_COMMS_LOCK = threading.Lock()
+
+
+def get_communicator(name: str | None = None, **options) -> Communicator:
+    """The process's communicator of backend ``name`` (default ``SINGA_COMMUNICATOR``, else
+    ``"mpi"``), created once per name and options by the plugin that provides it.
+
+    Raises :class:`singa.errors.DeviceUnavailableError` naming the install command when no
+    installed plugin provides it or it cannot run here.
+    """
+    name = name or _config.get("SINGA_COMMUNICATOR") or "mpi"
+    key = (name, tuple(sorted(options.items(), key=lambda kv: kv[0])))
+    with _COMMS_LOCK:
+        comm = _COMMS.get(key) if _hashable(key) else None
+        if comm is not None:
+            return comm
+        from ._plugins import registry
+
+        entry = registry().communicator(name)
+        comm = entry.spec.create(**options)
+        if not isinstance(comm, Communicator):
+            raise DeviceUnavailableError(
+                f"communicator {name!r} ({entry.provider}) returned "
+                f"{type(comm).__name__}, not a singa.dist.Communicator")
+        if _hashable(key):
+            _COMMS[key] = comm
+        return comm
+
+
+def _hashable(key) -> bool:
+    try:
+        hash(key)
+    except TypeError:
+        return False
+    return True

@@ -1,0 +1,182 @@
+"""Kernels from the shipped CUDA C sources (``cu/*.cu``), compiled by NVRTC per architecture.
+
+Launchers here are thin: they check nothing the op table's shape rules have not checked, pick
+the dtype's instantiation (``pool_fwd_f16`` ...), size the grid-stride launch and pass
+arguments (device pointers, scalars, and the two small structs as numpy structured scalars,
+which cupy passes by value). Every kernel is flagged ``contiguous_inputs``: the dispatcher hands
+it contiguous inputs and outputs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from singa.backend import kernel_attrs, pool2d_geometry
+
+from ._events import launch_config
+from ._nvrtc import cubin
+
+#: dtype name -> suffix of the kernel instantiations
+SUFFIX = {"float32": "f32", "float16": "f16", "float64": "f64", "int32": "i32"}
+
+POOL_GEOM = np.dtype([(f, np.int32) for f in (
+    "n", "c", "h", "w", "kh", "kw", "sh", "sw", "pt", "pb", "pl", "pr", "ho", "wo", "is_max",
+    "count_include_pad")], align=True)
+PHILOX_KEY = np.dtype([(f, np.uint32) for f in ("k0", "k1", "call0", "call1")], align=True)
+
+
+def pool_geom(x_shape, attrs) -> np.void:
+    """The ``PoolGeom`` struct of ``pool.cu`` for a pooling of ``x_shape``."""
+    g = pool2d_geometry("Pooling2d", x_shape, attrs)
+    rec = np.zeros((), POOL_GEOM)
+    for f in POOL_GEOM.names:
+        if f not in ("is_max",):
+            rec[f] = getattr(g, f)
+    rec["is_max"] = int(g.is_max)
+    rec["count_include_pad"] = int(g.count_include_pad)
+    return rec[()]
+
+
+def philox_key(key_call) -> np.void:
+    rec = np.zeros((), PHILOX_KEY)
+    rec["k0"], rec["k1"], rec["call0"], rec["call1"] = key_call
+    return rec[()]
+
+
+class CuModules:
+    """The loaded modules of one device: ``function(file, name)`` compiles ``file`` for the
+    device's architecture on first use (or takes it from the disk cache) and loads it."""
+
+    def __init__(self, device):
+        self.device = device
+        self._modules: dict[str, object] = {}
+        self._functions: dict[tuple[str, str], object] = {}
+
+    def function(self, file: str, name: str):
+        fn = self._functions.get((file, name))
+        if fn is None:
+            mod = self._modules.get(file)
+            if mod is None:
+                import cupy
+
+                mod = cupy.cuda.function.Module()
+                mod.load(cubin(file, self.device.arch))
+                self._modules[file] = mod
+            fn = self._functions[(file, name)] = mod.get_function(name)
+        return fn
+
+    def launch(self, file: str, name: str, n_items: int, args: tuple) -> None:
+        grid, block = launch_config(n_items)
+        self.function(file, name)(grid, block, args, stream=self.device.stream)
+
+
+def _suffix(arr) -> str:
+    return SUFFIX[arr.dtype.name]
+
+
+def kernels(device, modules=None) -> dict:
+    """``{op_name: kernel}`` of the NVRTC-compiled kernels for ``device``. ``modules`` launches
+    them (default: :class:`CuModules`, cubins on the device's stream); temporaries come from
+    the device's array module."""
+    xp = device.am.xp
+    mods = modules if modules is not None else CuModules(device)
+
+    @kernel_attrs(contiguous_inputs=True)
+    def pooling(ins, outs, attrs):
+        x, y = ins[0], outs[0]
+        mods.launch("pool.cu", f"pool_fwd_{_suffix(x)}", y.size,
+                    (x, y, pool_geom(x.shape, attrs)))
+
+    @kernel_attrs(contiguous_inputs=True)
+    def pooling_backward(ins, outs, attrs):
+        dy, x, _y = ins  # the max is found again from x (first maximal cell, as the table says)
+        mods.launch("pool.cu", f"pool_bwd_{_suffix(x)}", x.size,
+                    (dy, x, outs[0], pool_geom(x.shape, attrs)))
+
+    @kernel_attrs(contiguous_inputs=True)
+    def pooling_backward_relu(ins, outs, attrs):
+        dy, x, _y, relu_x = ins
+        mods.launch("pool.cu", f"pool_bwd_relu_{_suffix(x)}", x.size,
+                    (dy, x, relu_x, outs[0], pool_geom(x.shape, attrs)))
+
+    def target_args(logits, target):
+        use_ids = target.ndim == 1
+        ids = target if use_ids else xp.zeros(1, xp.int32)
+        dense = logits[:1] if use_ids else target
+        return ids, dense, np.int32(use_ids)
+
+    def acc_dtype(x):
+        return xp.float64 if x.dtype == xp.float64 else xp.float32
+
+    @kernel_attrs(contiguous_inputs=True)
+    def softmax_ce(ins, outs, attrs):
+        logits, target = ins
+        loss, probs = outs
+        n, c = logits.shape
+        rows = xp.empty(n, acc_dtype(logits))
+        ids, dense, use_ids = target_args(logits, target)
+        mods.launch("loss.cu", f"softmax_ce_fwd_{_suffix(logits)}", n,
+                    (logits, ids, dense, use_ids, np.int32(n), np.int32(c), probs, rows))
+        loss[...] = rows.sum() / n
+
+    @kernel_attrs(contiguous_inputs=True)
+    def softmax_ce_backward(ins, outs, attrs):
+        probs, target = ins
+        n, c = probs.shape
+        ids, dense, use_ids = target_args(probs, target)
+        mods.launch("loss.cu", f"softmax_ce_bwd_{_suffix(probs)}", n * c,
+                    (probs, ids, dense, use_ids, np.int32(n), np.int32(c), outs[0]))
+
+    @kernel_attrs(contiguous_inputs=True)
+    def cross_entropy(ins, outs, attrs):
+        p, target = ins
+        n, c = p.shape
+        ids, dense, use_ids = target_args(p, target)
+        mods.launch("loss.cu", f"cross_entropy_fwd_{_suffix(p)}", n,
+                    (p, ids, dense, use_ids, np.int32(n), np.int32(c), outs[0]))
+
+    @kernel_attrs(contiguous_inputs=True)
+    def scatter_add(ins, outs, attrs):
+        idx, src = ins
+        out = outs[0]
+        axis = attrs.get("axis", 0) % out.ndim
+        outer = int(np.prod(out.shape[:axis], dtype=np.int64))
+        inner = int(np.prod(out.shape[axis + 1:], dtype=np.int64))
+        acc = xp.zeros(out.shape, xp.float32 if out.dtype == xp.float16 else out.dtype)
+        mods.launch("scatter.cu", f"scatter_add_{_suffix(src)}", src.size,
+                    (idx, src, acc, np.int64(outer), np.int64(idx.size), np.int64(inner),
+                     np.int64(out.shape[axis])))
+        out[...] = acc
+
+    def philox(kind, a_key, b_key):
+        @kernel_attrs(contiguous_inputs=True)
+        def kernel(ins, outs, attrs):
+            out = outs[0]
+            key = philox_key(device.rng.next_call())
+            b = attrs[b_key] if b_key else 0.0
+            mods.launch("philox.cu", f"philox_{kind}_{_suffix(out)}", out.size,
+                        (out, np.int64(out.size), key, np.float64(attrs[a_key]), np.float64(b)))
+
+        return kernel
+
+    return {
+        "Pooling2d": pooling, "Pooling2dBackward": pooling_backward,
+        "Pooling2dBackward+ReLUBackward": pooling_backward_relu,
+        "SoftmaxCrossEntropy": softmax_ce, "SoftmaxCrossEntropyBackward": softmax_ce_backward,
+        "CrossEntropyFwd": cross_entropy, "ScatterAdd": scatter_add,
+        "Uniform": philox("uniform", "low", "high"),
+        "Gaussian": philox("gaussian", "mean", "std"),
+        "Bernoulli": philox("bernoulli", "p", None),
+    }
+
+
+#: op name -> (file, kernel name prefix): what the compile and plan tests check
+SOURCES = {
+    "Pooling2d": ("pool.cu", "pool_fwd"), "Pooling2dBackward": ("pool.cu", "pool_bwd"),
+    "Pooling2dBackward+ReLUBackward": ("pool.cu", "pool_bwd_relu"),
+    "SoftmaxCrossEntropy": ("loss.cu", "softmax_ce_fwd"),
+    "SoftmaxCrossEntropyBackward": ("loss.cu", "softmax_ce_bwd"),
+    "CrossEntropyFwd": ("loss.cu", "cross_entropy_fwd"),
+    "ScatterAdd": ("scatter.cu", "scatter_add"),
+    "Uniform": ("philox.cu", "philox_uniform"), "Gaussian": ("philox.cu", "philox_gaussian"),
+    "Bernoulli": ("philox.cu", "philox_bernoulli"),
+}

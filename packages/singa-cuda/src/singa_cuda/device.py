@@ -1,0 +1,119 @@
+"""CudaGPU: cupy arrays over pooled device memory, one stream per GPU.
+
+Every kernel of the device runs on the device's own non-blocking stream with its GPU current
+(:meth:`CudaGPU.on_device` wraps each kernel of the table), so kernels are asynchronous and
+ordered among themselves; host copies are issued on the same stream and wait for it, so a copy
+sees every kernel queued before it. ``synchronize()`` waits for the stream. In a profiled graph
+run each node is timed by a pair of CUDA events recorded around it on the stream.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+from singa import config
+from singa.backend import ITEMSIZE, NP_DTYPE, Device
+
+from ._events import EventPool
+from .allocator import CupyAllocator, install_cupy_allocator
+from .xp._module import cupy_module
+from .xp.random import PhiloxState
+
+
+class CudaGPU(Device):
+    """One CUDA GPU (SINGA's CudaGPU); ``id()`` is its ordinal."""
+
+    lang = "cuda"
+
+    def __init__(self, index: int):
+        import cupy
+
+        self._cupy = cupy
+        self.cuda_device = cupy.cuda.Device(index)
+        with self.cuda_device:
+            self.stream = cupy.cuda.Stream(non_blocking=True)
+            init = max(0, int(config.get("SINGA_CUDA_INIT_SIZE"))) << 20
+            alloc = CupyAllocator(index, init)
+            alloc.stream = self.stream
+        super().__init__("cuda", index, alloc)
+        install_cupy_allocator(index, self.pool)
+        self.am = cupy_module()
+        self.rng = PhiloxState()
+        self.arch = int(self.cuda_device.compute_capability)
+        self.events = EventPool(cupy.cuda.Event, cupy.cuda.get_elapsed_time)
+
+    # ------------------------------------------------------------------ execution context
+    def on_device(self, fn):
+        """``fn`` run with this GPU current and this device's stream as cupy's stream."""
+        dev, stream = self.cuda_device, self.stream
+
+        @functools.wraps(fn)
+        def kernel(ins, outs, attrs):
+            with dev, stream:
+                fn(ins, outs, attrs)
+
+        return kernel
+
+    def chain_compiler(self):
+        """Elementwise chains compiled with NVRTC (see :mod:`singa_cuda.chains`)."""
+        if getattr(self, "_chains", None) is None:
+            from .chains import ChainCompiler, gpu_builder
+
+            self._chains = ChainCompiler(gpu_builder(self), self.on_device)
+        return self._chains
+
+    # ------------------------------------------------------------------ Device interface
+    def native(self, ct):
+        isz = ITEMSIZE[ct.dt]
+        return self._cupy.ndarray(ct.shp, NP_DTYPE[ct.dt], ct.block.data + ct.off * isz,
+                                  tuple(s * isz for s in ct.strd))
+
+    def native_to_numpy(self, arr):
+        with self.cuda_device, self.stream:
+            return arr.get(stream=self.stream)  # waits for the stream: sees queued kernels
+
+    def numpy_into_native(self, src, arr) -> None:
+        src = np.asarray(src)
+        with self.cuda_device, self.stream:
+            if arr.flags.c_contiguous and src.dtype == arr.dtype and src.shape == arr.shape:
+                arr.set(np.ascontiguousarray(src), stream=self.stream)
+            else:  # strided or converting: upload, then copy/cast on the device
+                arr[...] = self._cupy.asarray(src)
+            self.stream.synchronize()  # src may be a temporary the caller frees
+
+    def synchronize(self) -> None:
+        self.stream.synchronize()
+
+    def _seed(self, seed: int) -> None:
+        self.rng.reseed(seed)
+
+    def _timed_call(self, fn) -> float:
+        pair = self.events.acquire()
+        with self.cuda_device:
+            pair[0].record(self.stream)
+            fn()
+            pair[1].record(self.stream)
+            pair[1].synchronize()
+        try:
+            return self.events.seconds(pair)
+        finally:
+            self.events.release(pair)
+
+    # ------------------------------------------------------------------ SINGA queries
+    def mem_info(self) -> tuple[int, int]:
+        """(free, total) bytes of this GPU."""
+        with self.cuda_device:
+            free, total = self._cupy.cuda.runtime.memGetInfo()
+        return int(free), int(total)
+
+    def describe(self, verbose: bool = False) -> str:
+        props = self._cupy.cuda.runtime.getDeviceProperties(self.index)
+        name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+        free, total = self.mem_info()
+        line = (f"cuda:{self.index} {name}, sm_{self.arch}, {total >> 20} MiB "
+                f"({free >> 20} MiB free)")
+        if verbose:
+            line += (f", {props['multiProcessorCount']} SMs, clock {props['clockRate'] // 1000} "
+                     f"MHz, {props['totalConstMem']} B constant memory")
+        return line

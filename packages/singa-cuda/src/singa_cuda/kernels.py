@@ -1,0 +1,60 @@
+"""The CUDA kernel table: which implementation serves each op of the op table.
+
+``PLAN`` maps every op name (and the fused kernels) to where its CUDA kernel comes from:
+
+- ``"xp"``: the shared array-module code of :mod:`singa_cuda.xp`, bound to cupy on the GPU
+  (elementwise ops, reductions, indexing, copies; matrix products, which cupy sends to cuBLAS);
+  the same functions run on numpy in CI.
+- ``"cudnn"``: cuDNN frontend graphs (:mod:`singa_cuda.cudnn_conv`) for float32/float16
+  convolutions; float64 falls back to the shared im2col code.
+- ``"cu"``: CUDA C from ``cu/*.cu`` compiled by NVRTC (:mod:`singa_cuda.cu_kernels`).
+
+The table is data: a test compares it with :data:`singa.backend.OPS` without a device.
+"""
+
+from __future__ import annotations
+
+from singa.backend import OPS, kernel_attrs
+
+XP, CUDNN, CU = "xp", "cudnn", "cu"
+
+#: op name -> (source, dtypes or None for all of the op's dtypes)
+PLAN: dict[str, tuple[str, tuple | None]] = {name: (XP, None) for name in OPS}
+PLAN.update({
+    "Conv2d": (CUDNN, None), "Conv2dBackwardX": (CUDNN, None), "Conv2dBackwardW": (CUDNN, None),
+    "Pooling2d": (CU, None), "Pooling2dBackward": (CU, None),
+    "SoftmaxCrossEntropy": (CU, None), "SoftmaxCrossEntropyBackward": (CU, None),
+    "CrossEntropyFwd": (CU, None), "ScatterAdd": (CU, None),
+    "Gaussian": (CU, None), "Uniform": (CU, None), "Bernoulli": (CU, None),
+    "Pooling2dBackward+ReLUBackward": (CU, None),
+})
+
+
+def shared_table(am, rng_state_of) -> dict:
+    """The shared array-module kernels on array module ``am`` (numpy or cupy), with the dtypes
+    of :data:`PLAN` attached: every op whose plan is ``"xp"``, plus the shared versions of the
+    others (the test device checks those too; the GPU replaces them)."""
+    from .xp import shared_kernels
+
+    table = shared_kernels(am, rng_state_of)
+    for name, fn in table.items():
+        dts = PLAN.get(name, (XP, None))[1]
+        if dts is not None:
+            kernel_attrs(dtypes=dts)(fn)
+    return table
+
+
+def kernel_table(device) -> dict:
+    """The full table of a CudaGPU device: shared kernels on cupy, then cuDNN and NVRTC
+    kernels over the ops :data:`PLAN` assigns to them."""
+    from . import cu_kernels, cudnn_conv
+
+    table = shared_table(device.am, lambda: device.rng)
+    table.update(cudnn_conv.kernels(device, fallback=dict(table)))
+    table.update(cu_kernels.kernels(device))
+    # every kernel runs with the GPU current and the device's stream as cupy's stream
+    table = {name: device.on_device(fn) for name, fn in table.items()}
+    missing = sorted(name for name, (src, _) in PLAN.items() if name not in table)
+    if missing:  # a programming error in this package, caught by the plan test as well
+        raise RuntimeError(f"singa-cuda: no kernel bound for {missing}")
+    return table

@@ -1,0 +1,87 @@
+"""Tests that need a CUDA GPU (they skip here with the probe's reason). Never run on hardware as
+of this writing: see docs/cuda.md."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from singa_cuda._probe import explain, facts
+
+_why = explain(facts())
+pytestmark = pytest.mark.skipif(_why is not None,
+                                reason=f"needs a usable CUDA GPU: {_why.detail if _why else ''}")
+
+
+@pytest.fixture(scope="module")
+def gpu():
+    from singa.device import create_cuda_gpu
+
+    return create_cuda_gpu()
+
+
+def test_devices_are_singletons_per_id(gpu):
+    from singa.device import create_cuda_gpu_on, create_cuda_gpus, get_device
+
+    assert get_device("cuda:0") is gpu is create_cuda_gpu_on(0)
+    assert create_cuda_gpus(1) == [gpu] and gpu.id() == 0 and gpu.lang == "cuda"
+
+
+def test_sub_buffers_alias_their_parent(gpu):
+    import cupy
+
+    buf, cls = gpu.pool.malloc(4096)
+    part = gpu.pool.allocator.sub(buf, 1024, 1024)
+    with gpu.cuda_device:
+        whole = cupy.ndarray((1024,), cupy.float32, buf)
+        whole[...] = 0
+        cupy.ndarray((256,), cupy.float32, part)[...] = 7
+        got = whole.get()
+    gpu.pool.free(buf, cls)
+    assert (got[256:512] == 7).all() and (got[:256] == 0).all() and (got[512:] == 0).all()
+
+
+def test_cupy_temporaries_come_from_the_singa_pool(gpu):
+    import cupy
+    from singa import tensor
+
+    before = gpu.memory_stats()["num_allocs"]
+    x = tensor.from_numpy(np.random.default_rng(0).random((64, 64), np.float32), gpu)
+    tensor.sum(x * 2.0).to_numpy()
+    assert gpu.memory_stats()["num_allocs"] > before
+    assert cupy.get_default_memory_pool().total_bytes() == 0
+
+
+def test_event_timing_is_positive(gpu):
+    import cupy
+
+    with gpu.cuda_device, gpu.stream:
+        a = cupy.random.rand(512, 512, dtype=cupy.float32)
+        assert gpu._timed_call(lambda: a @ a) > 0
+
+
+def test_philox_cu_matches_the_shared_generator_on_the_gpu(gpu):
+    from singa.tensor import Tensor
+
+    from singa_cuda.xp.random import unit, words
+
+    gpu.SetRandSeed(5)
+    t = Tensor((1000,), gpu)
+    t.uniform(0.0, 1.0)
+    import cupy
+
+    with gpu.cuda_device:
+        w = words(cupy, 1000, (5, 0, 0, 0))
+        want = unit(cupy, w[0], w[1], False).astype(cupy.float32).get()
+    np.testing.assert_array_equal(t.to_numpy(), want)
+
+
+def test_conformance_kit_on_the_gpu(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "--pyargs", "singa.testing.conformance",
+         "--singa-backend", "cuda", "-q", "-p", "no:cacheprovider"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=3600)
+    assert proc.returncode == 0, proc.stdout[-6000:]

@@ -1,0 +1,186 @@
+"""The MPI communicator: singa.dist's primitives on mpi4py.
+
+Buffers are numpy arrays; tensors on devices without MPI-aware buffers are staged through
+host memory by :class:`singa.dist.Communicator`. MPI has no float16 datatype, so
+``all_reduce`` of a float16 tensor uses a user-defined operation over 16-bit words that computes
+each pairwise reduction in float32 and rounds once (what NCCL's ``ncclHalf`` sum does); the
+half-precision all-reduce of float32 tensors all-gathers float16 and sums in float32 (see
+:mod:`singa.dist`).
+
+Fault handling: creating the communicator installs ``sys.excepthook`` and
+``threading.excepthook`` handlers that print which rank failed and call ``MPI_Abort``, so an
+uncaught exception on one rank terminates every rank (non-zero exit) instead of leaving them
+blocked in a collective. A rank killed by a signal is detected by the launcher (MPICH's
+``mpiexec`` and Slurm's ``srun --kill-on-bad-exit``), which terminates the others and names it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import traceback
+
+import numpy as np
+from singa.dist import Communicator, DistError
+
+
+def _mpi():
+    from mpi4py import MPI
+
+    return MPI
+
+
+def probe() -> None:
+    """Raise when mpi4py or its MPI library cannot be loaded."""
+    _mpi()
+
+
+class _Half:
+    """float16 reductions as MPI user operations on 16-bit words (float32 arithmetic)."""
+
+    _ops: dict = {}
+
+    @classmethod
+    def op(cls, name):
+        op = cls._ops.get(name)
+        if op is None:
+            MPI = _mpi()
+            ufunc = {"sum": np.add, "max": np.maximum, "min": np.minimum}[name]
+
+            def reduce(inbuf, inoutbuf, datatype):
+                a = np.frombuffer(inbuf, np.float16)
+                b = np.frombuffer(inoutbuf, np.float16)
+                b[...] = ufunc(a.astype(np.float32), b.astype(np.float32))
+
+            op = cls._ops[name] = MPI.Op.Create(reduce, commute=True)
+        return op
+
+
+class MpiCommunicator(Communicator):
+    """All ranks of ``comm`` (default ``MPI.COMM_WORLD``) as a SINGA communicator.
+
+    Parameters
+    ----------
+    buffSize:
+        Elements of the fused all-reduce buffer (SINGA's default 4194304).
+    comm:
+        An ``mpi4py`` communicator (default: the world).
+    abort_on_error:
+        Install the excepthooks described in the module docstring (default True).
+    """
+
+    name = "mpi"
+
+    def __init__(self, buffSize: int = 4194304, comm=None, abort_on_error: bool = True,
+                 **unused):
+        if unused:
+            raise TypeError(f"MpiCommunicator got unknown options {sorted(unused)}")
+        super().__init__(buffSize)
+        MPI = _mpi()
+        self.MPI = MPI
+        self.comm = comm if comm is not None else MPI.COMM_WORLD
+        self.rank = self.comm.Get_rank()
+        self.world_size = self.comm.Get_size()
+        local = self.comm.Split_type(MPI.COMM_TYPE_SHARED, key=self.rank)
+        self.local_rank = local.Get_rank()
+        self.local_size = local.Get_size()
+        local.Free()
+        self._ops = {"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}
+        if abort_on_error and self.world_size > 1:
+            _install_abort_hooks(self)
+            if comm is None and not os.environ.get("SINGA_DIST_NO_ABORT_HOOK"):
+                from . import watchdog
+
+                watchdog.start(self.comm, self.rank, self.local_rank)
+
+    def __repr__(self) -> str:
+        return f"<MpiCommunicator rank {self.rank}/{self.world_size}>"
+
+    def _buf(self, a):
+        if a.dtype == np.float16:
+            return [a.view(np.uint16), self.MPI.UINT16_T]
+        return a
+
+    def _op(self, a, op):
+        if a.dtype == np.float16:
+            return _Half.op(op)
+        try:
+            return self._ops[op]
+        except KeyError:
+            raise DistError(f"unknown reduction {op!r}") from None
+
+    def _allreduce(self, buf, op):
+        if buf.size:
+            self.comm.Allreduce(self.MPI.IN_PLACE, self._buf(buf), self._op(buf, op))
+
+    def _iallreduce(self, buf, op):
+        return self.comm.Iallreduce(self.MPI.IN_PLACE, self._buf(buf), self._op(buf, op))
+
+    def _iallgather(self, send, recv):
+        return self.comm.Iallgather(self._buf(send), self._buf(recv))
+
+    def _progress(self, requests):
+        self.MPI.Request.Testall(requests)
+
+    def _bcast(self, buf, root):
+        self.comm.Bcast(self._buf(buf), root=root)
+
+    def _allgather(self, send, recv):
+        self.comm.Allgather(self._buf(send), self._buf(recv))
+
+    def _allgatherv(self, send, recv, counts):
+        MPI = self.MPI
+        dt = MPI._typedict[send.dtype.char]
+        self.comm.Allgatherv([send, dt], [recv, (list(counts), None), dt])
+
+    def _send(self, buf, dest, tag):
+        self.comm.Send(self._buf(np.ascontiguousarray(buf)), dest=dest, tag=tag)
+
+    def _recv(self, buf, source, tag):
+        self.comm.Recv(self._buf(buf), source=source, tag=tag)
+
+    def _barrier(self):
+        self.comm.Barrier()
+
+    def _allgather_object(self, obj):
+        return self.comm.allgather(obj)
+
+    def abort(self, message: str, code: int = 1) -> None:
+        from . import watchdog
+
+        watchdog.mark_done(self.rank)  # reported here: the watcher stays quiet
+        sys.stderr.write(message.rstrip() + "\n")
+        sys.stderr.flush()
+        self.comm.Abort(code)
+
+
+_HOOKED = False
+
+
+def _install_abort_hooks(comm: MpiCommunicator) -> None:
+    global _HOOKED
+    if _HOOKED or os.environ.get("SINGA_DIST_NO_ABORT_HOOK"):
+        return
+    _HOOKED = True
+    prev = sys.excepthook
+
+    def message(kind, exc_type, exc, tb):
+        text = "".join(traceback.format_exception(exc_type, exc, tb))
+        return (f"{text}singa.dist: rank {comm.rank} of {comm.world_size} failed ({kind} "
+                f"{exc_type.__name__}: {exc}); aborting all {comm.world_size} ranks so that "
+                "none waits forever for it\n")
+
+    def hook(exc_type, exc, tb):
+        if issubclass(exc_type, KeyboardInterrupt):
+            prev(exc_type, exc, tb)
+        comm.abort(message("uncaught", exc_type, exc, tb), 1)
+
+    def thread_hook(args):
+        if args.exc_type is SystemExit:
+            return
+        comm.abort(message(f"thread {args.thread.name}:", args.exc_type, args.exc_value,
+                           args.exc_traceback), 1)
+
+    sys.excepthook = hook
+    threading.excepthook = thread_hook
