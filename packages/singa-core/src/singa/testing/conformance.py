@@ -233,7 +233,8 @@ def pytest_generate_tests(metafunc):
     cases = collect_cases(dev, kind) if kind != "large" or large_enabled(config, dev) else []
     for case in cases:
         marks = [
-            pytest.mark.singa_kernel(op=case.name, dtype=_dtype.name_of(case.dtype), kind=kind)
+            pytest.mark.singa_kernel(op=case.name, dtype=_dtype.name_of(case.dtype), kind=kind,
+                                     native=case.native)
         ]
         known = xfail_for(config, case.name, _dtype.name_of(case.dtype), kind)
         if known is not None:

@@ -314,6 +314,8 @@ def pytest_runtest_makereport(item, call):
         else:
             outcome = "failed"
         key = (marker.kwargs.get("op", ""), marker.kwargs.get("dtype", ""))
+        if not marker.kwargs.get("native", True):  # host fallback: no kernel/dtype pair
+            key = ("", "")
         stats = item.config.stash[_STATS_KEY]
         slot = stats.outcomes.setdefault(key, {})
         slot[outcome] = slot.get(outcome, 0) + 1
