@@ -25,7 +25,10 @@ TEST_DEPS = ["pytest>=7", "hypothesis>=6"]
 # backend -> (packages to install, pytest targets)
 BACKENDS = {
     "cpu": (
-        [CORE, "./packages/singa-cpu", ".[examples]"],
+        # torch: the PyTorch cross-checks in tests/core/test_nn_references.py and
+        # tests/nn/test_opt.py (skipped where torch is missing); pip takes the CPU wheel
+        # that this machine keeps on local disk
+        [CORE, "./packages/singa-cpu", ".[examples]", "torch==2.13.0"],
         ["tests/core", "tests/backend", "tests/nn", "tests/examples"],
     ),
     "opencl": (

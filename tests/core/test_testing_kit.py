@@ -142,7 +142,9 @@ def test_assert_matches_explains_the_worst_element():
 
 
 def test_tolerance_prefers_the_op_override():
-    op = OPS["Sum"]
+    from singa.ops import OpDef
+
+    op = OpDef("Toy", 1, None, None, tol={_dtype.kFloat16: (0.1, 0.2)})
     assert checks.tolerance(op, _dtype.kFloat16, _dtype.kFloat16) == op.tol[_dtype.kFloat16]
     assert (
         checks.tolerance(op, _dtype.kFloat32, _dtype.kFloat32)
@@ -259,6 +261,8 @@ BUGS = {
     "test_inplace[Neg-float32]": "Neg:float32:inplace  clobbers an aliased input",
     "test_random_stats[Gaussian-float32]": "Gaussian::random_stats  wrong std",
     "test_random_seed[Uniform-float32]": "Uniform:float32:random_seed  ignores SetRandSeed",
+    "test_random_stats[Bernoulli-float32]": "Bernoulli  no kernel and no host fallback",
+    "test_random_seed[Bernoulli-float64]": "Bernoulli  no kernel and no host fallback",
 }
 SOUND = [
     "test_forward[Sub-float32]",
@@ -314,7 +318,246 @@ def test_conformance_module_documents_the_one_command():
     import singa.testing.conformance as kit
 
     assert "pytest --pyargs singa.testing.conformance --singa-backend" in kit.__doc__
-    assert set(kit.KINDS) == {"forward", "layouts", "inplace", "random_stats", "random_seed",
-                              "fused"}
+    assert set(kit.KINDS) == {"forward", "special", "large", "layouts", "inplace",
+                              "random_stats", "random_seed", "fused"}
     for kind in kit.KINDS:  # every kind is documented and exported
         assert f"``test_{kind}``" in kit.__doc__ and f"test_{kind}" in kit.__all__
+
+
+# ---------------------------------------------------------------------- blind spots, closed
+#: A copy of the CPU backend's kernel table with one deliberate bug per kit blind spot of
+#: issue 10 ("Make the kit catch what it misses today"). At commit 1d3b78c (before the
+#: special/large kinds, the float16 ulp rule, multi-axis reductions, the larger random
+#: samples and random ops checked without a kernel) the kit passed every one of them.
+MUTANTS = r'''
+"""CPU kernels with deliberate bugs: backend mutcpu (all bugs at once) and norandcpu (no
+random kernels, no host fallback)."""
+import functools
+
+import numpy as np
+from singa.backend import BACKEND_API_VERSION, BackendSpec, hookimpl
+
+import singa_cpu.plugin as cpu
+
+
+def _wrap(orig, body):
+    @functools.wraps(orig)  # keeps dtypes / contiguous_inputs
+    def kernel(ins, outs, attrs):
+        body(orig, ins, outs, attrs)
+
+    return kernel
+
+
+def pool_ignores_nan(orig, ins, outs, attrs):
+    """Max pooling that skips NaN (window [1, NaN, 2, 0.5] -> 2.0)."""
+    x = ins[0]
+    orig([np.where(np.isnan(x), -np.inf, x).astype(x.dtype)], outs, attrs)
+
+
+def round_loses_zero_sign(orig, ins, outs, attrs):
+    """Round(-0.3) = +0.0 (C's round and numpy give -0.0)."""
+    orig(ins, outs, attrs)
+    outs[0] += 0.0
+
+
+def exp_f16_off(orig, ins, outs, attrs):
+    """float16 results 0.78% (2**-7) too large."""
+    orig(ins, outs, attrs)
+    if outs[0].dtype == np.float16:
+        outs[0] *= np.float16(1 + 2**-7)
+
+
+def sum_outer_axes(orig, ins, outs, attrs):
+    """Reducing leading and trailing axes around a kept middle run (a bias gradient's
+    (0, 2, 3)) sums only the first slice of the leading axes."""
+    x, axes = ins[0], attrs.get("axes")
+    axes = tuple(range(x.ndim)) if axes is None else tuple(a % x.ndim for a in axes)
+    kept = [a for a in range(x.ndim) if a not in axes]
+    if kept and kept[0] > 0 and kept[-1] < x.ndim - 1 and x.shape[0] > 1:
+        lead = kept[0]
+        inner = x[(0,) * lead]
+        res = np.sum(inner, axis=tuple(a - lead for a in axes if a >= lead),
+                     keepdims=attrs.get("keepdims", False))
+        outs[0][...] = res.reshape(outs[0].shape)
+        return
+    orig(ins, outs, attrs)
+
+
+def add_threads(orig, ins, outs, attrs):
+    """Past 2**20 elements (the threaded path), the last of two slices is never written."""
+    orig(ins, outs, attrs)
+    if outs[0].size >= 1 << 20:
+        flat = outs[0].reshape(-1)
+        flat[flat.size // 2:] = 0
+
+
+def conv_many_channels(orig, ins, outs, attrs):
+    """3x3 convolutions with >= 16 input channels (the Winograd path) off by 1e-3."""
+    orig(ins, outs, attrs)
+    w = ins[1]
+    if w.shape[1] >= 16 and w.shape[2:] == (3, 3):
+        outs[0] += outs[0].dtype.type(1e-3)
+
+
+def gaussian_wide(dev):
+    def kernel(ins, outs, attrs):
+        out = outs[0]
+        out[...] = dev.rng.normal(attrs["mean"], 1.05 * attrs["std"], out.shape)
+
+    kernel.dtypes = (0, 2)  # float32, float64
+    return kernel
+
+
+def mutated(device):
+    table = dict(cpu._kernels(device))
+    for name, body in (("Pooling2d", pool_ignores_nan), ("Round", round_loses_zero_sign),
+                       ("Exp", exp_f16_off), ("Sum", sum_outer_axes), ("Add", add_threads),
+                       ("Conv2d", conv_many_channels)):
+        table[name] = _wrap(table[name], body)
+    table["Gaussian"] = gaussian_wide(device)
+    return table
+
+
+def no_random(device):
+    table = dict(cpu._kernels(device))
+    for name in ("Gaussian", "Uniform", "Bernoulli"):
+        del table[name]
+    return table
+
+
+def _device(name):
+    def create(index):
+        dev = cpu._create(index)
+        dev.backend = name
+        return dev
+
+    return create
+
+
+@hookimpl
+def singa_backends():
+    return [BackendSpec(name="mutcpu", api_version=BACKEND_API_VERSION,
+                        create_device=_device("mutcpu"), kernels=mutated),
+            BackendSpec(name="norandcpu", api_version=BACKEND_API_VERSION,
+                        create_device=_device("norandcpu"), kernels=no_random)]
+'''
+
+#: test id -> what the mutation breaks (every one FAILED by the kit)
+CAUGHT = {
+    "test_special[Pooling2d-float32]": "max pooling ignores NaN",
+    "test_special[Round-float32]": "Round loses the sign of zero",
+    "test_forward[Exp-float16]": "float16 0.78% off (passed rtol=1e-2 before)",
+    "test_forward[Sum-float32]": "outer-axis sum (no multi-axis subset was drawn before)",
+    "test_large[Add-float32]": "threaded elementwise path",
+    "test_large[Conv2d-float32]": "Winograd path (>= 16 channels)",
+    "test_random_stats[Gaussian-float32]": "std 5% off (passed with ~2000 draws before)",
+}
+#: the kinds the kit had before pass the same mutants: only the new checks see the bugs
+MISSED_BY_OLD_KINDS = ["test_forward[Pooling2d-float32]", "test_forward[Round-float32]",
+                       "test_forward[Add-float32]", "test_forward[Conv2d-float32]"]
+
+
+@pytest.fixture(scope="module")
+def mutant_site(tmp_path_factory):
+    pytest.importorskip("singa_cpu")
+    site = tmp_path_factory.mktemp("mutant_site")
+    (site / "singa_mutcpu").mkdir()
+    (site / "singa_mutcpu" / "__init__.py").write_text(MUTANTS)
+    write_dist(site, "singa-mutcpu", {"mutcpu": "singa_mutcpu"})
+    return site
+
+
+def test_kit_catches_each_blind_spot_mutation(mutant_site):
+    select = " or ".join(t.split("[")[1].rstrip("]") for t in CAUGHT)
+    proc, outcomes = _kit(mutant_site, "--singa-backend", "mutcpu", "--singa-large", "on",
+                          "--singa-examples", "10",  # the default: what CI runs
+                          "-k", f"(forward or special or large or random_stats) and ({select})")
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
+    for test_id, bug in CAUGHT.items():
+        assert outcomes.get(test_id) == "FAILED", (test_id, bug, proc.stdout[-3000:])
+    for test_id in MISSED_BY_OLD_KINDS:
+        assert outcomes.get(test_id) == "PASSED", (test_id, proc.stdout[-3000:])
+
+
+def test_kit_fails_a_backend_without_random_kernels(mutant_site):
+    """Random ops are checked whatever runs them: a backend with neither kernels nor host
+    fallback for them fails (the kit used to skip random_stats/random_seed there)."""
+    proc, outcomes = _kit(mutant_site, "--singa-backend", "norandcpu", "-k",
+                          "random and float32")
+    assert proc.returncode == 1, proc.stdout[-3000:]
+    for op in ("Gaussian", "Uniform", "Bernoulli"):
+        for kind in ("random_stats", "random_seed"):
+            assert outcomes.get(f"test_{kind}[{op}-float32]") == "FAILED", proc.stdout[-3000:]
+    assert "does not enable host fallback" in proc.stdout
+
+
+def test_old_tolerances_missed_what_the_new_ones_catch():
+    """The float16 and random-sample blind spots in numbers: a float16 Exp 2**-7 off passed
+    the old per-dtype tolerance (rtol 1e-2) and fails the 1-ulp rule; a Gaussian with its std
+    5% off passed with the old sampler's ~2000 draws and fails with its ~60000."""
+    x = np.linspace(-3, 3, 97).astype(np.float16)
+    ref = np.exp(x.astype(np.float64))
+    off = (np.exp(x) * np.float16(1 + 2**-7)).astype(np.float16)
+    checks.assert_matches(off, ref, 1e-2, 2.0**-8, "old float16 tolerance")  # passed before
+    with pytest.raises(AssertionError, match="1 ulp"):
+        checks.assert_close(OPS["Exp"], _dtype.kFloat16, off, ref, "Exp")
+    rng = np.random.default_rng(7)
+    attrs = {"mean": 0.5, "std": 1.0}
+    old = rng.normal(0.5, 1.05, 300 * 7).astype(np.float32)
+    checks.check_random_draws("Gaussian", old, np.full(old.size, 0.5), attrs, "old sample")
+    new = rng.normal(0.5, 1.05, 250 * 250).astype(np.float32)
+    with pytest.raises(AssertionError, match="std"):
+        checks.check_random_draws("Gaussian", new, np.full(new.size, 0.5), attrs, "new")
+
+
+# ---------------------------------------------------------------------- the report
+def test_report_tables_a_backend_and_writes_json(mutant_site, tmp_path):
+    """``python -m singa.testing --backend NAME --json PATH``: op x dtype -> native / host
+    fallback / failed / not declared, a summary line, the same as JSON; exit status 1 when
+    a pair failed. (mutcpu: the CPU table with deliberate bugs.)"""
+    out = tmp_path / "report.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SINGA_")}
+    env["PYTHONPATH"] = str(mutant_site)
+    cmd = [sys.executable, "-m", "singa.testing", "--backend", "mutcpu", "--json", str(out),
+           "--examples", "10", "--", "-k", "special and (Round or Neg)", "--singa-no-shrink"]
+    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
+    rows = {line.split()[0]: line.split()[1:] for line in proc.stdout.splitlines()
+            if line.split() and line.split()[0] in ("Round", "Neg", "Add", "Erf")}
+    assert rows["Round"][:3] == ["FAILED", "FAILED", "FAILED"], proc.stdout  # all float dtypes
+    assert rows["Neg"][:4] == ["native"] * 4 and rows["Add"][:4] == ["native"] * 4
+    m = re.search(r"^summary: mutcpu: (\d+) native, (\d+) host fallback, (\d+) failed, "
+                  r"(\d+) not declared \(of (\d+) op/dtype pairs\)$", proc.stdout, re.M)
+    assert m, proc.stdout[-2000:]
+    native, fallback, failed, undeclared, total = map(int, m.groups())
+    assert failed == 3 and fallback == 0 and native + undeclared + failed == total
+    data = __import__("json").loads(out.read_text())
+    assert data["summary"]["failed"] == 3 and data["summary"]["pairs"] == total
+    assert data["ops"]["Round"]["float32"]["tests"] == {"special": "failed"}
+    assert data["ops"]["Neg"]["float16"] == {"status": "native", "known_failure": False,
+                                             "tests": {"special": "passed"}}
+
+
+def test_report_counts_host_fallback_and_undeclared(mutant_site, tmp_path):
+    """Without a kit run (``--no-run``): norandcpu has no random kernels and no host
+    fallback: its random ops are "not declared"; on the pyref test backend (host fallback
+    on) the ops it lacks are "host fallback"."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SINGA_")}
+    site = tmp_path / "site"
+    shutil.copytree(mutant_site, site)
+    shutil.copytree(PLUGINS_DIR / "singa_pyref", site / "singa_pyref",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    write_dist(site, "singa-pyref", {"pyref": "singa_pyref.plugin"})
+    env["PYTHONPATH"] = str(site)
+    for backend, op, want in (("norandcpu", "Gaussian", "-"), ("pyref", "Tanh", "fallback"),
+                              ("pyref", "Add", "native")):
+        proc = subprocess.run([sys.executable, "-m", "singa.testing", "--backend", backend,
+                               "--no-run"], cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=300)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+        row = next(line.split() for line in proc.stdout.splitlines()
+                   if line.startswith(op + " "))
+        assert row[1] == want, (backend, row)
+        assert re.search(rf"^summary: {backend}: \d+ native, \d+ host fallback, 0 failed",
+                         proc.stdout, re.M)

@@ -214,16 +214,19 @@ def test_backward_skips_gradients_no_one_receives(monkeypatch):
     calls = []
     real = _math.matmul
     monkeypatch.setattr(_math, "matmul", lambda *a, **k: calls.append(1) or real(*a, **k))
-    x = Tensor(data=np.ones((2, 3)), dtype=tensor.float64)  # requires_grad, stores_grad=False
-    w = param(np.ones((3, 1)))
+    rng = np.random.default_rng(0)
+    xv, wv, dyv = rng.normal(size=(2, 3)), rng.normal(size=(3, 1)), rng.normal(size=(2, 1))
+    x = Tensor(data=xv, dtype=tensor.float64)  # requires_grad, stores_grad=False
+    w = param(wv)
     y = autograd.reduce_sum(autograd.matmul(x, w), None, 0)
     calls.clear()
     out = list(autograd.backward(y))
     assert [p for p, _ in out] == [w] and len(calls) == 1
-    np.testing.assert_array_equal(out[0][1].to_numpy(), [[2.0], [2.0], [2.0]])
+    np.testing.assert_allclose(out[0][1].to_numpy(), xv.T @ np.ones((2, 1)), rtol=1e-12)
     h = autograd.matmul(x, w)
-    dx, dw = h.creator.backward(const(np.ones((2, 1))).data)
-    assert dx is not None and dw is not None
+    dx, dw = h.creator.backward(const(dyv).data)
+    np.testing.assert_allclose(dx.to_numpy(), dyv @ wv.T, rtol=1e-12)  # dx = dy . W^T
+    np.testing.assert_allclose(dw.to_numpy(), xv.T @ dyv, rtol=1e-12)  # dW = x^T . dy
     x.stores_grad = True
     y = autograd.reduce_sum(autograd.matmul(x, w), None, 0)
     calls.clear()

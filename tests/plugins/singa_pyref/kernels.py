@@ -24,7 +24,7 @@ def _exp(v):
 UNARY = {
     "Neg": lambda v: -v,
     "Abs": abs,
-    "ReLU": lambda v: v if v > 0 else v * 0,
+    "ReLU": lambda v: v if v > 0 or v != v else 0,  # NaN propagates (numpy's maximum)
     "Exp": _exp,
     "Square": lambda v: v * v,
 }
@@ -40,7 +40,12 @@ def _unary(fn):
 def _div(a, b, code):
     if sb.NP_DTYPE[code].kind in "iu":
         return math.trunc(a / b)
-    return a / b
+    try:
+        return a / b
+    except ZeroDivisionError:  # IEEE 754: +-inf, or NaN for 0/0 and NaN/0
+        if a != a or a == 0:
+            return math.nan
+        return math.copysign(math.inf, a) * math.copysign(1.0, b)
 
 
 SCALAR = {
@@ -75,7 +80,7 @@ BINARY = {
     "Sub": lambda a, b, code: a - b,
     "Mul": lambda a, b, code: a * b,
     "Div": _div,
-    "Maximum": lambda a, b, code: a if a >= b else b,
+    "Maximum": lambda a, b, code: a if a >= b or a != a else b,  # NaN propagates
 }
 
 

@@ -43,6 +43,17 @@ def smoke_test(backend: str) -> tuple[bool, str]:
         return False, f"{type(exc).__name__}: {exc} (at {last.filename}:{last.lineno})"
 
 
+def conformance_counts(dev) -> str:
+    """One line: op/dtype pairs run natively, through the host fallback, or not at all, from
+    the device's kernel table (``python -m singa.testing`` runs the kit to find failures)."""
+    from .testing.report import static_counts
+
+    c = static_counts(dev)
+    return (f"op/dtype pairs: {c.get('native', 0)} native, {c.get('host fallback', 0)} host "
+            f"fallback, {c.get('not declared', 0)} not declared (failures: python -m "
+            f"singa.testing --backend {dev.backend})")
+
+
 def _cause(exc: BaseException) -> str:
     """The 'cause:' line of a DeviceUnavailableError, else the whole message."""
     for line in str(exc).splitlines():
@@ -98,6 +109,7 @@ def report() -> str:
                 dev = reg.device(name, 0)
                 w(f"           kernels: {len(dev.kernels)}; host fallback: "
                   f"{'on' if dev.host_fallback else 'off'}")
+                w(f"           {conformance_counts(dev)}")
             except Exception:
                 pass
             ok, detail = smoke_test(name)

@@ -30,8 +30,6 @@ __all__ = ["Conv2dGeometry", "Pool2dGeometry", "conv2d_geometry", "pool2d_geomet
 
 _F16 = _dtype.kFloat16
 _F32 = _dtype.kFloat32
-#: Tolerances for ops that accumulate many products (float16 results are rounded once more).
-_ACC_TOL = {_F32: (1e-4, 1e-4), _F16: (2e-2, 5e-2)}
 
 
 # ============================================================== attribute normalisation
@@ -245,8 +243,36 @@ def _conv2d_backward_w_infer(ins, attrs):
     return [(w_shape, dt)]
 
 
+def _sample_large_conv_geometry(g):
+    """A convolution large enough for the paths backends pick by geometry: 3x3 stride-1
+    layers with >= 16 channels (Winograd), 1x1 stride-1 unpadded ones (a plain GEMM), and
+    strided/dilated/grouped/5x5 ones with >= 64 output pixels an image (per-image im2col)."""
+    kind = g.choice(["winograd", "pointwise", "im2col"])
+    n = g.integers(2, 3)
+    if kind == "winograd":
+        c, o, k, s, d, group = g.integers(16, 20), g.integers(16, 20), 3, 1, 1, 1
+        p = g.integers(0, 1)
+        pads = (p, p, p, p)
+        h, w = g.integers(6, 14), g.integers(6, 14)
+    elif kind == "pointwise":
+        c, o, k, s, d, group = g.integers(8, 20), g.integers(8, 20), 1, 1, 1, 1
+        pads = (0, 0, 0, 0)
+        h, w = g.integers(8, 20), g.integers(8, 20)
+    else:
+        group = g.choice([1, 2])
+        c, o = group * g.integers(2, 6), group * g.integers(2, 8)
+        k, s, d = g.choice([3, 5]), g.integers(1, 2), g.integers(1, 2)
+        pads = tuple(g.integers(0, 2) for _ in range(4))
+        h, w = g.integers(20, 28), g.integers(20, 28)
+    attrs = {"stride": (s, s), "pads": pads, "dilation": (d, d), "group": group}
+    xs, ws = (n, c, h, w), (o, c // group, k, k)
+    return xs, ws, attrs, conv2d_geometry("Conv2d", xs, ws, attrs)
+
+
 def _sample_conv_geometry(g):
     """Tiny random convolution: (x_shape, w_shape, attrs, (Ho, Wo), O)."""
+    if g.large:
+        return _sample_large_conv_geometry(g)
     group = g.choice([1, 1, 2, 3])
     cg, og = g.integers(1, 2), g.integers(1, 2)
     kh, kw = g.integers(1, 3), g.integers(1, 3)
@@ -288,7 +314,24 @@ _CONV_ATTRS = """
     ``g*O/group ...``) sees only input block ``g``. Output size
     ``Ho = (H + top + bottom - dh*(kh-1) - 1) // sh + 1`` (likewise ``Wo``)."""
 
-defop("Conv2d", -1, _conv2d_infer, _conv2d_ref, _conv2d_sample, dtypes=FHD, tol=_ACC_TOL,
+def _conv2d_bound(x, W, b=None, **attrs):
+    n = W.shape[1] * W.shape[2] * W.shape[3] + (b is not None)
+    return np.sqrt(n) * _conv2d_ref(np.abs(x), np.abs(W), None if b is None else np.abs(b),
+                                    **attrs)
+
+
+def _conv2d_backward_x_bound(dy, W, x_shape, **attrs):
+    n = W.shape[0] // attrs.get("group", 1) * W.shape[2] * W.shape[3]
+    return np.sqrt(n) * _conv2d_backward_x_ref(np.abs(dy), np.abs(W), x_shape, **attrs)
+
+
+def _conv2d_backward_w_bound(dy, x, w_shape, **attrs):
+    n = dy.shape[0] * dy.shape[2] * dy.shape[3]
+    return np.sqrt(n) * _conv2d_backward_w_ref(np.abs(dy), np.abs(x), w_shape, **attrs)
+
+
+defop("Conv2d", -1, _conv2d_infer, _conv2d_ref, _conv2d_sample, dtypes=FHD,
+      acc_bound=_conv2d_bound,
       doc="""2-D convolution (cross-correlation, no kernel flip), NCHW.
 
     Inputs: ``x[N, C, H, W]``, ``W[O, C/group, kh, kw]`` and optionally ``b[O]`` (2 or 3
@@ -299,7 +342,7 @@ defop("Conv2d", -1, _conv2d_infer, _conv2d_ref, _conv2d_sample, dtypes=FHD, tol=
     """ + _CONV_ATTRS)
 
 defop("Conv2dBackwardX", 2, _conv2d_backward_x_infer, _conv2d_backward_x_ref,
-      _conv2d_backward_x_sample, dtypes=FHD, tol=_ACC_TOL,
+      _conv2d_backward_x_sample, dtypes=FHD, acc_bound=_conv2d_backward_x_bound,
       doc="""Gradient of Conv2d with respect to x: ``(dy[N, O, Ho, Wo], W) -> dx[x_shape]``.
 
     The adjoint of the convolution (a transposed convolution): every cell of ``x`` that
@@ -309,7 +352,7 @@ defop("Conv2dBackwardX", 2, _conv2d_backward_x_infer, _conv2d_backward_x_ref,
     """ + _CONV_ATTRS)
 
 defop("Conv2dBackwardW", 2, _conv2d_backward_w_infer, _conv2d_backward_w_ref,
-      _conv2d_backward_w_sample, dtypes=FHD, tol=_ACC_TOL,
+      _conv2d_backward_w_sample, dtypes=FHD, acc_bound=_conv2d_backward_w_bound,
       doc="""Gradient of Conv2d with respect to W: ``(dy[N, O, Ho, Wo], x) -> dW[w_shape]``::
 
         dW[o, c', i, j] = sum_{n, p, q} dy[n, o, p, q]
@@ -464,6 +507,13 @@ def _pooling2d_backward_infer(ins, attrs):
 
 
 def _sample_pool(g, dtype):
+    if g.large:  # past the 2**17-element threshold for threads; 2x2/2 has its own path
+        attrs = g.choice([{"kernel": (2, 2), "stride": (2, 2)},
+                          {"kernel": (3, 3), "stride": (2, 2), "pads": (1, 1, 1, 1)}])
+        attrs = {**attrs, "mode": g.choice(["max", "avg"]), "ceil_mode": g.booleans(),
+                 "count_include_pad": g.booleans()}
+        shape = (g.integers(2, 4), g.integers(8, 16), g.integers(64, 80), g.integers(64, 80))
+        return g.array(shape, dtype, -3, 3), attrs
     kh, kw = g.integers(1, 3), g.integers(1, 3)
     attrs = {
         "kernel": (kh, kw),
@@ -503,7 +553,6 @@ _POOL_ATTRS = """
     Max pooling ignores padding (padding never wins)."""
 
 defop("Pooling2d", 1, _pooling2d_infer, _pooling2d_ref, _pooling2d_sample, dtypes=FHD,
-      tol={_F16: (1e-2, 1e-2)},
       doc="""2-D max or average pooling, NCHW: ``x[N, C, H, W] -> y[N, C, Ho, Wo]``::
 
         y[n, c, p, q] = max / mean of x[n, c, p*sh - top + i, q*sw - left + j], 0 <= i < kh,
@@ -511,7 +560,7 @@ defop("Pooling2d", 1, _pooling2d_infer, _pooling2d_ref, _pooling2d_sample, dtype
     """ + _POOL_ATTRS)
 
 defop("Pooling2dBackward", 3, _pooling2d_backward_infer, _pooling2d_backward_ref,
-      _pooling2d_backward_sample, dtypes=FHD, tol={_F16: (1e-2, 1e-2)},
+      _pooling2d_backward_sample, dtypes=FHD,
       doc="""Gradient of Pooling2d: ``(dy[N, C, Ho, Wo], x, y) -> dx[N, C, H, W]``.
 
     Max: each ``dy[n, c, p, q]`` goes to the *first* maximal input cell of its window (window
@@ -598,6 +647,9 @@ def _batchnorm_backward_infer(ins, attrs):
 
 
 def _bn_shape(g):
+    if g.large:  # past the 2**20-element threshold for threads
+        return g.choice([(g.integers(8, 12), g.integers(8, 16), 96, 96),
+                         (g.integers(4096, 8192), g.integers(200, 260))])
     n, c = g.integers(1, 3), g.integers(1, 3)
     if g.choice([False, True]):
         return (max(n, 2), c)
@@ -634,6 +686,18 @@ def _batchnorm_backward_sample(g, dtype):
 
 _BN_TOL = {_F32: (1e-4, 1e-4), _F16: (3e-2, 5e-2)}
 
+
+def _batchnorm_backward_bound(dy, x, scale, saved_mean, saved_inv_std):
+    """sqrt(m) * sum|terms| of dbias and dscale, and what their rounding does to dx."""
+    axes = _bn_axes(x.ndim)
+    m = x.size // x.shape[1]
+    xhat = np.abs((x - _bn_bcast(saved_mean, x.ndim)) * _bn_bcast(saved_inv_std, x.ndim))
+    dbias = np.sqrt(m) * np.abs(dy).sum(axis=axes)
+    dscale = np.sqrt(m) * (np.abs(dy) * xhat).sum(axis=axes)
+    dx = _bn_bcast(np.abs(scale * saved_inv_std) / m, x.ndim) * (
+        _bn_bcast(dbias, x.ndim) + xhat * _bn_bcast(dscale, x.ndim))
+    return dx, dscale, dbias
+
 defop("BatchNormTrain", 5, _batchnorm_train_infer, _batchnorm_train_ref,
       _batchnorm_train_sample, nout=5, dtypes=FHD, tol=_BN_TOL, recompute=True,
       state=((3, 3), (4, 4)),
@@ -662,6 +726,7 @@ defop("BatchNormInfer", 5, _batchnorm_infer_infer, _batchnorm_infer_ref, _batchn
 
 defop("BatchNormBackward", 5, _batchnorm_backward_infer, _batchnorm_backward_ref,
       _batchnorm_backward_sample, nout=3, dtypes=FHD, tol=_BN_TOL,
+      acc_bound=_batchnorm_backward_bound,
       doc="""Gradient of BatchNormTrain's y:
     ``(dy, x, scale, saved_mean, saved_inv_std) -> (dx, dscale[C], dbias[C])``; with
     ``xhat = (x - saved_mean) * saved_inv_std`` and sums over the m values of each channel::

@@ -73,6 +73,11 @@ class OpDef:
         never a convolution or GEMM), no effect besides writing its outputs, and
         deterministic: the same input values give bitwise the same outputs, wherever the
         outputs are placed. Never set together with ``random``.
+    acc_bound: for ops whose outputs are sums of many terms (GEMM, convolution, reductions):
+        ``acc_bound(*arrays, **attrs) -> array | tuple`` (like the reference's outputs) giving
+        ``sqrt(n) * sum(|term|)`` per output element, n the number of terms. The conformance
+        kit allows a few unit roundoffs of the accumulation dtype times this on top of the
+        dtype's tolerance: a tolerance that grows with the reduction length.
     state: ``(input, output)`` index pairs of running state the op updates (callers pass the
         output aliasing the input, e.g. BatchNormTrain's running statistics). The input is
         read only to compute that output: a recompute writes the output to scratch memory,
@@ -92,6 +97,7 @@ class OpDef:
     inplace: tuple = ()
     recompute: bool = False
     state: tuple = ()
+    acc_bound: Callable | None = None
 
     def __repr__(self) -> str:
         return f"<op {self.name}>"

@@ -32,7 +32,7 @@ Scalars
     ``axis(ndim)``           an axis in ``[0, ndim)``; ``axis(ndim, negative=True)`` also draws
                              negative axes
     ``draw(strategy)``       any hypothesis strategy, for what the helpers do not cover
-Shapes
+Shapes (large mode, ``g.large``: about a million elements, see :class:`Cases`)
     ``shape(min_dims=0, max_dims=4, min_side=1, max_side=5)``
     ``broadcastable_shapes(num=2, min_dims=0, max_dims=4, min_side=1, max_side=5)``
                              ``num`` shapes that broadcast together (numpy rules)
@@ -81,7 +81,7 @@ from hypothesis.extra import numpy as hnp
 
 from .. import _dtype
 
-__all__ = ["Cases", "ELEMENTWISE_LIMIT", "FLOAT_GRID", "sample_cases"]
+__all__ = ["Cases", "ELEMENTWISE_LIMIT", "FLOAT_GRID", "LARGE_ITEMS", "sample_cases"]
 
 #: Arrays up to this many elements are drawn element by element (fully shrinkable).
 ELEMENTWISE_LIMIT = 32
@@ -89,6 +89,10 @@ ELEMENTWISE_LIMIT = 32
 FLOAT_GRID = 1.0 / 64
 #: Default largest side of drawn shapes.
 MAX_SIDE = 5
+#: Elements of a shape drawn in large mode (:class:`Cases` with ``large=True``): past the
+#: 2**20-element thresholds from which the built-in backends split elementwise work across
+#: threads.
+LARGE_ITEMS = 1 << 20
 
 
 def _np_dtype(dtype) -> np.dtype:
@@ -126,11 +130,18 @@ class Cases:
         The object a ``@given(st.data())`` test receives.
     max_side:
         Default largest side of shapes (:meth:`shape`, :meth:`broadcastable_shapes`).
+    large:
+        Draw large cases (the kit's ``test_large``): :meth:`shape` and
+        :meth:`broadcastable_shapes` give shapes of :data:`LARGE_ITEMS` to twice that many
+        elements unless the caller bounds the sides, and samplers with their own sizes
+        (convolution, pooling, GEMM, ...) read this flag to reach the code paths that
+        backends choose only for large inputs (threads, Winograd, per-image im2col, 1x1).
     """
 
-    def __init__(self, data: Any, max_side: int = MAX_SIDE):
+    def __init__(self, data: Any, max_side: int = MAX_SIDE, large: bool = False):
         self.data = data
         self.max_side = max_side
+        self.large = large
 
     # ------------------------------------------------------------------ scalars
     def draw(self, strategy: st.SearchStrategy, label: str | None = None) -> Any:
@@ -182,12 +193,26 @@ class Cases:
     def shape(
         self, min_dims: int = 0, max_dims: int = 4, min_side: int = 1, max_side: int | None = None
     ) -> tuple:
-        """A shape with ``min_dims..max_dims`` dimensions of ``min_side..max_side`` each."""
+        """A shape with ``min_dims..max_dims`` dimensions of ``min_side..max_side`` each.
+
+        In large mode with ``max_side`` unset: ``max(min_dims, 1)..max_dims`` dimensions and
+        :data:`LARGE_ITEMS` to ``2 * LARGE_ITEMS`` elements (one long side at a drawn place).
+        """
+        if self.large and max_side is None and max_dims > 0:
+            return self._large_shape(max(min_dims, 1), max_dims, min_side)
         max_side = self.max_side if max_side is None else max_side
         sides = st.integers(min_side, max(min_side, max_side))
         return tuple(
             self.data.draw(st.lists(sides, min_size=min_dims, max_size=max_dims), label="shape")
         )
+
+    def _large_shape(self, min_dims: int, max_dims: int, min_side: int) -> tuple:
+        nd = self.integers(min_dims, max_dims)
+        sides = [self.integers(max(min_side, 1), max(min_side, 12)) for _ in range(nd - 1)]
+        total = self.integers(LARGE_ITEMS, 2 * LARGE_ITEMS)
+        long_side = max(min_side, -(-total // max(1, math.prod(sides))))
+        sides.insert(self.integers(0, nd - 1), long_side)
+        return tuple(sides)
 
     def broadcastable_shapes(
         self,
@@ -199,6 +224,15 @@ class Cases:
     ) -> tuple:
         """``num`` shapes that broadcast together under numpy rules (some sides are 1, some
         shapes have fewer dimensions)."""
+        if self.large and max_side is None and max_dims > 0:
+            full = self._large_shape(max(min_dims, 1), max_dims, min_side)
+            out = []
+            for _ in range(num):  # drop leading axes and set some sides to 1 per input
+                lead = self.integers(0, len(full) - max(min_dims, 1))
+                out.append(tuple(1 if self.booleans() and min_side <= 1 else d
+                                 for d in full[lead:]))
+            out[self.integers(0, num - 1)] = full  # one input has the output's shape
+            return tuple(out)
         max_side = self.max_side if max_side is None else max_side
         res = self.data.draw(
             hnp.mutually_broadcastable_shapes(
@@ -245,8 +279,7 @@ class Cases:
         if n <= ELEMENTWISE_LIMIT:
             vals = self.data.draw(st.lists(elem, min_size=n, max_size=n), label="values")
             return np.array(vals, dtype=dt).reshape(shape)
-        seed = self.data.draw(st.integers(0, 2**32 - 1), label="values seed")
-        rng = np.random.default_rng(seed)
+        rng = self._rng()
         if dt.kind == "f":
             flat = rng.uniform(lo, hi, n).astype(dt)
             flat = np.clip(flat, dt.type(lo), dt.type(hi))
@@ -258,6 +291,14 @@ class Cases:
         for _ in range(k):
             flat[self.integers(0, n - 1)] = self.data.draw(elem)
         return flat.reshape(shape)
+
+    def _rng(self) -> np.random.Generator:
+        """A numpy generator for a large array from a drawn seed. Each call of a case mixes
+        in a counter: hypothesis often draws equal seeds, and two inputs with the same values
+        (dy equal to x) are a special case, not the general one."""
+        self._streams = getattr(self, "_streams", 0) + 1
+        seed = self.data.draw(st.integers(0, 2**32 - 1), label="values seed")
+        return np.random.default_rng([seed, self._streams])
 
     def distinct_array(self, shape, dtype, low: float = -3, high: float = 3) -> np.ndarray:
         """Pairwise-distinct values in ``[low, high]``, at least 4 ulps of ``dtype`` apart.
@@ -301,8 +342,13 @@ class Cases:
     def signs(self, shape) -> np.ndarray:
         """An int8 array of -1 and +1 (``x * g.signs(x.shape)`` keeps x's dtype)."""
         n = math.prod(shape)
-        vals = self.data.draw(st.lists(st.booleans(), min_size=n, max_size=n), label="signs")
-        return np.where(np.array(vals, dtype=bool), -1, 1).astype(np.int8).reshape(shape)
+        if n <= ELEMENTWISE_LIMIT:
+            vals = self.data.draw(st.lists(st.booleans(), min_size=n, max_size=n),
+                                  label="signs")
+            neg = np.array(vals, dtype=bool)
+        else:
+            neg = self._rng().random(n) < 0.5
+        return np.where(neg, -1, 1).astype(np.int8).reshape(shape)
 
     def mask(self, shape) -> np.ndarray:
         """A bool array (shrinks toward all False)."""
@@ -310,8 +356,7 @@ class Cases:
         if n <= ELEMENTWISE_LIMIT:
             vals = self.data.draw(st.lists(st.booleans(), min_size=n, max_size=n), label="mask")
             return np.array(vals, dtype=bool).reshape(shape)
-        seed = self.integers(0, 2**32 - 1)
-        return np.random.default_rng(seed).random(n).reshape(shape) < 0.5
+        return self._rng().random(n).reshape(shape) < 0.5
 
     def index_array(self, shape, n: int) -> np.ndarray:
         """int32 indices in ``[0, n)`` (for Take/Gather/embedding lookups)."""
@@ -320,11 +365,12 @@ class Cases:
         return self.array(shape, _dtype.kInt, 0, n - 1)
 
 
-def sample_cases(op, dtype, n: int = 10, seed: int = 0, max_side: int = MAX_SIDE) -> list:
+def sample_cases(op, dtype, n: int = 10, seed: int = 0, max_side: int = MAX_SIDE,
+                 large: bool = False) -> list:
     """Draw ``n`` cases ``(arrays, attrs)`` from ``op.sample`` outside of a hypothesis test.
 
     Deterministic for a given ``seed``; the first cases tend to be the simplest ones.
-    ``op`` is an :class:`singa.ops.OpDef` or an op name.
+    ``op`` is an :class:`singa.ops.OpDef` or an op name; ``large`` draws large cases.
     """
     from hypothesis import HealthCheck, Phase, given, settings
     from hypothesis import seed as hseed
@@ -346,7 +392,7 @@ def sample_cases(op, dtype, n: int = 10, seed: int = 0, max_side: int = MAX_SIDE
     @given(st.data())
     def collect(data):
         if len(out) < n:
-            out.append(op.sample(Cases(data, max_side), code))
+            out.append(op.sample(Cases(data, max_side, large), code))
 
     collect()
     return out

@@ -24,8 +24,14 @@ from .._ctensor import CTensor
 
 __all__ = [
     "DEFAULT_TOLERANCES",
+    "ACC_UNITS",
+    "FLOAT16_ULPS",
     "LAYOUTS",
+    "assert_close",
     "assert_matches",
+    "assert_special_matches",
+    "assert_ulps",
+    "accumulation_slack",
     "check_random_draws",
     "describe_case",
     "input_view",
@@ -46,6 +52,17 @@ DEFAULT_TOLERANCES = {
     _dtype.kFloat16: (1e-2, 2.0**-8),
 }
 
+#: Default tolerance of float16 outputs, in units in the last place of the reference rounded
+#: to float16 (see :func:`assert_close`): a kernel that computes in float32 and rounds once
+#: is within one; an op that accumulates declares a wider ``OpDef.tol`` instead.
+FLOAT16_ULPS = 1.0
+#: Unit roundoffs of the accumulation dtype allowed per ``sqrt(n) * sum|terms|`` of ops with
+#: an ``acc_bound`` (see :func:`accumulation_slack`).
+ACC_UNITS = 4.0
+#: Absolute slack of float16 comparisons: float16's smallest normal number, so a kernel that
+#: flushes subnormal results to zero (as accelerators may) is no error.
+_F16_TINY = float(np.finfo(np.float16).tiny)
+
 #: Layouts of :func:`input_view` (``"broadcast"`` only for inputs).
 LAYOUTS = ("contiguous", "transposed", "offset", "broadcast")
 
@@ -54,11 +71,85 @@ def tolerance(op, dtype: int, out_dtype: int) -> tuple[float, float]:
     """``(rtol, atol)`` for output dtype ``out_dtype`` of ``op`` tested at ``dtype``.
 
     ``op.tol[dtype]`` wins; otherwise :data:`DEFAULT_TOLERANCES` of the output dtype, and
-    exact equality for integer outputs.
+    exact equality for integer outputs. (Float16 outputs of ops without an override are
+    compared in ulps instead: see :func:`assert_close`.)
     """
     if dtype in op.tol:
         return op.tol[dtype]
     return DEFAULT_TOLERANCES.get(out_dtype, (0.0, 0.0))
+
+
+def accumulation_slack(op, arrays, attrs, out_dtype) -> list | None:
+    """Per-output absolute slack for the rounding of long sums (``op.acc_bound``), or None.
+
+    :data:`ACC_UNITS` unit roundoffs of the accumulation dtype (float64 for float64 outputs,
+    else float32: float16 kernels accumulate in float32) times ``sqrt(n) * sum|terms|``.
+    """
+    if op.acc_bound is None:
+        return None
+    ref_in = [a.astype(np.float64) if a.dtype.kind == "f" else a for a in arrays]
+    res = op.acc_bound(*ref_in, **attrs)
+    res = res if isinstance(res, tuple) else (res,)
+    u = 2.0**-53 if out_dtype == _dtype.kDouble else 2.0**-24
+    return [ACC_UNITS * u * np.asarray(r, np.float64) for r in res]
+
+
+def assert_close(op, dtype: int, actual: np.ndarray, expected: np.ndarray, what: str,
+                 slack=0.0) -> None:
+    """Compare one kernel output of ``op`` tested at ``dtype`` with its float64 reference.
+
+    Float16 outputs of ops without a float16 override in ``op.tol`` must lie within
+    :data:`FLOAT16_ULPS` ulp of the reference *rounded to float16* (plus float16's smallest
+    normal number, for flushed subnormals): what computing in float32 and rounding once
+    gives. Everything else uses :func:`tolerance` and :func:`assert_matches`. ``slack``
+    (from :func:`accumulation_slack`) widens the absolute tolerance per element.
+    """
+    actual = np.asarray(actual)
+    if actual.dtype == np.float16 and dtype not in op.tol:
+        assert_ulps(actual, expected, FLOAT16_ULPS, what, slack)
+        return
+    rtol, atol = tolerance(op, dtype, _dtype.code_of(actual.dtype))
+    assert_matches(actual, expected, rtol, atol + np.asarray(slack), what)
+
+
+def assert_ulps(actual: np.ndarray, expected: np.ndarray, ulps: float, what: str,
+                slack=0.0) -> None:
+    """Fail unless float16 ``actual`` is within ``ulps`` ulp of ``expected`` rounded to
+    float16 (the ulp of the rounded value; float16's smallest normal number plus ``slack``
+    as absolute slack). NaNs and infinities must sit at the same places."""
+    exp16 = np.asarray(expected).astype(np.float16)
+    with np.errstate(invalid="ignore", over="ignore"):
+        spacing = np.abs(np.spacing(np.abs(exp16))).astype(np.float64)
+    spacing = np.where(np.isfinite(spacing), spacing, 0.0)
+    # assert_matches with a per-element tolerance: atol carries the ulp allowance
+    how = f"{ulps:g} ulp of the reference rounded to float16"
+    if np.any(np.asarray(slack)):
+        how += " plus the accumulation slack"
+    assert_matches(actual, exp16, 0.0, ulps * spacing + _F16_TINY + np.asarray(slack), what,
+                   how=how)
+
+
+def assert_special_matches(op, dtype: int, actual: np.ndarray, expected: np.ndarray,
+                           what: str, signed_zero: bool = True, slack=0.0) -> None:
+    """:func:`assert_close` for special values: NaNs at the same places, infinities of the
+    same sign, and (with ``signed_zero``) zeros with the same sign bit, which ``isclose``
+    cannot see (``-0.0 == 0.0``)."""
+    with np.errstate(invalid="ignore"):
+        slack = np.where(np.isfinite(slack), slack, 0.0)
+    assert_close(op, dtype, actual, expected, what, slack)
+    a = np.asarray(actual)
+    e = np.asarray(expected)
+    if not signed_zero or a.dtype.kind != "f" or a.size == 0:
+        return
+    zeros = (e == 0) & (a == 0)
+    bad = zeros & (np.signbit(a) != np.signbit(e.astype(a.dtype)))
+    if bad.any():
+        idx = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise AssertionError(
+            f"{what}: {int(bad.sum())} of {a.size} zeros have the wrong sign; first at index "
+            f"{idx}: kernel {a[idx]!r} vs reference {e[idx]!r} (signed zeros are part of this "
+            f"op's results)\nkernel:\n{a!r}\nreference:\n{e!r}"
+        )
 
 
 def describe_case(arrays, attrs) -> str:
@@ -77,7 +168,7 @@ def reference_outputs(op, arrays, attrs) -> list[np.ndarray]:
 
 
 def assert_matches(
-    actual: np.ndarray, expected: np.ndarray, rtol: float, atol: float, what: str
+    actual: np.ndarray, expected: np.ndarray, rtol: float, atol, what: str, how: str = ""
 ) -> None:
     """Fail unless ``|actual - expected| <= atol + rtol * |expected|`` elementwise.
 
@@ -95,7 +186,7 @@ def assert_matches(
         return
     a = actual.astype(np.float64)
     e = expected.astype(np.float64)
-    if rtol == 0 and atol == 0:
+    if rtol == 0 and np.all(np.asarray(atol) == 0):
         ok = (a == e) | (np.isnan(a) & np.isnan(e))
     else:
         ok = np.isclose(a, e, rtol=rtol, atol=atol, equal_nan=True)
@@ -108,7 +199,8 @@ def assert_matches(
     worst = np.unravel_index(int(np.argmax(err)), a.shape) if a.ndim else ()
     raise AssertionError(
         f"{what}: {len(bad)} of {a.size} elements differ from the reference beyond "
-        f"rtol={rtol:g}, atol={atol:g}; worst at index {tuple(int(i) for i in worst)}: "
+        f"{how or f'rtol={rtol:g}, atol={float(np.max(atol)):g}'}; worst at index "
+        f"{tuple(int(i) for i in worst)}: "
         f"kernel {actual[worst]!r} vs reference {expected[worst]!r} (abs err "
         f"{float(err[worst]):.3g}); first mismatches at "
         f"{[tuple(int(i) for i in b) for b in bad[:5]]}\n"

@@ -14,7 +14,8 @@ automatically when singa-core is installed (if plugin autoloading is disabled, a
 ``--singa-xfails PATH``
     known failures, one per line: ``OpName[:dtype][:test][?]  reason``, e.g.
     ``Erf:float16  numba has no float16 erf`` or ``Concat::layouts  needs contiguous out``.
-    ``test`` is one of ``forward, layouts, inplace, random_stats, random_seed, fused``
+    ``test`` is one of ``forward, special, large, layouts, inplace, random_stats,
+    random_seed, fused``
     (for ``fused``, ``OpName`` is the fusion's name, e.g. ``Conv2d+ReLU``); ``#`` starts
     a comment line. Listed tests are marked ``xfail(strict=True)``: when one starts passing,
     the run fails until the line is removed. A trailing ``?`` (``Neg::layouts?``) makes the
@@ -52,11 +53,26 @@ else the op's ``dtypes``); test ids read ``test_forward[Add-float32]``:
     outputs aliasing inputs the way the API calls them: elementwise unary/scalar/binary ops
     with ``out`` = an input of the output's shape (``x += y`` runs ``Add`` with
     ``outs=[x]``), ``GEMM`` with ``out=c``, ``Axpy`` with ``out=y``.
+``test_special``
+    special values (:mod:`singa.testing.special`): the sampler's case with some elements of
+    the floating inputs replaced by NaN, infinities, signed zeros, exact .5 ties and
+    integers; outputs must have NaNs and infinities where the reference has them and, for
+    ops whose zeros are signed, the same sign bits (``isclose`` cannot see ``-0.0``). Only
+    the ops of :data:`singa.testing.special.SPECIAL`, float dtypes.
+``test_large``
+    large cases (:class:`singa.testing.cases.Cases` with ``large=True``): about a million
+    elements, and convolutions, poolings and GEMMs big enough for the code paths backends
+    choose by size (threads, Winograd, 1x1 convolution, per-image im2col, tiles). On by
+    default for the built-in backends; ``--singa-large on|off`` decides for others (off by
+    default: a slow device would take minutes).
 ``test_random_stats``
     random ops (``op.random``): the draws' mean matches the reference's expected value, and
-    known distributions pass checks of spread, range and frequencies.
+    known distributions pass checks of spread, range and frequencies. Every random op is
+    checked on every device, native kernel or not: a device that runs them through the host
+    fallback is checked the same way, and one that cannot run them fails.
 ``test_random_seed``
-    ``SetRandSeed(s)`` twice gives identical draws; draws without reseeding differ.
+    ``SetRandSeed(s)`` twice gives identical draws; draws without reseeding differ (every
+    random op, as above).
 ``test_fused``
     fused kernels (``singa.ops.FUSIONS``, used by graph mode): inputs drawn by the sampler of
     the op the fusion starts from, the second op's attributes by the fusion's sampler and its
@@ -93,11 +109,13 @@ from .plugin import (
     KINDS,
     device_string,
     examples,
+    large_enabled,
     randomized,
     register_kit_items,
     shrinking,
     xfail_for,
 )
+from .special import SPECIAL, inject
 
 __all__ = [
     "KernelCase",
@@ -107,11 +125,13 @@ __all__ = [
     "test_fused",
     "test_inplace",
     "test_kernel_table",
+    "test_large",
     "test_layouts",
     "test_random_seed",
     "test_random_stats",
     "test_bad_indices",
     "test_onehot_out_of_range",
+    "test_special",
 ]
 
 #: Ops whose API calls pass an input tensor as the output (``out=x``): any input with the
@@ -130,6 +150,7 @@ class KernelCase:
     kernel: Callable | None
     contiguous_inputs: bool = False
     fusion: FusionDef | None = None  # a fused kernel: op is the fusion's first op
+    native: bool = True  # False: a random op the device has no kernel of (host fallback)
 
     @property
     def name(self) -> str:
@@ -159,7 +180,7 @@ def _kernel_dtypes(fn, op: OpDef) -> tuple:
     return tuple(_dtype.code_of(d) for d in dts)
 
 
-def _wanted(op: OpDef, kind: str, contig: bool) -> bool:
+def _wanted(op: OpDef, kind: str, contig: bool, dtype: int) -> bool:
     if kind in ("random_stats", "random_seed"):
         return op.random
     if op.random:
@@ -168,6 +189,8 @@ def _wanted(op: OpDef, kind: str, contig: bool) -> bool:
         return not contig
     if kind == "inplace":
         return op.name in ELEMENTWISE_INPLACE or op.name in FIXED_INPLACE
+    if kind == "special":
+        return op.name in SPECIAL and dtype in _dtype.FLOATS
     return True
 
 
@@ -186,12 +209,15 @@ def collect_cases(dev, kind: str) -> list[KernelCase]:
     for name, op in OPS.items():
         entry = table.get(name)
         if entry is None:
+            if op.random and _wanted(op, kind, False, 0):
+                # random ops are no optional extra: whatever runs them (the host fallback, or
+                # nothing) is checked, so a backend without them fails
+                out.extend(KernelCase(op, dt, None, native=False) for dt in op.dtypes)
             continue
         fn, contig = entry[0], entry[1]
-        if not _wanted(op, kind, contig):
-            continue
         for dt in _kernel_dtypes(fn, op):
-            out.append(KernelCase(op, dt, fn, contig))
+            if _wanted(op, kind, contig, dt):
+                out.append(KernelCase(op, dt, fn, contig))
     return out
 
 
@@ -207,9 +233,11 @@ def pytest_generate_tests(metafunc):
     config = metafunc.config
     dev = get_device(device_string(config))
     params = []
-    for case in collect_cases(dev, kind):
+    cases = collect_cases(dev, kind) if kind != "large" or large_enabled(config, dev) else []
+    for case in cases:
         marks = [
-            pytest.mark.singa_kernel(op=case.name, dtype=_dtype.name_of(case.dtype), kind=kind)
+            pytest.mark.singa_kernel(op=case.name, dtype=_dtype.name_of(case.dtype), kind=kind,
+                                     native=case.native)
         ]
         known = xfail_for(config, case.name, _dtype.name_of(case.dtype), kind)
         if known is not None:
@@ -229,7 +257,8 @@ def pytest_generate_tests(metafunc):
 
 
 # ---------------------------------------------------------------------- running cases
-def _hypothesis(request, case: KernelCase, kind: str, body, scale: float = 1.0) -> None:
+def _hypothesis(request, case: KernelCase, kind: str, body, scale: float = 1.0,
+                large: bool = False) -> None:
     """Run ``body(g)`` as a hypothesis test with the kit's settings.
 
     Tests marked xfail skip shrinking (their failure is known, and shrinking it only costs
@@ -257,7 +286,7 @@ def _hypothesis(request, case: KernelCase, kind: str, body, scale: float = 1.0) 
     )
     @given(st.data())
     def inner(data):
-        body(Cases(data))
+        body(Cases(data, large=large))
 
     key = f"singa-conformance/{kind}/{case.id}"
     inner.hypothesis.inner_test._hypothesis_internal_add_digest = key.encode()
@@ -283,16 +312,22 @@ def _draw_case(g, case: KernelCase):
     return arrays, attrs
 
 
-def _compare(case: KernelCase, outs, arrays, attrs, what: str) -> None:
-    refs = checks.reference_outputs(case.op, arrays, attrs)
+def _compare(case: KernelCase, outs, arrays, attrs, what: str, special=None) -> None:
+    with np.errstate(all="ignore"):  # special values: the reference may divide by zero
+        refs = checks.reference_outputs(case.op, arrays, attrs)
     if len(refs) != len(outs):
         raise AssertionError(f"{what}: {len(outs)} outputs but the reference returns {len(refs)}")
+    with np.errstate(all="ignore"):
+        slack = checks.accumulation_slack(case.op, arrays, attrs, outs[0].dt if outs else 0)
     for k, (o, r) in enumerate(zip(outs, refs)):
-        rtol, atol = checks.tolerance(case.op, case.dtype, o.dt)
         label = f"{what}, output {k}" if len(outs) > 1 else what
-        checks.assert_matches(
-            o.to_numpy(), r, rtol, atol, f"{label} ({checks.describe_case(arrays, attrs)})"
-        )
+        label = f"{label} ({checks.describe_case(arrays, attrs)})"
+        s = 0.0 if slack is None else slack[k]
+        if special is None:
+            checks.assert_close(case.op, case.dtype, o.to_numpy(), r, label, s)
+        else:
+            checks.assert_special_matches(case.op, case.dtype, o.to_numpy(), r, label,
+                                          special.signed_zero, s)
 
 
 def _fresh_outs(op: OpDef, ins, attrs, dev):
@@ -325,6 +360,45 @@ def test_forward(kernel_case, singa_device, request):
 
     _hypothesis(request, case, "forward", body)
 
+
+def test_special(kernel_case, singa_device, request):
+    """Each kernel gives the reference's NaNs, infinities, signed zeros and rounding of
+    ties (see :mod:`singa.testing.special` for the semantics)."""
+    case = kernel_case
+    spec = SPECIAL[case.op.name]
+
+    def body(g):
+        arrays, attrs = _draw_case(g, case)
+        arrays = inject(g, arrays, spec)
+        note(f"with special values: {[a.tolist() if a.size <= 32 else a.shape for a in arrays]}")
+        ins = [checks.upload(a, singa_device) for a in arrays]
+        with np.errstate(all="ignore"):  # a NaN in is no reason for a warning
+            outs = run(case.op, ins, attrs)
+            outs[0].to_numpy()
+        _compare(case, outs, arrays, attrs,
+                 f"{case.op.name} on {singa_device.name} with special values", spec)
+
+    _hypothesis(request, case, "special", body)
+
+
+def test_large(kernel_case, singa_device, request):
+    """Each kernel matches the reference on large cases (the paths backends choose by size:
+    threads, Winograd, 1x1 and per-image im2col convolutions, tiled GEMM, multi-axis
+    reductions)."""
+    case = kernel_case
+
+    def body(g):
+        arrays, attrs = _draw_case(g, case)
+        ins = [checks.upload(a, singa_device) for a in arrays]
+        given = _fresh_outs(case.op, ins, attrs, singa_device) if case.op.nin == 0 else None
+        outs = run(case.op, ins, attrs, given)
+        _compare(case, outs, arrays, attrs, f"{case.op.name} on {singa_device.name}, large case")
+
+    _hypothesis(request, case, "large", body, scale=LARGE_SCALE, large=True)
+
+
+#: Examples of test_large relative to the other kinds (each case is a million elements).
+LARGE_SCALE = 0.1
 
 #: Layout plans of test_layouts: (layout of every input, layout of every output); a plan of
 #: None draws a layout per tensor.
@@ -482,6 +556,12 @@ def _draw_random(g, case: KernelCase, dev, seed: int):
     ins = [checks.upload(a, dev) for a in arrays]
     dev.SetRandSeed(seed)
     outs = _fresh_outs(case.op, ins, attrs, dev)
+    if not case.native and not dev.host_fallback:
+        pytest.fail(
+            f"device {dev.name} has no {case.op.name} kernel and its backend does not enable "
+            "host fallback: random ops initialise every model's weights, so each backend "
+            f"must run them (register a {case.op.name!r} kernel that draws from the device's "
+            "generator, seeded by SetRandSeed)", pytrace=False)
     run(case.op, ins, attrs, outs)
     return arrays, attrs, ins, outs
 

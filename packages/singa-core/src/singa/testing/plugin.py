@@ -13,6 +13,10 @@ pytest loads it automatically (entry point ``pytest11``) when singa-core is inst
     draw fresh conformance examples on every run instead of the same ones.
 ``--singa-no-shrink``
     report a conformance failure's first example without shrinking it.
+``--singa-large auto|on|off``
+    run the conformance kit's large cases (``test_large``); ``auto`` (default) runs them
+    for the backends of singa's own distributions (:data:`BUILTIN_DISTRIBUTIONS`) and
+    skips them for others, which may be slow devices.
 
 and the session fixtures ``singa_backend`` (the device string) and ``singa_device`` (the
 Device; requesting it fails loudly when the backend cannot be used). When the conformance
@@ -33,11 +37,13 @@ import pytest
 
 __all__ = [
     "DEFAULT_EXAMPLES",
+    "BUILTIN_DISTRIBUTIONS",
     "KINDS",
     "KernelStats",
     "XfailEntry",
     "device_string",
     "examples",
+    "large_enabled",
     "parse_xfails",
     "randomized",
     "shrinking",
@@ -47,7 +53,10 @@ __all__ = [
 #: Hypothesis examples per conformance test unless ``--singa-examples`` says otherwise.
 DEFAULT_EXAMPLES = 10
 #: Conformance test kinds (``test_<kind>``), as named in xfail files.
-KINDS = ("forward", "layouts", "inplace", "random_stats", "random_seed", "fused")
+KINDS = ("forward", "special", "large", "layouts", "inplace", "random_stats", "random_seed",
+         "fused")
+#: Distributions whose backends run ``test_large`` by default (``--singa-large auto``).
+BUILTIN_DISTRIBUTIONS = frozenset({"singa-cpu", "singa-opencl", "singa-cuda"})
 
 
 def pytest_addoption(parser):
@@ -82,6 +91,14 @@ def pytest_addoption(parser):
         "(faster triage of a backend with many failures)",
     )
     group.addoption(
+        "--singa-large",
+        action="store",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="run the conformance kit's large cases (about a million elements each): auto "
+        "(default) for singa's own backends only, on, or off",
+    )
+    group.addoption(
         "--singa-examples",
         action="store",
         type=int,
@@ -114,6 +131,18 @@ def examples(config) -> int:
 def randomized(config) -> bool:
     """True when conformance tests should draw fresh examples (``--singa-randomize``)."""
     return bool(config.getoption("--singa-randomize"))
+
+
+def large_enabled(config, dev) -> bool:
+    """Whether ``test_large`` runs on ``dev`` (``--singa-large``; see the module doc)."""
+    choice = config.getoption("--singa-large") or "auto"
+    if choice != "auto":
+        return choice == "on"
+    from singa.plugins import registry
+
+    entry = registry().backends.get(dev.backend)
+    dist = entry.provider.dist if entry is not None else None
+    return (dist or "").lower().replace("_", "-") in BUILTIN_DISTRIBUTIONS
 
 
 def shrinking(config) -> bool:
@@ -285,6 +314,8 @@ def pytest_runtest_makereport(item, call):
         else:
             outcome = "failed"
         key = (marker.kwargs.get("op", ""), marker.kwargs.get("dtype", ""))
+        if not marker.kwargs.get("native", True):  # host fallback: no kernel/dtype pair
+            key = ("", "")
         stats = item.config.stash[_STATS_KEY]
         slot = stats.outcomes.setdefault(key, {})
         slot[outcome] = slot.get(outcome, 0) + 1

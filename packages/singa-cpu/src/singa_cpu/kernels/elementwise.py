@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 
+from ._float16 import via_float32
 from ._jit import vectorize_float
 from ._threads import split_flat
 
@@ -150,6 +151,10 @@ def _clip(ins, outs, attrs):
 
 
 KERNELS = {name: _unary(f) for name, f in UNARY.items()}
+# several numpy passes: in float16 each would round, so a float16 result is computed in
+# float32 and rounded once (the kit compares float16 within one ulp)
+for _name in ("Sigmoid", "SoftSign"):
+    KERNELS[_name] = via_float32(KERNELS[_name])
 KERNELS.update(SCALAR)
 KERNELS.update(BINARY)
 KERNELS["ReLUBackward"] = _relu_backward

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._float16 import via_float32
 from ._threads import matmul, single_threaded_blas, split_flat
 
 #: Axpy on at least this many elements is split across the cores (measured on 2 cores: 1M
@@ -48,7 +49,10 @@ def _axpy_serial(ins, outs, attrs):
     np.add(y, x * alpha.reshape(()), out=outs[0])
 
 
-_axpy = split_flat(_axpy_serial, lambda: PARALLEL_MIN_ITEMS, whole=(0,))
+# float16: computed in float32 and rounded once (two numpy passes would round twice)
+_axpy = split_flat(via_float32(_axpy_serial), lambda: PARALLEL_MIN_ITEMS, whole=(0,))
 
 
-KERNELS = {"Matmul": _matmul, "GEMM": _gemm, "Axpy": _axpy}
+# float16 GEMM: the product, alpha and beta in float32, rounded once (three float16 passes
+# would round three times; the kit compares float16 within one ulp)
+KERNELS = {"Matmul": _matmul, "GEMM": via_float32(_gemm), "Axpy": _axpy}

@@ -40,7 +40,7 @@ def _max_fwd(x, y, kh, kw, sh, sw, pt, pl):
                 for h in range(h0, h1):
                     for w in range(w0, w1):
                         v = x[n, c, h, w]
-                        if v > best:
+                        if v > best or v != v:  # a NaN wins and stays (NaN > x is false)
                             best = v
                 y[n, c, p, q] = best
 
@@ -61,8 +61,13 @@ def _max_fwd_2x2(x, y):
             o = U((t * ho + p) * wo)
             for q in range(wo):
                 i = U(2 * q)
-                yf[o + U(q)] = max(max(xf[r0 + i], xf[r0 + i + U(1)]),
-                                   max(xf[r1 + i], xf[r1 + i + U(1)]))
+                a, b = xf[r0 + i], xf[r0 + i + U(1)]
+                e, f = xf[r1 + i], xf[r1 + i + U(1)]
+                # NaN propagates (numpy's maximum, PyTorch's max_pool2d); the builtin max
+                # would return whichever operand its comparison picks
+                ab = a if (a > b or a != a) else b
+                ef = e if (e > f or e != e) else f
+                yf[o + U(q)] = ab if (ab > ef or ab != ab) else ef
 
 
 @pjit()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._float16 import via_float32
 from ._threads import single_threaded_blas
 
 
@@ -101,6 +102,11 @@ def _softmax_backward(ins, outs, attrs):
     np.subtract(dy, s, out=out)
     out *= y
 
+
+# several numpy passes each: float16 is computed in float32 and rounded once (see Sigmoid)
+_softmax = via_float32(_softmax)
+_log_softmax = via_float32(_log_softmax)
+_softmax_backward = via_float32(_softmax_backward)
 
 KERNELS = {
     "Sum": _sum,

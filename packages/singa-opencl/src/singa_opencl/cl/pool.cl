@@ -16,7 +16,8 @@ inline int pl_divisor(pl_geom g, int h0, int w0)
     return max(hh - hl, 0) * max(wh - wl, 0);
 }
 
-// index (h * W + w) of the first maximal real cell of the window at (h0, w0)
+// index (h * W + w) of the first maximal real cell of the window at (h0, w0); a NaN is the
+// maximum (the first NaN wins), so max pooling propagates NaN as numpy and PyTorch do
 inline int pl_argmax(__global const T_S* x, int base, pl_geom g, int h0, int w0)
 {
     int best_i = -1;
@@ -24,7 +25,7 @@ inline int pl_argmax(__global const T_S* x, int base, pl_geom g, int h0, int w0)
     for (int i = max(h0, 0); i < min(h0 + g.kh, g.H); ++i)
         for (int j = max(w0, 0); j < min(w0 + g.kw, g.W); ++j) {
             T_C v = T_LOAD(x, base + i * g.W + j);
-            if (best_i < 0 || v > best) {
+            if (best_i < 0 || v > best || (isnan(v) && !isnan(best))) {
                 best = v;
                 best_i = i * g.W + j;
             }

@@ -25,7 +25,8 @@ _ZERO = "(T_C)0"
 UNARY = {
     "Abs": ("fabs(a)", "abs(a)"),
     "Neg": ("-a", "-a"),
-    "Sign": ("sign(a)", "(a > 0) - (a < 0)"),
+    # OpenCL's sign(NaN) is 0; numpy's and PyTorch's is NaN
+    "Sign": ("(isnan(a) ? a : sign(a))", "(a > 0) - (a < 0)"),
     "Square": ("a * a", "a * a"),
     "Ceil": ("ceil(a)", None),
     "Floor": ("floor(a)", None),
