@@ -60,7 +60,10 @@ def test_abort_hook_can_be_disabled_for_debugging(comm, script):
     exe = mpiexec_or_skip(comm)
     rc, out, secs = run(exe, 2, ["-c", "import singa_dist.mpi as m, sys; "
                                  "from singa import dist; c = dist.get_communicator('mpi'); "
-                                 "print('hooked', sys.excepthook is not sys.__excepthook__)"],
+                                 # one write per rank: print's separate writes of
+                                 # 'hooked', ' ' and 'False' interleave between ranks
+                                 "sys.stdout.write(f'hooked {sys.excepthook is not "
+                                 "sys.__excepthook__}\\n'); sys.stdout.flush()"],
                         env={"SINGA_DIST_NO_ABORT_HOOK": "1"})
     assert rc == 0, out
     assert out.count("hooked False") == 2, out

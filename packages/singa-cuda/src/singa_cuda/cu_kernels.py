@@ -1,6 +1,8 @@
 """Kernels from the shipped CUDA C sources (``cu/*.cu``), compiled by NVRTC per architecture.
 
-Launchers here are thin: they check nothing the op table's shape rules have not checked, pick
+Launchers here are thin: beyond the op table's shape rules they check only index values (class
+ids, ScatterAdd's indices: on a host copy, as every backend does, so no kernel reads or writes
+out of bounds), pick
 the dtype's instantiation (``pool_fwd_f16`` ...), size the grid-stride launch and pass
 arguments (device pointers, scalars, and the two small structs as numpy structured scalars,
 which cupy passes by value). Every kernel is flagged ``contiguous_inputs``: the dispatcher hands
@@ -98,8 +100,12 @@ def kernels(device, modules=None) -> dict:
         mods.launch("pool.cu", f"pool_bwd_relu_{_suffix(x)}", x.size,
                     (dy, x, relu_x, outs[0], pool_geom(x.shape, attrs)))
 
-    def target_args(logits, target):
+    am = device.am
+
+    def target_args(logits, target, op):
         use_ids = target.ndim == 1
+        if use_ids:  # class ids: no negative ids (-1 is not "the last class")
+            am.check_indices(op, target, logits.shape[1], negative=False, what="class id")
         ids = target if use_ids else xp.zeros(1, xp.int32)
         dense = logits[:1] if use_ids else target
         return ids, dense, np.int32(use_ids)
@@ -113,7 +119,7 @@ def kernels(device, modules=None) -> dict:
         loss, probs = outs
         n, c = logits.shape
         rows = xp.empty(n, acc_dtype(logits))
-        ids, dense, use_ids = target_args(logits, target)
+        ids, dense, use_ids = target_args(logits, target, "SoftmaxCrossEntropy")
         mods.launch("loss.cu", f"softmax_ce_fwd_{_suffix(logits)}", n,
                     (logits, ids, dense, use_ids, np.int32(n), np.int32(c), probs, rows))
         loss[...] = rows.sum() / n
@@ -122,7 +128,7 @@ def kernels(device, modules=None) -> dict:
     def softmax_ce_backward(ins, outs, attrs):
         probs, target = ins
         n, c = probs.shape
-        ids, dense, use_ids = target_args(probs, target)
+        ids, dense, use_ids = target_args(probs, target, "SoftmaxCrossEntropyBackward")
         mods.launch("loss.cu", f"softmax_ce_bwd_{_suffix(probs)}", n * c,
                     (probs, ids, dense, use_ids, np.int32(n), np.int32(c), outs[0]))
 
@@ -130,7 +136,7 @@ def kernels(device, modules=None) -> dict:
     def cross_entropy(ins, outs, attrs):
         p, target = ins
         n, c = p.shape
-        ids, dense, use_ids = target_args(p, target)
+        ids, dense, use_ids = target_args(p, target, "CrossEntropyFwd")
         mods.launch("loss.cu", f"cross_entropy_fwd_{_suffix(p)}", n,
                     (p, ids, dense, use_ids, np.int32(n), np.int32(c), outs[0]))
 
@@ -139,6 +145,7 @@ def kernels(device, modules=None) -> dict:
         idx, src = ins
         out = outs[0]
         axis = attrs.get("axis", 0) % out.ndim
+        am.check_indices("ScatterAdd", idx, out.shape[axis])
         outer = int(np.prod(out.shape[:axis], dtype=np.int64))
         inner = int(np.prod(out.shape[axis + 1:], dtype=np.int64))
         acc = xp.zeros(out.shape, xp.float32 if out.dtype == xp.float16 else out.dtype)

@@ -20,6 +20,8 @@ import sys
 import tempfile
 
 _DIR = None
+#: seconds after the first unexplained end during which further ends are reported with it
+GRACE = 1.0
 
 
 def mark_done(rank: int) -> None:
@@ -74,13 +76,36 @@ def _watch(local, host, world, folder) -> None:
         poller.register(fd, select.POLLIN)
     reported = False
     while fds:
-        for fd, _ in poller.poll():
-            r, pid = fds.pop(fd)
-            poller.unregister(fd)
-            os.close(fd)
-            if not reported and not os.path.exists(os.path.join(folder, f"{r}.done")):
-                reported = True
+        # Every rank found ended without finishing within GRACE seconds of the first is
+        # reported: the launcher (or MPI's own error handling) stops the other ranks right
+        # after the first one dies, and under load the watcher cannot tell which went first.
+        ended = _collect(poller, fds, folder, None)
+        if ended and not reported:
+            reported = True
+            ended += _collect(poller, fds, folder, GRACE)
+            for r, pid in sorted(ended):
                 os.write(2, (f"singa.dist: rank {r} of {world} (pid {pid} on {host}) ended "
                              "without finishing (killed by a signal or crashed); the launcher "
                              "is stopping the other ranks\n").encode())
     shutil.rmtree(folder, ignore_errors=True)
+
+
+def _collect(poller, fds, folder, within):
+    """Ranks (rank, pid) that ended without their ``.done`` mark: those one ``poll`` finds
+    (``within`` None), or all that end in the next ``within`` seconds."""
+    import time
+
+    ended = []
+    deadline = None if within is None else time.monotonic() + within
+    while fds:
+        timeout = None if deadline is None else max(0.0, deadline - time.monotonic()) * 1000
+        events = poller.poll(timeout)
+        for fd, _ in events:
+            r, pid = fds.pop(fd)
+            poller.unregister(fd)
+            os.close(fd)
+            if not os.path.exists(os.path.join(folder, f"{r}.done")):
+                ended.append((r, pid))
+        if deadline is None or time.monotonic() >= deadline:
+            break
+    return ended

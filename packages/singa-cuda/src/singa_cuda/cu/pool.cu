@@ -1,6 +1,6 @@
 // 2-D max/average pooling over NCHW, forward and backward, and the backward fused with the
 // ReLU backward that follows it in graph mode. Semantics are the op table's (Pooling2d):
-// windows start at p*sh - pt; max ignores padding and picks the first maximal cell in
+// windows start at p*sh - pt; max ignores padding and picks the first NaN, else the first maximal cell in
 // row-major window order; average divides by the cells inside the padded input
 // (count_include_pad) or inside the real input; ceil-mode overhang never counts.
 // Inputs and outputs are contiguous; float16 is read into float, accumulated in float.
@@ -41,7 +41,8 @@ __device__ int window_argmax(const T* plane, const PoolGeom& g, int p, int q) {
     for (int i = max(hs, 0); i < min(hs + g.kh, g.h); ++i)
         for (int j = max(ws, 0); j < min(ws + g.kw, g.w); ++j) {
             typename Acc<T>::type v = ld(plane, (long long)i * g.w + j);
-            if (best < 0 || v > bv) { bv = v; best = i * g.w + j; }
+            // NaN propagates (numpy's and PyTorch's max pooling): the first NaN cell wins
+            if (best < 0 || v > bv || (v != v && bv == bv)) { bv = v; best = i * g.w + j; }
         }
     return best;
 }

@@ -7,6 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from singa.backend import check_indices
+
 
 @dataclass(frozen=True)
 class ArrayModule:
@@ -35,6 +37,14 @@ class ArrayModule:
     add_at: Callable
     half_gemm_in_fp32: bool
     name: str
+
+    def check_indices(self, op: str, idx, n: int, negative: bool = True,
+                      what: str = "index") -> None:
+        """Refuse indices outside ``[-n, n)`` (or ``[0, n)``) before anything reads or writes
+        with them: the same check and message as every other backend (``singa.backend``). On
+        cupy it reads a host copy of the indices, as the OpenCL backend does."""
+        host = idx if self.name == "numpy" else self.xp.asnumpy(idx)
+        check_indices(op, host, n, negative=negative, what=what)
 
     def acc_dtype(self, dtype):
         """Accumulation dtype of a reduction over ``dtype`` (float32 for float16)."""

@@ -33,6 +33,7 @@ def kernels(am: ArrayModule) -> dict:
         idx, src = ins
         out = outs[0]
         axis = attrs.get("axis", 0) % out.ndim
+        am.check_indices("ScatterAdd", idx, out.shape[axis])
         acc_dt = am.acc_dtype(src.dtype)
         acc = xp.zeros(out.shape, acc_dt or src.dtype)
         view = xp.moveaxis(acc, axis, 0)
@@ -60,6 +61,7 @@ def kernels(am: ArrayModule) -> dict:
         x, idx, upd = ins
         out = outs[0]
         axis = attrs.get("axis", 0) % x.ndim
+        am.check_indices("ScatterElements", idx, x.shape[axis])
         where_ = element_index(idx, axis, x.shape[axis])
         if attrs.get("reduction", "none") == "add":
             acc_dt = am.acc_dtype(x.dtype)
@@ -74,6 +76,7 @@ def kernels(am: ArrayModule) -> dict:
     def gather_elements(ins, outs, attrs):
         x, idx = ins
         axis = attrs.get("axis", 0) % x.ndim
+        am.check_indices("GatherElements", idx, x.shape[axis])
         outs[0][...] = x[element_index(idx, axis, x.shape[axis])]
 
     return {"ScatterAdd": scatter_add, "Where": where, "OneHot": one_hot,

@@ -36,7 +36,11 @@ def kernels(am: ArrayModule) -> dict:
 
     def axpy(ins, outs, attrs):
         alpha, x, y = ins
-        # alpha stays on the device: a 0-d view, no host round trip
+        # alpha stays on the device: a 0-d view, no host round trip; float16 is computed in
+        # float32 and rounded once (two float16 roundings are off by an ulp)
+        wide = am.acc_dtype(x.dtype)
+        if wide is not None:
+            x, y, alpha = x.astype(wide), y.astype(wide), alpha.astype(wide)
         res = xp.multiply(x, alpha.reshape(()))
         res += y
         outs[0][...] = res

@@ -44,6 +44,7 @@ def kernels(am: ArrayModule) -> dict:
     def take(ins, outs, attrs):
         x, idx = ins
         axis = attrs["axis"] % x.ndim
+        am.check_indices("Take", idx, x.shape[axis])
         idx = xp.where(idx < 0, idx + x.shape[axis], idx)
         outs[0][...] = xp.take(x, idx, axis=axis)
 
