@@ -53,18 +53,25 @@ def _lift(vals, one_d, fill):
     return [fill] + list(vals) if one_d else list(vals)
 
 
-@register("Conv", attrs=("kernel_shape", "strides", "pads", "dilations", "group", "auto_pad"),
-          check=_check_geometry)
-def conv(ctx, attrs, x, w, b=None):
-    """y = conv(x, W) + b: grouped, dilated, strided, any padding (1-D and 2-D)."""
+def _conv_operands(ctx, attrs, x, w, op):
+    """x and W as tensors, and the geometry attributes Conv and ConvTranspose share:
+    ``(x, w, spatial dims, kernel_shape, strides, dilations)`` with ONNX's defaults."""
     x = ctx.tensor(x)
     w = ctx.tensor(w, like=x)
     if len(x.shape) not in (3, 4):
-        raise ctx.error(f"Conv supports 1-D and 2-D inputs, got shape {x.shape}")
+        raise ctx.error(f"{op} supports 1-D and 2-D inputs, got shape {x.shape}")
     nsp = len(x.shape) - 2
     kernel = list(attrs.get("kernel_shape", w.shape[2:]))
     strides = list(attrs.get("strides", [1] * nsp))
     dil = list(attrs.get("dilations", [1] * nsp))
+    return x, w, nsp, kernel, strides, dil
+
+
+@register("Conv", attrs=("kernel_shape", "strides", "pads", "dilations", "group", "auto_pad"),
+          check=_check_geometry)
+def conv(ctx, attrs, x, w, b=None):
+    """y = conv(x, W) + b: grouped, dilated, strided, any padding (1-D and 2-D)."""
+    x, w, nsp, kernel, strides, dil = _conv_operands(ctx, attrs, x, w, "Conv")
     pads = _spatial_pads(attrs, x.shape[2:], kernel, strides, dil)
     x, one_d = _to_2d(x)
     if one_d:
@@ -259,14 +266,7 @@ def instance_norm(ctx, attrs, x, scale, bias):
           check=_check_geometry)
 def conv_transpose(ctx, attrs, x, w, b=None):
     """y = conv_transpose(x, W) + b (1-D and 2-D): the input gradient of a convolution."""
-    x = ctx.tensor(x)
-    w = ctx.tensor(w, like=x)
-    if len(x.shape) not in (3, 4):
-        raise ctx.error(f"ConvTranspose supports 1-D and 2-D inputs, got shape {x.shape}")
-    nsp = len(x.shape) - 2
-    kernel = list(attrs.get("kernel_shape", w.shape[2:]))
-    strides = list(attrs.get("strides", [1] * nsp))
-    dil = list(attrs.get("dilations", [1] * nsp))
+    x, w, nsp, kernel, strides, dil = _conv_operands(ctx, attrs, x, w, "ConvTranspose")
     opad = list(attrs.get("output_padding", [0] * nsp))
     group = int(attrs.get("group", 1))
     mode = attrs.get("auto_pad", "NOTSET")
