@@ -23,17 +23,7 @@ from singa.backend import (
 )
 from singa.errors import MissingKernelError
 from singa.testing.checks import upload
-
-
-class _Alloc:
-    def alloc(self, nbytes):
-        return np.zeros(nbytes, np.uint8)
-
-    def free(self, buf):
-        pass
-
-    def zero(self, buf, nbytes):
-        buf[:nbytes] = 0
+from test_scheduler import _Alloc
 
 
 class HostDev(Device):
