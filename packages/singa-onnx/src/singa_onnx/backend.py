@@ -14,10 +14,11 @@ import onnx
 from onnx.backend.base import Backend, BackendRep
 from singa import device as device_mod
 from singa import tensor
-from singa.errors import DeviceUnavailableError, SingaError, SingaONNXError
+from singa.errors import DeviceUnavailableError, GraphError, SingaError, SingaONNXError
 
 from . import validate
 from .handlers import HANDLERS, Context, onnx_to_np
+from .replay import GraphCache, recording_error
 
 __all__ = ["SingaBackend", "SingaRep", "prepare", "run_node", "supports_device"]
 
@@ -164,6 +165,9 @@ class SingaRep(BackendRep):
         self.is_graph = False
         self.scalar_outputs = set()
         self.types = {}
+        self.use_graph = False
+        self.recording = False  # a graph is being recorded (see singa_onnx.replay)
+        self._graphs = GraphCache(self)
         self._last_use = self._compute_last_use()
 
     def _compute_last_use(self):
@@ -184,32 +188,42 @@ class SingaRep(BackendRep):
                     out[f"{n.name}/{k}"] = n.state[k]
         return out
 
-    def _feed(self, inputs) -> dict:
+    def graph(self, mode: bool = True) -> None:
+        """Turn graph mode on or off for :meth:`run` (drops the recorded graphs either way).
+
+        In graph mode the first run with a given input signature (shapes, dtypes,
+        ``last_layers``, ``aux_output``, ``singa.autograd.training``) records every device
+        operation of the model; later runs with that signature replay them (see
+        :mod:`singa_onnx.replay`).
+        """
+        self._graphs.clear()
+        self.use_graph = bool(mode)
+
+    def input_context(self) -> Context:
+        return Context(self.dev, self.opset, "<inputs>", max_elements=self.max_elements)
+
+    @staticmethod
+    def check_input_array(name, v) -> np.ndarray:
+        """Input ``name``'s value ``v`` as a numpy array (refusing what singa cannot hold)."""
+        arr = np.asarray(v)
+        if arr.dtype == object or arr.dtype.kind in "USc":
+            raise SingaONNXError(f"input {name!r}: dtype {arr.dtype} is not supported")
+        return arr
+
+    def _items(self, inputs) -> list:
         if isinstance(inputs, dict):
             missing = [n for n in self.input_names if n not in inputs]
             if missing:
                 raise SingaONNXError(f"missing inputs {missing}; the model takes "
                                      f"{self.input_names}")
-            items = [(n, inputs[n]) for n in self.input_names]
-        else:
-            if isinstance(inputs, (np.ndarray, tensor.Tensor)):
-                inputs = [inputs]
-            inputs = list(inputs)
-            if len(inputs) != len(self.input_names):
-                raise SingaONNXError(f"the model takes {len(self.input_names)} inputs "
-                                     f"{self.input_names}, got {len(inputs)}")
-            items = list(zip(self.input_names, inputs))
-        ctx = Context(self.dev, self.opset, "<inputs>", max_elements=self.max_elements)
-        feed = {}
-        for (name, _), (_, v) in zip(self.input_info, items):
-            if isinstance(v, tensor.Tensor):
-                feed[name] = v
-                continue
-            arr = np.asarray(v)
-            if arr.dtype == object or arr.dtype.kind in "USc":
-                raise SingaONNXError(f"input {name!r}: dtype {arr.dtype} is not supported")
-            feed[name] = ctx.tensor(arr)
-        return feed
+            return [(n, inputs[n]) for n in self.input_names]
+        if isinstance(inputs, (np.ndarray, tensor.Tensor)):
+            inputs = [inputs]
+        inputs = list(inputs)
+        if len(inputs) != len(self.input_names):
+            raise SingaONNXError(f"the model takes {len(self.input_names)} inputs "
+                                 f"{self.input_names}, got {len(inputs)}")
+        return list(zip(self.input_names, inputs))
 
     def run(self, inputs, last_layers=None, aux_output=(), **kwargs):
         """Run the model on ``inputs`` (a list in graph-input order, or a dict by name).
@@ -217,11 +231,33 @@ class SingaRep(BackendRep):
         ``last_layers``: run only ``nodes[:last_layers]`` (negative counts from the end) and
         return the outputs of the last node run; ``aux_output``: names of intermediate values
         to return after the outputs. Returns numpy arrays in the declared ONNX types, or
-        Tensors when ``is_graph`` is set.
+        Tensors when ``is_graph`` is set. With ``use_graph`` (``prepare(..., use_graph=True)``)
+        the model is recorded once per input signature and replayed afterwards.
         """
+        items = self._items(inputs)
+        aux_output = tuple(aux_output)
+        if self.use_graph and not self.is_graph:
+            names, raw = self._graphs.run(items, last_layers, aux_output)
+        else:
+            names, raw = self.run_eager(items, last_layers, aux_output)
+        declared = dict(self.output_info)
+        n_out = len(names) - len(aux_output)
+        outs = [self._export(v, declared.get(n) if i < n_out else None)
+                for i, (n, v) in enumerate(zip(names, raw))]
+        return [o.reshape(()) if i < n_out and n in self.scalar_outputs
+                and isinstance(o, np.ndarray) and o.size == 1 else o
+                for i, (n, o) in enumerate(zip(names, outs))]
+
+    def run_eager(self, items, last_layers=None, aux_output=()):
+        """Execute the nodes once on ``items`` ([(input name, value)]); returns the names of
+        the values asked for (outputs, then ``aux_output``) and the values (Tensors or host
+        arrays)."""
+        ctx = self.input_context()
         values = dict(self.consts)
         values.update(self.params)
-        values.update(self._feed(inputs))
+        for name, v in items:
+            values[name] = v if isinstance(v, tensor.Tensor) else \
+                ctx.tensor(self.check_input_array(name, v))
         nodes = self.nodes if last_layers is None else self.nodes[:last_layers]
         if not nodes and last_layers is not None:
             raise SingaONNXError(f"last_layers={last_layers} leaves no node to run")
@@ -233,18 +269,14 @@ class SingaRep(BackendRep):
                         self.params and x not in self.consts:
                     values.pop(x, None)
         if last_layers is None:
-            names = self.output_names
+            names = list(self.output_names)
         else:
             names = [o for o in nodes[-1].outputs if o]
-        missing = [n for n in list(names) + list(aux_output) if n not in values]
+        names += list(aux_output)
+        missing = [n for n in names if n not in values]
         if missing:
             raise SingaONNXError(f"values {missing} were not computed (unknown names?)")
-        declared = dict(self.output_info)
-        outs = [self._export(values[n], declared.get(n)) for n in names]
-        outs = [o.reshape(()) if n in self.scalar_outputs and isinstance(o, np.ndarray)
-                and o.size == 1 else o for n, o in zip(names, outs)]
-        outs += [self._export(values[n], None) for n in aux_output]
-        return outs
+        return names, [values[n] for n in names]
 
     def _export(self, v, elem_type):
         if self.is_graph:
@@ -275,6 +307,10 @@ class SingaRep(BackendRep):
                 outs = node.handler.fn(ctx, attrs, *ins)
             except SingaONNXError:
                 raise
+            except GraphError as exc:
+                if self.recording:
+                    raise recording_error(node, exc) from None
+                raise SingaONNXError(f"node {node.name!r} ({node.op_type}): {exc}") from None
             except (SingaError, ValueError, TypeError, IndexError, KeyError,
                     ZeroDivisionError, OverflowError, AttributeError) as exc:
                 raise SingaONNXError(f"node {node.name!r} ({node.op_type}): {exc}") from None
@@ -463,17 +499,22 @@ class SingaBackend(Backend):
 
     @classmethod
     def prepare(cls, model, device="CPU", max_elements=DEFAULT_MAX_ELEMENTS, base_dir=None,
-                **kwargs) -> SingaRep:
+                use_graph=False, **kwargs) -> SingaRep:
         """Validate ``model`` (ModelProto, bytes or path) and plan it for ``device``.
 
         ``device``: "CPU", "CUDA", a singa device name ("opencl:0") or a Device.
         ``max_elements``: the largest tensor the model may create.
+        ``use_graph``: record the model's device operations at the first :meth:`SingaRep.run`
+        of each input signature and replay them afterwards (faster; see
+        :mod:`singa_onnx.replay` for what cannot be replayed).
         """
         m, base = validate.load_model(model, base_dir)
         validate.check_tensors(m, base, max_elements)
         m = validate.check_model(m)
         dev = _resolve_device(device)
-        return _build(m, dev, max_elements)
+        rep = _build(m, dev, max_elements)
+        rep.use_graph = bool(use_graph)
+        return rep
 
     @classmethod
     def run_node(cls, node, inputs, device="CPU", outputs_info=None, opset_version=None,

@@ -115,6 +115,17 @@ class Context:
     def error(self, msg: str) -> SingaONNXError:
         return SingaONNXError(f"node {self.node_name!r}: {msg}")
 
+    def singa_array(self, v) -> np.ndarray:
+        """``v`` as the contiguous numpy array singa holds it in (see :func:`singa_np_dtype`)."""
+        arr = np.asarray(v)
+        want = singa_np_dtype(arr.dtype)
+        if want is None:
+            raise self.error(f"dtype {arr.dtype} is not supported by singa")
+        if want is np.int32 and arr.size and (arr.max() > 2**31 - 1 or arr.min() < -2**31):
+            # huge int64 sentinels (INT64_MAX "to the end") only make sense as host values
+            arr = np.clip(arr, -2**31, 2**31 - 1)
+        return np.ascontiguousarray(arr.astype(want, copy=False))
+
     def tensor(self, v, like=None) -> tensor.Tensor:
         """``v`` as a singa Tensor on the device (numpy values are copied in).
 
@@ -126,14 +137,7 @@ class Context:
         if isinstance(v, tensor.Tensor):
             t = v
         else:
-            arr = np.asarray(v)
-            want = singa_np_dtype(arr.dtype)
-            if want is None:
-                raise self.error(f"dtype {arr.dtype} is not supported by singa")
-            if want is np.int32 and arr.size and (arr.max() > 2**31 - 1 or arr.min() < -2**31):
-                # huge int64 sentinels (INT64_MAX "to the end") only make sense as host values
-                arr = np.clip(arr, -2**31, 2**31 - 1)
-            t = tensor.from_numpy(np.ascontiguousarray(arr.astype(want)), self.device)
+            t = tensor.from_numpy(self.singa_array(v), self.device)
             t.requires_grad = False
             t.stores_grad = False
         if like is not None and t.dtype != like.dtype:

@@ -1,0 +1,138 @@
+"""Graph mode for imported models: ``prepare(model, use_graph=True)`` records once per input
+signature and replays. Oracles: the eager run of the same SingaRep and onnxruntime."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+import singa_onnx
+from conftest import ort_run
+from onnx import TensorProto, helper
+from singa import autograd
+from singa.errors import SingaONNXError
+
+torch = pytest.importorskip("torch")
+nn = torch.nn
+
+from torch_models import EncoderLayer, LSTMNet, ResNetish, SeedCNN, export  # noqa: E402
+
+MODELS = {
+    "mlp": (lambda: nn.Sequential(nn.Linear(10, 32), nn.ReLU(), nn.Linear(32, 4),
+                                  nn.Softmax(-1)), (10,)),
+    "seed_cnn": (SeedCNN, (1, 28, 28)),
+    "resnet_style_bn": (ResNetish, (3, 16, 16)),
+    "lstm": (LSTMNet, (5, 6)),
+    # a free batch dimension: Shape -> Gather -> Concat -> Reshape, evaluated at record time
+    "encoder_layer": (EncoderLayer, (5, 16)),
+}
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
+    assert not autograd.training  # inference: the recording must not be a training graph
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_replay_equals_eager_and_onnxruntime(rng, name):
+    make, shape = MODELS[name]
+    onx = export(make(), rng.standard_normal((2, *shape)).astype(np.float32),
+                 dynamic_batch=True)
+    eager = singa_onnx.prepare(onx)
+    rep = singa_onnx.prepare(onx, use_graph=True)
+    cache = rep._graphs
+    for i, batch in enumerate((2, 2, 3, 2)):
+        x = rng.standard_normal((batch, *shape)).astype(np.float32)
+        got = rep.run([x])[0]
+        np.testing.assert_allclose(got, eager.run([x])[0], atol=1e-5, rtol=1e-5)
+        np.testing.assert_allclose(got, ort_run(onx, {"x": x})[0], atol=1e-5, rtol=1e-4)
+        # batch 2 recorded once, batch 3 re-records, batch 2 again replays its graph
+        assert cache.recordings == (1 if i < 2 else 2)
+    assert len(cache.graphs) == 2
+
+
+def test_replay_reads_new_values_each_call(rng):
+    onx = export(SeedCNN(), rng.standard_normal((1, 1, 28, 28)).astype(np.float32))
+    rep = singa_onnx.prepare(onx, use_graph=True)
+    xs = [rng.standard_normal((1, 1, 28, 28)).astype(np.float32) for _ in range(3)]
+    outs = [rep.run({"x": x})[0].copy() for x in xs]
+    assert rep._graphs.recordings == 1
+    for x, y in zip(xs, outs):
+        np.testing.assert_allclose(y, ort_run(onx, {"x": x})[0], atol=1e-5, rtol=1e-4)
+    assert not np.allclose(outs[0], outs[1])
+
+
+def test_aux_output_and_last_layers_are_part_of_the_signature(rng):
+    onx = export(SeedCNN(), rng.standard_normal((1, 1, 28, 28)).astype(np.float32))
+    rep = singa_onnx.prepare(onx, use_graph=True)
+    eager = singa_onnx.prepare(onx)
+    x = rng.standard_normal((1, 1, 28, 28)).astype(np.float32)
+    mid = eager.nodes[3].outputs[0]
+    for kw in ({}, {"last_layers": -2}, {"aux_output": (mid,)}, {}):
+        got, want = rep.run([x], **kw), eager.run([x], **kw)
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, atol=1e-5, rtol=1e-5)
+    assert rep._graphs.recordings == 3
+
+
+def test_graph_off_drops_recordings(rng):
+    onx = export(SeedCNN(), rng.standard_normal((1, 1, 28, 28)).astype(np.float32))
+    rep = singa_onnx.prepare(onx, use_graph=True)
+    x = rng.standard_normal((1, 1, 28, 28)).astype(np.float32)
+    y = rep.run([x])[0]
+    rep.graph(False)
+    assert not rep._graphs.graphs
+    np.testing.assert_allclose(rep.run([x])[0], y, atol=1e-6)
+    assert rep._graphs.recordings == 1
+
+
+def _reshape_to_input_shape_model():
+    """Reshape(x, s) where the target shape ``s`` is a runtime input."""
+    g = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Reshape", ["r", "s"], ["y"])],
+        "dyn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 6]),
+                helper.make_tensor_value_info("s", TensorProto.INT64, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["a", "b"])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _slice_to_computed_bound_model():
+    """Slice(x, 0, end) where ``end`` is computed on the device (ArgMax of a runtime input)."""
+    g = helper.make_graph(
+        [helper.make_node("ArgMax", ["k"], ["end"], keepdims=1),
+         helper.make_node("Slice", ["x", "zero", "end"], ["y"])],
+        "dyn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [6]),
+                helper.make_tensor_value_info("k", TensorProto.FLOAT, [6])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n"])],
+        initializer=[onnx.numpy_helper.from_array(np.array([0], np.int64), "zero")])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("build,feeds,node", [
+    (_reshape_to_input_shape_model,
+     lambda r: {"x": r.standard_normal((2, 6)).astype(np.float32),
+                "s": np.array([3, 4], np.int64)}, "Reshape"),
+    (_slice_to_computed_bound_model,
+     lambda r: {"x": r.standard_normal(6).astype(np.float32),
+                "k": np.array([0, 1, 5, 2, 0, 0], np.float32)}, "Slice"),
+])
+def test_runtime_bounds_refused_in_graph_mode(rng, build, feeds, node):
+    onx = build()
+    f = feeds(rng)
+    # eager mode runs it (the oracle: onnxruntime)
+    np.testing.assert_allclose(singa_onnx.prepare(onx).run(f)[0], ort_run(onx, f)[0])
+    rep = singa_onnx.prepare(onx, use_graph=True)
+    with pytest.raises(SingaONNXError, match=rf"{node}.*cannot run in graph mode.*"
+                                             r"use_graph=False"):
+        rep.run(f)
+    assert not rep._graphs.graphs  # nothing half-recorded is kept
+    rep.graph(False)
+    np.testing.assert_allclose(rep.run(f)[0], ort_run(onx, f)[0])
+
+
+def test_sonnx_model_refuses_use_graph(rng):
+    onx = export(SeedCNN(), rng.standard_normal((1, 1, 28, 28)).astype(np.float32))
+    with pytest.raises(SingaONNXError, match="Model.compile"):
+        singa_onnx.SONNXModel(onx, use_graph=True)
