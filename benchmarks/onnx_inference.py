@@ -1,10 +1,12 @@
 """Inference of imported ONNX models: singa-onnx (CPU) against onnxruntime, same run.
 
 Models: the seed CNN and ResNet-18 (both written in PyTorch here and exported with
-``torch.onnx.export``), batch 1 and 32. Reports the median latency of each side, the ratio
-singa / onnxruntime, and singa's prepare time. The machine is shared: compare ratios.
+``torch.onnx.export``), batch 1 and 32. Reports the median latency of onnxruntime and of
+singa-onnx in eager mode (``prepare(model)``) and in graph mode (``prepare(model,
+use_graph=True)``: recorded at the warm-up run of each batch size, replayed afterwards), the
+ratios singa / onnxruntime, and singa's prepare time. The machine is shared: compare ratios.
 
-    python benchmarks/onnx_inference.py [--reps 10] [--models cnn resnet18]
+    python benchmarks/onnx_inference.py [--reps 10] [--models cnn resnet18] [--batches 1 32]
 """
 
 from __future__ import annotations
@@ -95,24 +97,26 @@ def main():
     p.add_argument("--models", nargs="+", default=list(MODELS))
     p.add_argument("--batches", nargs="+", type=int, default=[1, 32])
     args = p.parse_args()
-    print(f"{'model':10s} {'batch':>5s} {'singa ms':>10s} {'ort ms':>10s} {'ratio':>7s} "
-          f"{'prepare ms':>11s}")
+    print(f"{'model':10s} {'batch':>5s} {'ort ms':>9s} {'eager ms':>9s} {'ratio':>6s} "
+          f"{'graph ms':>9s} {'ratio':>6s} {'prepare ms':>11s}")
     for name in args.models:
         onx, shape = export(name)
         t = time.perf_counter()
-        rep = singa_onnx.prepare(onx)
+        eager = singa_onnx.prepare(onx)
         prep = time.perf_counter() - t
+        graph = singa_onnx.prepare(onx, use_graph=True)
         sess = ort.InferenceSession(onx.SerializeToString(),
                                     providers=["CPUExecutionProvider"])
         for b in args.batches:
             x = np.random.default_rng(0).standard_normal((b, *shape)).astype(np.float32)
-            np.testing.assert_allclose(rep.run([x])[0], sess.run(None, {"x": x})[0],
-                                       atol=1e-3, rtol=1e-3)
-            ts = median_time(lambda r=rep, x=x: r.run([x]), args.reps)
+            want = sess.run(None, {"x": x})[0]
+            for rep in (eager, graph):
+                np.testing.assert_allclose(rep.run([x])[0], want, atol=1e-3, rtol=1e-3)
             to = median_time(lambda s=sess, x=x: s.run(None, {"x": x}), args.reps)
-            print(f"{name:10s} {b:5d} {ts * 1e3:10.2f} {to * 1e3:10.2f} {ts / to:7.2f} "
-                  f"{prep * 1e3:11.1f}", flush=True)
-
+            te = median_time(lambda r=eager, x=x: r.run([x]), args.reps)
+            tg = median_time(lambda r=graph, x=x: r.run([x]), args.reps)
+            print(f"{name:10s} {b:5d} {to * 1e3:9.2f} {te * 1e3:9.2f} {te / to:6.2f} "
+                  f"{tg * 1e3:9.2f} {tg / to:6.2f} {prep * 1e3:11.1f}", flush=True)
 
 if __name__ == "__main__":
     main()

@@ -72,3 +72,23 @@ def test_argmax(rng):
     x = rng.standard_normal((3, 7)).astype(np.float32)
     y = autograd.argmax(tensor.from_numpy(x), 1, 0)
     np.testing.assert_array_equal(tensor.to_numpy(y), x.argmax(1))
+
+
+@pytest.mark.parametrize("reps", [(1, 2, 1, 3, 1), (2, 1, 1, 1, 2), (1, 1, 1, 1, 1)])
+def test_tile_rank5_handler(rng, reps):
+    """The Tile handler tiles ranks over 3 one axis at a time (backends cap strided views);
+    forward against numpy, gradient against PyTorch's repeat."""
+    from singa import device
+    from singa_onnx.handlers import HANDLERS, Context
+
+    x = rng.standard_normal((2, 3, 1, 2, 2)).astype(np.float32)
+    t = _leaf(x)
+    ctx = Context(device.get_default_device(), 17, "tile", "Tile")
+    y = HANDLERS["Tile"].fn(ctx, {}, t, np.array(reps, np.int64))
+    np.testing.assert_array_equal(tensor.to_numpy(y), np.tile(x, reps))
+    dy = rng.standard_normal(np.tile(x, reps).shape).astype(np.float32)
+    tx = torch.from_numpy(x).requires_grad_()
+    tx.repeat(*reps).backward(torch.from_numpy(dy))
+    if y is t:  # all repeats 1: the input itself
+        return
+    np.testing.assert_allclose(_grads(y, dy, t)[0], tx.grad.numpy(), rtol=1e-5, atol=1e-5)

@@ -498,11 +498,12 @@ class SingaBackend(Backend):
     """ONNX backend running models through singa's autograd ops on any singa device."""
 
     @classmethod
-    def prepare(cls, model, device="CPU", max_elements=DEFAULT_MAX_ELEMENTS, base_dir=None,
+    def prepare(cls, model, device=None, max_elements=DEFAULT_MAX_ELEMENTS, base_dir=None,
                 use_graph=False, **kwargs) -> SingaRep:
         """Validate ``model`` (ModelProto, bytes or path) and plan it for ``device``.
 
-        ``device``: "CPU", "CUDA", a singa device name ("opencl:0") or a Device.
+        ``device``: "CPU", "CUDA", a singa device name ("opencl:0") or a Device; None (the
+        default) is singa's default device (``SINGA_DEVICE``, else the CPU).
         ``max_elements``: the largest tensor the model may create.
         ``use_graph``: record the model's device operations at the first :meth:`SingaRep.run`
         of each input signature and replay them afterwards (faster; see
@@ -517,7 +518,7 @@ class SingaBackend(Backend):
         return rep
 
     @classmethod
-    def run_node(cls, node, inputs, device="CPU", outputs_info=None, opset_version=None,
+    def run_node(cls, node, inputs, device=None, outputs_info=None, opset_version=None,
                  **kwargs):
         """Run one NodeProto on numpy ``inputs``; returns its outputs as numpy arrays."""
         opset = opset_version or onnx.defs.onnx_opset_version()

@@ -32,11 +32,10 @@ class SONNXModel(model.Model):
 
     def __init__(self, onnx_model, device=None, **prepare_kwargs):
         super().__init__()
-        dev = device if device is not None else "CPU"
         if prepare_kwargs.pop("use_graph", False):
             raise SingaONNXError("SONNXModel runs in graph mode through Model.compile(..., "
                                  "use_graph=True) and train_one_batch; do not pass use_graph")
-        rep = SingaBackend.prepare(onnx_model, device=dev, **prepare_kwargs)
+        rep = SingaBackend.prepare(onnx_model, device=device, **prepare_kwargs)
         rep.is_graph = True
         # kept out of the Layer attribute machinery: the rep is not a sub-layer
         self.__dict__["sg_ir"] = rep

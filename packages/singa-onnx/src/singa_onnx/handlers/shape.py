@@ -194,7 +194,19 @@ def tile(ctx, attrs, x, repeats):
     x = ctx.tensor(x)
     reps = ctx.ints(repeats)
     ctx.budget([d * r for d, r in zip(x.shape, reps)])
-    return autograd.tile(x, reps)
+    if len(reps) <= 3:
+        return autograd.tile(x, reps)
+    # singa's tile broadcasts through a view of twice the rank; backends cap strided views
+    # (OpenCL's copy kernels at 6 dims), so higher ranks tile one axis at a time on a 3-D view
+    shape = list(x.shape)
+    for axis, r in enumerate(reps):
+        if r == 1:
+            continue
+        pre, post = int(np.prod(shape[:axis])), int(np.prod(shape[axis + 1:]))
+        x = autograd.tile(autograd.reshape(x, (pre, shape[axis], post)), (1, r, 1))
+        shape[axis] *= r
+        x = autograd.reshape(x, tuple(shape))
+    return x
 
 
 _PAD_MODES = {"constant", "reflect", "edge"}
