@@ -199,15 +199,34 @@ def dist(session: nox.Session) -> None:
 
 
 # torch comes from the CPU wheel on the machine's disk: pinned, and installed on its own so
-# that no resolver can swap in a CUDA build
+# that no resolver can swap in a CUDA build; onnxscript is what torch's dynamo exporter needs
 ONNX_DEPS = [CORE, "./packages/singa-cpu", "./packages/singa-onnx", ".[examples]", "onnx",
-             "onnxruntime"]
+             "onnxruntime", "onnxscript", "./packages/singa-opencl[cpu]"]
+# the imported-model tests repeated on each OpenCL runtime (node tests: a representative
+# subset there, see tests/onnx/test_node_backend.py); the fuzz corpus checks parsing and
+# validation, which do not depend on the device, and runs on the CPU only
+ONNX_DEVICE_TESTS = ["tests/onnx/test_torch_models.py", "tests/onnx/test_roundtrip.py",
+                     "tests/onnx/test_graph_mode.py", "tests/onnx/test_sonnx_model.py",
+                     "tests/onnx/test_extra_ops.py", "tests/onnx/test_node_backend.py"]
 
 
 @nox.session
 def onnx(session: nox.Session) -> None:
-    """singa-onnx: node tests (with the exclusion file), round trips, PyTorch models, fuzz."""
+    """singa-onnx: node tests (with the exclusion file), round trips, PyTorch models (both
+    exporters), graph mode, fine-tuning and fuzz on the CPU; then the imported-model tests on
+    each OpenCL runtime of the opencl session (a runtime that cannot compile for this CPU is
+    skipped with the reason, as there). CUDA needs a GPU: not run here."""
     session.install(*TEST_DEPS, *ONNX_DEPS)
     session.install("torch==2.13.0")
     session.run("python", "-c", "import torch; assert not torch.version.cuda, torch.version.cuda")
     session.run("pytest", "-q", "tests/onnx", *session.posargs, env={"SINGA_DEVICE": "cpu"})
+    for what, env in RUNS["opencl"]:
+        session.log(f"run: imported models on OpenCL, {what}")
+        out = session.run("python", "-c", PREFLIGHT, "opencl", env=env, silent=True,
+                          success_codes=[0, 3])
+        session.log(out.strip().splitlines()[-1])
+        if "CANNOT RUN HERE" in out:
+            session.log(f"run skipped: {what} cannot run on this machine (the line above)")
+            continue
+        session.run("pytest", "-q", *ONNX_DEVICE_TESTS, *session.posargs,
+                    env={"SINGA_DEVICE": "opencl", **env})
