@@ -21,6 +21,13 @@ def test_plan_covers_every_op():
     assert not unknown, f"plan entries that are neither ops nor fusions: {unknown}"
 
 
+def test_plan_has_every_fused_kernel_of_graph_mode():
+    # graph mode fuses only where the device registers the fusion (singa.ops.FUSIONS): the
+    # CUDA table has every one, as the CPU's does
+    missing = sorted(set(FUSIONS) - set(PLAN))
+    assert not missing, f"fusions with no CUDA kernel: {missing}"
+
+
 def test_plan_dtypes_are_the_ops_dtypes():
     for name, (_src, dts) in PLAN.items():
         op = OPS.get(name) or OPS[FUSIONS[name].base]

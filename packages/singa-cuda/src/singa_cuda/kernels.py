@@ -27,6 +27,8 @@ PLAN.update({
     "CrossEntropyFwd": (CU, None), "ScatterAdd": (CU, None),
     "Gaussian": (CU, None), "Uniform": (CU, None), "Bernoulli": (CU, None),
     "Pooling2dBackward+ReLUBackward": (CU, None),
+    # the device's Conv2d (cuDNN / shared), then an epilogue of cu/epilogue.cu
+    "Conv2d+ReLU": (CU, None), "Conv2d+ReLU+Pooling2d": (CU, None),
 })
 
 
@@ -51,7 +53,7 @@ def kernel_table(device) -> dict:
 
     table = shared_table(device.am, lambda: device.rng)
     table.update(cudnn_conv.kernels(device, fallback=dict(table)))
-    table.update(cu_kernels.kernels(device))
+    table.update(cu_kernels.kernels(device, conv=table["Conv2d"]))
     # every kernel runs with the GPU current and the device's stream as cupy's stream
     table = {name: device.on_device(fn) for name, fn in table.items()}
     missing = sorted(name for name, (src, _) in PLAN.items() if name not in table)
