@@ -75,6 +75,19 @@ def _cu_table(dev):
     return table
 
 
+def _full_table(dev):
+    """The whole kernel table a CudaGPU registers (``kernels.kernel_table``) except cuDNN:
+    the shared kernels, then every CUDA C kernel (host builds) over the ops the plan gives
+    them, the fused convolutions running the shared Conv2d as the GPU runs cuDNN's."""
+    from hostcu import HostModules
+
+    from singa_cuda import cu_kernels
+
+    table = shared_table(dev.am, lambda: dev.rng)
+    table.update(cu_kernels.kernels(dev, modules=HostModules(), conv=table["Conv2d"]))
+    return table
+
+
 def _cu_probe():
     from hostcu import compiler
 
@@ -91,5 +104,8 @@ def singa_backends():
                     device_count=lambda: 1),
         BackendSpec(name="cudahost", api_version=BACKEND_API_VERSION,
                     create_device=lambda index: HostXpDevice("cudahost"), kernels=_cu_table,
+                    probe=_cu_probe, device_count=lambda: 1),
+        BackendSpec(name="cudafull", api_version=BACKEND_API_VERSION,
+                    create_device=lambda index: HostXpDevice("cudafull"), kernels=_full_table,
                     probe=_cu_probe, device_count=lambda: 1),
     ]
