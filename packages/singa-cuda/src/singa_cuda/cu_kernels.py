@@ -11,9 +11,8 @@ Structs go to cupy in the form its kernel guide documents ("Custom user types"):
 array of size one whose structured dtype has the C struct's layout; cupy's launcher passes a
 size-one ``numpy.ndarray`` by value (``CNumpyArray``: the driver copies ``sizeof(param)`` bytes
 from the array's data). A ``numpy.void`` scalar is not used: whether cupy's scalar path accepts
-structured scalars has changed between cupy versions. The dtypes' offsets and sizes are
-checked against ``offsetof``/``sizeof`` as NVRTC and g++ compile the header
-(``tests/test_struct_args.py``).
+structured scalars has changed between cupy versions. The dtypes' layouts are checked with
+``static_assert``s as NVRTC and g++ compile the header (``tests/test_struct_args.py``).
 
 The fused kernels of graph mode (``Conv2d+ReLU``, ``Conv2d+ReLU+Pooling2d``) run the device's
 own Conv2d kernel (cuDNN, or the shared code for float64) and then an epilogue of
