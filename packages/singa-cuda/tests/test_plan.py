@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from singa.backend import FUSIONS, OPS, dtype_name
 
-from singa_cuda import cu_kernels, cudnn_conv
+from singa_cuda import cu_kernels, cudnn_bn, cudnn_conv
 from singa_cuda._nvrtc import kernel_names, sources
 from singa_cuda.kernels import CU, CUDNN, PLAN, XP, shared_table
 from singa_cuda.xp import numpy_module
@@ -62,10 +62,12 @@ class _NoDevice:
 def test_gpu_tables_register_exactly_the_planned_names():
     # building the dicts needs no GPU: cuDNN handles and modules are created on first call
     cu = set(cu_kernels.kernels(_NoDevice()))
-    dnn = set(cudnn_conv.kernels(object(), fallback={}))
+    dnn = set(cudnn_conv.kernels(object(), fallback={})) | set(
+        cudnn_bn.kernels(object(), fallback={}))
     assert cu == {n for n, (s, _) in PLAN.items() if s == CU}
     assert dnn == {n for n, (s, _) in PLAN.items() if s == CUDNN}
-    for fn in cudnn_conv.kernels(object(), fallback={}).values():
+    for fn in [*cudnn_conv.kernels(object(), fallback={}).values(),
+               *cudnn_bn.kernels(object(), fallback={}).values()]:
         assert fn.contiguous_inputs
     for fn in cu_kernels.kernels(_NoDevice()).values():
         assert fn.contiguous_inputs
