@@ -100,6 +100,9 @@ class Communicator(ABC):
         self.validate = True
         self._tokens: dict = {}
         self._pending: list = []  # started requests that progress() advances
+        self._usable: dict = {}  # device -> whether the primitives take its arrays in place
+        self._free_host: dict = {}  # (elements, dtype) -> idle in-flight host buffers
+        self._scratches: dict = {}  # (tag, elements, dtype) -> buffer used within one call
 
     # ------------------------------------------------------------------ backend primitives
     def accepts(self, arr) -> bool:
@@ -270,7 +273,7 @@ class Communicator(ABC):
         self._exec("FusedAllReduceHalf" if half else "FusedAllReduce", cts, body)
 
     def _fused_rounds(self, arrs, dt, op) -> None:
-        buf = self.host_buffer(min(self.buff_size, sum(a.size for a in arrs)), dt)
+        buf = self._scratch(min(self.buff_size, sum(a.size for a in arrs)), dt, "fused")
         cap = buf.size
         pieces = []  # (array flat view, start, stop) pending in buf
         fill = 0
@@ -300,34 +303,36 @@ class Communicator(ABC):
             flush()
 
     def _fused_half(self, arrs) -> None:
-        flat = self.xp.concatenate([a.reshape(-1) for a in arrs])
-        self._half_sum(flat)
-        pos = 0
-        for a in arrs:
-            a.reshape(-1)[...] = flat[pos:pos + a.size]
-            pos += a.size
+        self._half_sum([a.reshape(-1) for a in arrs])
 
     def _half_chunks(self, n):
         step = max(1, self.buff_size // self.world_size)  # gathered: world x step elements
         return [(s, min(n, s + step)) for s in range(0, n, step)]
 
-    def _half_gathered(self, flat32, lo, hi):
-        send = flat32[lo:hi].astype(np.float16)
-        return send, self.xp.empty((self.world_size, hi - lo), np.float16)
-
     @staticmethod
     def _half_accumulate(recv, out) -> None:
-        acc = recv[0].astype(np.float32)
-        for r in range(1, recv.shape[0]):  # rank order: the same bits on every rank
-            acc += recv[r]
-        out[...] = acc
+        """``out = Σ_r float32(recv[r])``, in rank order: the same bits on every rank."""
+        out[...] = recv[0]
+        for r in range(1, recv.shape[0]):
+            out += recv[r]
 
-    def _half_sum(self, flat32) -> None:
-        """``flat32 = Σ_r fp16(flat32_r)`` with float16 on the wire, float32 accumulation."""
-        for lo, hi in self._half_chunks(flat32.size):
-            send, recv = self._half_gathered(flat32, lo, hi)
-            self._allgather(send, recv)
-            self._half_accumulate(recv, flat32[lo:hi])
+    def _half_sum(self, parts) -> None:
+        """Every flat float32 array of ``parts`` (one vector, concatenated) becomes
+        ``Σ_r fp16(·)_r``: float16 on the wire, float32 accumulation.
+
+        numpy converts float16 one element at a time, so the conversions dominate: each
+        element is converted once into the wire buffer and once per rank out of the gathered
+        one, straight into reused buffers (no concatenated copy, no allocation per call).
+        """
+        n = self.world_size
+        total = sum(p.size for p in parts)
+        send = _pack(self._scratch(total, np.float16, "send"), parts)
+        for lo, hi in self._half_chunks(total):
+            recv = self._scratch(n * (hi - lo), np.float16, "recv").reshape(n, hi - lo)
+            self._allgather(send[lo:hi], recv)
+            acc = self._scratch(hi - lo, np.float32, "acc")
+            self._half_accumulate(recv, acc)
+            _unpack(acc, lo, parts)
 
     def all_reduce_half(self, x, op: str = "sum") -> None:
         """All-reduce a float32 tensor with float16 on the wire (SINGA's ``synchHalf``)."""
@@ -340,7 +345,7 @@ class Communicator(ABC):
 
         def body(arrs):
             a = arrs[0].reshape(-1)
-            self._half_sum(a)
+            self._half_sum([a])
             if op == "mean":
                 _divide(a, n)
 
@@ -468,70 +473,127 @@ class Communicator(ABC):
         self._exec("Get", [c], lambda arrs: self._recv(arrs[0], source, tag))
 
     def start_all_reduce(self, xs, op: str = "sum", half: bool = False, check=None,
-                         inplace: bool = False) -> Work:
-        """Start summing ``xs`` (one tensor or a list, fused) without waiting; returns a
-        :class:`Work` whose ``wait()`` completes it. Between the two, the tensors must not be
-        read or written. Recorded in graphs as ``Dist.AllReduceStart``/``Dist.AllReduceWait``.
-        The values are copied to a flat buffer at the start (so a gradient that backward
-        still reads is never changed under it); ``half``: that buffer is float16.
-        ``inplace``: a single tensor that nothing else reads until the wait is reduced in its
-        own buffer (no copy; the same values, so the same result). ``half`` works as
-        :meth:`all_reduce_half` (non-blocking all-gather).
+                         inplace: bool = False, overlap: bool = True) -> Work:
+        """Start summing ``xs`` (one tensor or a list of one dtype, fused) without waiting;
+        returns a :class:`Work` whose ``wait()`` completes it. Between the two the tensors
+        may be read but not written. Recorded in graphs as ``Dist.AllReduceStart`` and
+        ``Dist.AllReduceWait``, which the ``dist.overlap`` graph stage places (see
+        :mod:`singa._distgraph`): with ``overlap`` the start right after the tensors' last
+        writer, else as late as possible; the wait right before their first reader.
+
+        The values are copied at the start into the request's in-flight buffer (so a gradient
+        that backward still reads is never changed under it): a tensor of the device when the
+        communicator can use its arrays (in graph mode the memory planner then reserves it
+        from the start to the wait), else a reused host buffer. ``inplace``: a single tensor
+        is reduced in its own buffer (the start then counts as writing it: nothing may read it
+        until the wait; the same values, so the same result). ``half``: float32 tensors
+        travel as float16 and are summed in float32 in rank order, as
+        :meth:`all_reduce_half`.
         """
         cts = [_ct(x) for x in (xs if isinstance(xs, (list, tuple)) else [xs])]
         if op not in ("sum", "mean"):
             raise ValueError(f"start_all_reduce: op must be 'sum' or 'mean', got {op!r}")
+        dts = sorted({_dtype.name_of(c.dt) for c in cts})
+        if len(dts) > 1:
+            raise DistError(f"start_all_reduce: the tensors of one call share one buffer and "
+                            f"must have one dtype, got {', '.join(dts)}; start one call per "
+                            "dtype")
+        if half and cts[0].dt != _dtype.kFloat32:
+            raise DistError(f"start_all_reduce(half=True) expects float32 tensors, got "
+                            f"{dts[0]}; use half=False for other dtypes")
         self._checked("start_all_reduce", cts, check)
         dev = cts[0].dev
         tok = self._token(dev)
-        state: dict = {}
         n = self.world_size
+        total = sum(c.Size() for c in cts)
+        own = inplace and len(cts) == 1 and not half
+        # what the request reads and writes while in flight: (elements, dtype code)
+        if half:
+            specs = [(total, _dtype.kFloat16), (n * total, _dtype.kFloat16)]  # send, recv
+        else:
+            specs = [] if own else [(total, cts[0].dt)]
+        bufs = ([CTensor._new((m,), dev, d) for m, d in specs]
+                if specs and self._device_arrays_usable(dev) else [])
+        state: dict = {}
 
         def start():
             staged = [self._stage(dev, c) for c in cts]
-            copied = not (inplace and len(staged) == 1)
-            if not copied:
-                flat = staged[0][0].reshape(-1)
+            if bufs:
+                arrs = [dev.native(b).reshape(-1) for b in bufs]
             else:
-                flat = self.xp.concatenate([a.reshape(-1) for a, _ in staged])
-            gathers = []
+                arrs = [self._take_host(m, _dtype.NP_DTYPE[d]) for m, d in specs]
+            parts = [a.reshape(-1) for a, _ in staged]
             if half:
-                if flat.dtype != np.float32:
-                    raise DistError("start_all_reduce(half=True) expects float32 tensors")
-                for lo, hi in self._half_chunks(flat.size):
-                    send, recv = self._half_gathered(flat, lo, hi)
-                    gathers.append((lo, hi, send, recv))
-                reqs = [self._iallgather(send, recv) for _, _, send, recv in gathers]
+                send, recv = arrs
+                _pack(send, parts)  # float32 -> float16, straight into the wire buffer
+                reqs = [self._iallgather(send[lo:hi], recv[n * lo:n * hi].reshape(n, hi - lo))
+                        for lo, hi in self._half_chunks(total)]
             else:
+                flat = parts[0] if own else _pack(arrs[0], parts)
                 reqs = [self._iallreduce(flat[s:s + self.buff_size], "sum")
-                        for s in range(0, flat.size, self.buff_size)]
-            state.update(flat=flat, staged=staged, reqs=reqs, copied=copied, gathers=gathers)
+                        for s in range(0, total, self.buff_size)]
+            state.update(arrs=arrs, staged=staged, parts=parts, reqs=reqs)
             self._pending.extend(reqs)
 
         def finish():
             for r in state["reqs"]:
                 r.wait()
-            flat = state["flat"]
-            for lo, hi, _send, recv in state["gathers"]:
-                self._half_accumulate(recv, flat[lo:hi])
-            pos = 0
-            for c, (a, s) in zip(cts, state["staged"]):
-                part = a.reshape(-1)
-                if state["copied"]:
-                    part[...] = flat[pos:pos + a.size]
-                pos += a.size
+            arrs, parts = state["arrs"], state["parts"]
+            if half:
+                recv = arrs[1]
+                for lo, hi in self._half_chunks(total):
+                    acc = self._scratch(hi - lo, np.float32, "acc")
+                    self._half_accumulate(recv[n * lo:n * hi].reshape(n, hi - lo), acc)
+                    _unpack(acc, lo, parts)
+            elif not own:
+                _unpack(arrs[0], 0, parts)
+            for c, part, (a, s) in zip(cts, parts, state["staged"]):
                 if op == "mean":
                     _divide(part, n)
                 if s:
                     dev.numpy_into_native(a, dev.native(c))
+            if not bufs:
+                for a in arrs:
+                    self._give_host(a)
             done = {id(r) for r in state["reqs"]}
             self._pending[:] = [r for r in self._pending if id(r) not in done]
             state.clear()
 
         blocks = [c.block for c in cts]
-        dev.exec(start, blocks + [tok.block], [tok.block], "Dist.AllReduceStart")
-        return Work(self, lambda: dev.exec(finish, [tok.block] + blocks, blocks + [tok.block],
-                                           "Dist.AllReduceWait"))
+        inflight = [b.block for b in bufs]
+        start.dist_async = ("start", bool(overlap), self, tok.block)
+        finish.dist_async = ("wait", bool(overlap), self, tok.block)
+        dev.exec(start, blocks + [tok.block],
+                 (blocks if own else []) + inflight + [tok.block], "Dist.AllReduceStart")
+        return Work(self, lambda: dev.exec(
+            finish, [tok.block] + blocks + inflight, blocks + [tok.block],
+            "Dist.AllReduceWait"))
+
+    def _device_arrays_usable(self, dev) -> bool:
+        """Whether the primitives accept ``dev``'s native arrays in place (else: staging)."""
+        ok = self._usable.get(dev)
+        if ok is None:
+            probe = CTensor._new((1,), dev, _dtype.kFloat32)
+            probe.block.allocate()
+            ok = self._usable[dev] = bool(self.accepts(dev.native(probe)))
+        return ok
+
+    def _take_host(self, n: int, dtype):
+        """A flat host buffer of ``n`` elements, reused across calls (see :meth:`_give_host`)."""
+        free = self._free_host.get((n, np.dtype(dtype)))
+        return free.pop() if free else self.host_buffer(n, dtype)
+
+    def _give_host(self, a) -> None:
+        self._free_host.setdefault((a.size, a.dtype), []).append(a)
+
+    def _scratch(self, n: int, dtype, tag: str):
+        """A flat buffer of ``n`` elements for use within one call (one per tag, size and
+        dtype, kept for the next call of the same size)."""
+        key = (tag, n, np.dtype(dtype))
+        a = self._scratches.get(key)
+        if a is None:
+            a = self._scratches[key] = self.host_buffer(n, dtype)
+        return a
 
     def progress(self) -> None:
         """Advance started collectives (call while computing, e.g. between gradients)."""
@@ -584,6 +646,29 @@ def _top_k(xp, mag, k):
     return xp.sort(xp.concatenate([above, ties]))
 
 
+def _pack(dst, parts):
+    """Copy the flat arrays ``parts`` one after the other into ``dst`` (converting to its
+    dtype); returns ``dst``."""
+    pos = 0
+    for p in parts:
+        dst[pos:pos + p.size] = p
+        pos += p.size
+    return dst
+
+
+def _unpack(src, lo, parts) -> None:
+    """The inverse of :func:`_pack` for the slice ``src`` of the packed vector that starts at
+    element ``lo``: each part receives the elements of it that ``src`` covers."""
+    pos, hi = 0, lo + src.size
+    for p in parts:
+        a, b = max(pos, lo), min(pos + p.size, hi)
+        if a < b:
+            p[a - pos:b - pos] = src[a - lo:b - lo]
+        pos += p.size
+        if pos >= hi:
+            break
+
+
 def _divide(a, n) -> None:
     if np.issubdtype(a.dtype, np.integer):
         a //= n
@@ -627,3 +712,6 @@ def _hashable(key) -> bool:
     except TypeError:
         return False
     return True
+
+
+from . import _distgraph  # noqa: E402,F401  (registers the dist.overlap graph stage)
