@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import rank_data
 from dist_helpers import batches, make, step, values
-from singa import opt
+from singa import opt, tensor
 from singa.graph import (
     AFTER_ORDERING,
     STAGES,
@@ -184,3 +185,39 @@ def test_a_planted_reuse_of_an_in_flight_buffer_is_caught(comm, dev, forgetful_w
               for j in _in_window(plan, s, w, k) if plan.shares_memory(j, k)]
     assert shared  # what the test above forbids happens with the bug
     assert any(not np.array_equal(a, b) for a, b in zip(good, bad))
+
+
+@pytest.mark.parametrize("half", [False, True], ids=["float32", "half"])
+@pytest.mark.parametrize("path", ["device", "host"])
+def test_outstanding_requests_never_share_a_buffer(comm, dev, half, path):
+    """Two all-reduces in flight at once, on the device's own buffers or on reused host
+    buffers (the path of devices the communicator cannot use in place, e.g. OpenCL): each
+    result is the numpy sum of its own data, and a third round reuses the buffers."""
+    if path == "device" and not comm._device_arrays_usable(dev):
+        pytest.skip(f"{dev.name}: the communicator stages its tensors through host memory")
+    saved = comm._usable.get(dev)
+    if path == "host":
+        comm._usable[dev] = False
+    try:
+        for round_ in range(3):
+            every = [[rank_data(90 + 10 * round_ + i, r, (257,), np.float32)
+                      for r in range(comm.world_size)] for i in range(2)]
+            ts = [tensor.from_numpy(e[comm.rank]) for e in every]
+            for t in ts:
+                t.to_device(dev)
+            works = [comm.start_all_reduce([t], half=half, check=False) for t in ts]
+            comm.progress()
+            for w in reversed(works):
+                w.wait()
+            for t, e in zip(ts, every):
+                if half:
+                    want = np.sum([x.astype(np.float16).astype(np.float32) for x in e], 0,
+                                  dtype=np.float32)
+                else:
+                    want = np.sum(e, 0, dtype=np.float32)
+                np.testing.assert_allclose(tensor.to_numpy(t), want, rtol=1e-6, atol=1e-6)
+    finally:
+        if saved is None:
+            comm._usable.pop(dev, None)
+        else:
+            comm._usable[dev] = saved
