@@ -309,12 +309,26 @@ class Communicator(ABC):
         step = max(1, self.buff_size // self.world_size)  # gathered: world x step elements
         return [(s, min(n, s + step)) for s in range(0, n, step)]
 
-    @staticmethod
-    def _half_accumulate(recv, out) -> None:
-        """``out = Σ_r float32(recv[r])``, in rank order: the same bits on every rank."""
+    def _to_half(self, dst, src) -> None:
+        """``dst[...] = src``: flat contiguous float32 into float16, rounded to nearest even.
+        A backend may replace numpy's conversion (one element at a time) by a faster one that
+        gives the same bits (singa-dist's MPI communicator does, with numba)."""
+        dst[...] = src
+
+    def _half_accumulate(self, recv, out) -> None:
+        """``out = Σ_r float32(recv[r])``, in rank order: the same bits on every rank (a
+        backend may replace it by a faster loop with the same bits, as :meth:`_to_half`)."""
         out[...] = recv[0]
         for r in range(1, recv.shape[0]):
             out += recv[r]
+
+    def _pack_half(self, send, parts):
+        """:func:`_pack` of float32 ``parts`` into the float16 wire buffer ``send``."""
+        pos = 0
+        for p in parts:
+            self._to_half(send[pos:pos + p.size], p)
+            pos += p.size
+        return send
 
     def _half_sum(self, parts) -> None:
         """Every flat float32 array of ``parts`` (one vector, concatenated) becomes
@@ -326,7 +340,7 @@ class Communicator(ABC):
         """
         n = self.world_size
         total = sum(p.size for p in parts)
-        send = _pack(self._scratch(total, np.float16, "send"), parts)
+        send = self._pack_half(self._scratch(total, np.float16, "send"), parts)
         for lo, hi in self._half_chunks(total):
             recv = self._scratch(n * (hi - lo), np.float16, "recv").reshape(n, hi - lo)
             self._allgather(send[lo:hi], recv)
@@ -525,7 +539,7 @@ class Communicator(ABC):
             parts = [a.reshape(-1) for a, _ in staged]
             if half:
                 send, recv = arrs
-                _pack(send, parts)  # float32 -> float16, straight into the wire buffer
+                self._pack_half(send, parts)  # straight into the wire buffer
                 reqs = [self._iallgather(send[lo:hi], recv[n * lo:n * hi].reshape(n, hi - lo))
                         for lo, hi in self._half_chunks(total)]
             else:
