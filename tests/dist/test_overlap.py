@@ -1,4 +1,4 @@
-"""Graph-mode overlap: the ``dist.overlap`` stage (``singa._distgraph``) against its oracles.
+"""Graph-mode overlap: the ``dist.overlap`` stage (``singa._distasync``) against its oracles.
 
 Oracles: eager DistOpt and graph mode syncing after backward (bitwise: overlap moves where the
 communication runs, never what it computes), 1-rank training on the joined batch (float32 /

@@ -35,9 +35,10 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 
-from . import _dtype
+from . import _distasync, _dtype
 from . import config as _config
 from ._ctensor import CTensor
+from ._distasync import Work, _divide, _unpack
 from .errors import DeviceUnavailableError, SingaError
 
 __all__ = ["Communicator", "Work", "DistError", "get_communicator", "REDUCE_OPS"]
@@ -55,18 +56,6 @@ def _ct(x) -> CTensor:
     if not isinstance(data, CTensor):
         raise TypeError(f"expected a singa Tensor or CTensor, got {type(x).__name__}")
     return data
-
-
-class Work:
-    """A started non-blocking collective; :meth:`wait` completes it (idempotent)."""
-
-    def __init__(self, comm, finish):
-        self._comm, self._finish, self.done = comm, finish, False
-
-    def wait(self) -> None:
-        if not self.done:
-            self.done = True
-            self._finish()
 
 
 class Communicator(ABC):
@@ -492,7 +481,7 @@ class Communicator(ABC):
         returns a :class:`Work` whose ``wait()`` completes it. Between the two the tensors
         may be read but not written. Recorded in graphs as ``Dist.AllReduceStart`` and
         ``Dist.AllReduceWait``, which the ``dist.overlap`` graph stage places (see
-        :mod:`singa._distgraph`): with ``overlap`` the start right after the tensors' last
+        :mod:`singa._distasync`): with ``overlap`` the start right after the tensors' last
         writer, else as late as possible; the wait right before their first reader.
 
         The values are copied at the start into the request's in-flight buffer (so a gradient
@@ -516,72 +505,7 @@ class Communicator(ABC):
             raise DistError(f"start_all_reduce(half=True) expects float32 tensors, got "
                             f"{dts[0]}; use half=False for other dtypes")
         self._checked("start_all_reduce", cts, check)
-        dev = cts[0].dev
-        tok = self._token(dev)
-        n = self.world_size
-        total = sum(c.Size() for c in cts)
-        own = inplace and len(cts) == 1 and not half
-        # what the request reads and writes while in flight: (elements, dtype code)
-        if half:
-            specs = [(total, _dtype.kFloat16), (n * total, _dtype.kFloat16)]  # send, recv
-        else:
-            specs = [] if own else [(total, cts[0].dt)]
-        bufs = ([CTensor._new((m,), dev, d) for m, d in specs]
-                if specs and self._device_arrays_usable(dev) else [])
-        state: dict = {}
-
-        def start():
-            staged = [self._stage(dev, c) for c in cts]
-            if bufs:
-                arrs = [dev.native(b).reshape(-1) for b in bufs]
-            else:
-                arrs = [self._take_host(m, _dtype.NP_DTYPE[d]) for m, d in specs]
-            parts = [a.reshape(-1) for a, _ in staged]
-            if half:
-                send, recv = arrs
-                self._pack_half(send, parts)  # straight into the wire buffer
-                reqs = [self._iallgather(send[lo:hi], recv[n * lo:n * hi].reshape(n, hi - lo))
-                        for lo, hi in self._half_chunks(total)]
-            else:
-                flat = parts[0] if own else _pack(arrs[0], parts)
-                reqs = [self._iallreduce(flat[s:s + self.buff_size], "sum")
-                        for s in range(0, total, self.buff_size)]
-            state.update(arrs=arrs, staged=staged, parts=parts, reqs=reqs)
-            self._pending.extend(reqs)
-
-        def finish():
-            for r in state["reqs"]:
-                r.wait()
-            arrs, parts = state["arrs"], state["parts"]
-            if half:
-                recv = arrs[1]
-                for lo, hi in self._half_chunks(total):
-                    acc = self._scratch(hi - lo, np.float32, "acc")
-                    self._half_accumulate(recv[n * lo:n * hi].reshape(n, hi - lo), acc)
-                    _unpack(acc, lo, parts)
-            elif not own:
-                _unpack(arrs[0], 0, parts)
-            for c, part, (a, s) in zip(cts, parts, state["staged"]):
-                if op == "mean":
-                    _divide(part, n)
-                if s:
-                    dev.numpy_into_native(a, dev.native(c))
-            if not bufs:
-                for a in arrs:
-                    self._give_host(a)
-            done = {id(r) for r in state["reqs"]}
-            self._pending[:] = [r for r in self._pending if id(r) not in done]
-            state.clear()
-
-        blocks = [c.block for c in cts]
-        inflight = [b.block for b in bufs]
-        start.dist_async = ("start", bool(overlap), self, tok.block)
-        finish.dist_async = ("wait", bool(overlap), self, tok.block)
-        dev.exec(start, blocks + [tok.block],
-                 (blocks if own else []) + inflight + [tok.block], "Dist.AllReduceStart")
-        return Work(self, lambda: dev.exec(
-            finish, [tok.block] + blocks + inflight, blocks + [tok.block],
-            "Dist.AllReduceWait"))
+        return _distasync.start_all_reduce(self, cts, op, half, inplace, overlap)
 
     def _device_arrays_usable(self, dev) -> bool:
         """Whether the primitives accept ``dev``'s native arrays in place (else: staging)."""
@@ -660,36 +584,6 @@ def _top_k(xp, mag, k):
     return xp.sort(xp.concatenate([above, ties]))
 
 
-def _pack(dst, parts):
-    """Copy the flat arrays ``parts`` one after the other into ``dst`` (converting to its
-    dtype); returns ``dst``."""
-    pos = 0
-    for p in parts:
-        dst[pos:pos + p.size] = p
-        pos += p.size
-    return dst
-
-
-def _unpack(src, lo, parts) -> None:
-    """The inverse of :func:`_pack` for the slice ``src`` of the packed vector that starts at
-    element ``lo``: each part receives the elements of it that ``src`` covers."""
-    pos, hi = 0, lo + src.size
-    for p in parts:
-        a, b = max(pos, lo), min(pos + p.size, hi)
-        if a < b:
-            p[a - pos:b - pos] = src[a - lo:b - lo]
-        pos += p.size
-        if pos >= hi:
-            break
-
-
-def _divide(a, n) -> None:
-    if np.issubdtype(a.dtype, np.integer):
-        a //= n
-    else:
-        a /= a.dtype.type(n)
-
-
 _COMMS: dict = {}
 _COMMS_LOCK = threading.Lock()
 
@@ -727,5 +621,3 @@ def _hashable(key) -> bool:
         return False
     return True
 
-
-from . import _distgraph  # noqa: E402,F401  (registers the dist.overlap graph stage)
