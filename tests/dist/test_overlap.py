@@ -221,3 +221,55 @@ def test_outstanding_requests_never_share_a_buffer(comm, dev, half, path):
             comm._usable.pop(dev, None)
         else:
             comm._usable[dev] = saved
+
+
+class _Plan:
+    """What the stage reads and writes of a plan: ``steps`` and ``new_node``."""
+
+    def __init__(self, steps):
+        self.steps = steps
+
+    def new_node(self, fn, reads, writes, name):
+        return Node(-1, fn, name, tuple(reads), tuple(writes))
+
+
+def test_the_stage_moves_gradient_writers_that_a_memory_order_postponed():
+    """Backward in an order that computes the last layer's weight gradient last (what the
+    memory-aware order does): the stage moves that writer up to where its inputs are ready,
+    starts the bucket right after it, sinks each wait to just before its bucket's update and
+    puts a progress node after each node that runs while a request is in flight."""
+    from singa._distasync import overlap
+
+    class Comm:
+        def progress(self):
+            pass
+
+    comm = Comm()
+    x, dy, dx, g1, g2, f1, f2, tok = (object() for _ in range(8))
+
+    def node(name, reads, writes, role=None, ov=True):
+        def fn():
+            pass
+
+        if role:
+            fn.dist_async = (role, ov, comm, tok)
+        return Node(0, fn, name, tuple(reads), tuple(writes))
+
+    def backward(ov):
+        return [node("A", [x], [dy]), node("B", [dy], [dx]), node("C", [dx], [g2]),
+                node("D", [x, dy], [g1]),
+                node("S1", [g1, tok], [f1, tok], "start", ov),
+                node("S2", [g2, tok], [f2, tok], "start", ov),
+                node("W1", [tok, g1, f1], [g1, tok], "wait", ov),
+                node("W2", [tok, g2, f2], [g2, tok], "wait", ov),
+                node("U1", [g1], [x]), node("U2", [g2], [dx])]
+
+    plan = _Plan(backward(True))
+    overlap(plan)
+    names = [n.name.replace("Dist.Progress", "P") for n in plan.steps]
+    assert names == ["A", "D", "S1", "B", "P", "C", "P", "S2", "W1", "U1", "P", "W2", "U2"]
+    # without overlap the writers stay where they were and the starts sink to the waits
+    plan2 = _Plan(backward(False))
+    overlap(plan2)
+    names = [n.name.replace("Dist.Progress", "P") for n in plan2.steps]
+    assert names == ["A", "B", "C", "D", "S1", "S2", "W1", "U1", "P", "W2", "U2"]

@@ -12,8 +12,10 @@ then
 1. moves every overlapped start as early as its reads and writes allow: right after the last
    node that writes its gradients (or the communication node before it: every ``Dist`` node
    reads and writes the communicator's token, so collectives keep their recorded order, which
-   every rank shares). A start of ``overlap=False`` moves as late as they allow instead (the
-   all-reduce after backward, the baseline);
+   every rank shares). The nodes that write those gradients move as early as theirs allow
+   first: the memory-aware order puts weight gradients as late as it can, which would leave
+   nothing for the all-reduce to overlap. A start of ``overlap=False`` moves as late as its
+   reads and writes allow instead (the all-reduce after backward, the baseline);
 2. moves every wait as late as they allow: right before the first node that reads the reduced
    gradients (the optimizer update of that bucket) or the next communication node;
 3. inserts a ``Dist.Progress`` node after every other node that runs while a request is
@@ -202,8 +204,14 @@ def overlap(plan) -> None:
     steps = plan.steps
     if not any(_role(n) for n in steps):
         return
-    # starts to hoist, earliest first, so that each sees the ones before it already moved
+    # starts to hoist, earliest first, so that each sees the ones before it already moved;
+    # first the nodes that write its gradients (an order chosen for the least memory puts
+    # weight gradients last, which would leave nothing to overlap)
     for node in [n for n in steps if (_role(n) or ("",))[:2] == ("start", True)]:
+        grads = {id(b) for b in node.reads} - {id(_role(node)[3])}
+        for w in [m for m in steps[:steps.index(node)]
+                  if not _role(m) and any(id(b) in grads for b in m.writes)]:
+            hoist(steps, steps.index(w))
         hoist(steps, steps.index(node))
     # waits (and the starts of overlap=False) to sink, latest first
     late = [n for n in steps if _role(n) and (_role(n)[0] == "wait" or not _role(n)[1])]
