@@ -93,17 +93,18 @@ def start_all_reduce(comm, cts, op, half, inplace, overlap) -> Work:
         for r in state["reqs"]:
             r.wait()
         arrs, parts = state["arrs"], state["parts"]
+        div = n if op == "mean" else None  # the mean divides while copying back: one pass
         if half:
             recv = arrs[1]
             for lo, hi in comm._half_chunks(total):
                 acc = comm._scratch(hi - lo, np.float32, "acc")
                 comm._half_accumulate(recv[n * lo:n * hi].reshape(n, hi - lo), acc)
-                _unpack(acc, lo, parts)
+                _unpack(acc, lo, parts, div)
         elif not own:
-            _unpack(arrs[0], 0, parts)
-        for c, part, (a, s) in zip(cts, parts, state["staged"]):
-            if op == "mean":
-                _divide(part, n)
+            _unpack(arrs[0], 0, parts, div)
+        elif div:
+            _divide(parts[0], n)
+        for c, (a, s) in zip(cts, state["staged"]):
             if s:
                 dev.numpy_into_native(a, dev.native(c))
         if not bufs:
@@ -134,14 +135,20 @@ def _pack(dst, parts):
     return dst
 
 
-def _unpack(src, lo, parts) -> None:
+def _unpack(src, lo, parts, div=None) -> None:
     """The inverse of :func:`_pack` for the slice ``src`` of the packed vector that starts at
-    element ``lo``: each part receives the elements of it that ``src`` covers."""
+    element ``lo``: each part receives the elements of it that ``src`` covers (divided by
+    ``div`` when given: the bits of copying, then dividing in place)."""
     pos, hi = 0, lo + src.size
     for p in parts:
         a, b = max(pos, lo), min(pos + p.size, hi)
         if a < b:
-            p[a - pos:b - pos] = src[a - lo:b - lo]
+            if div is None:
+                p[a - pos:b - pos] = src[a - lo:b - lo]
+            elif np.issubdtype(p.dtype, np.integer):
+                np.floor_divide(src[a - lo:b - lo], div, out=p[a - pos:b - pos])
+            else:
+                np.divide(src[a - lo:b - lo], p.dtype.type(div), out=p[a - pos:b - pos])
         pos += p.size
         if pos >= hi:
             break
