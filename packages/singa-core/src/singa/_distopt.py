@@ -195,7 +195,7 @@ class DistOpt:
     def _gradients(self, loss):
         """``(param, grad)`` pairs from backward, with no_sync accumulations folded in; None
         when the step only accumulates."""
-        pairs = autograd.backward(loss)
+        pairs = autograd.backward(loss, retain_graph=False)
         if self._no_sync:
             for p, g in pairs:
                 acc = self._accum.get(id(p))
