@@ -184,8 +184,8 @@ def dist(session: nox.Session) -> None:
         session.log(f"run: tests/dist on {n} MPI ranks")
         session.run("mpiexec", "-n", n, "python", "-m", "pytest", "-q", "-p",
                     "no:cacheprovider", "tests/dist", *session.posargs, env=env)
-    # the operations and every DistOpt mode on OpenCL devices (host staging), 2 ranks, on each
-    # OpenCL runtime that can run here (same preflight as the opencl session)
+    # the operations, every DistOpt mode and graph overlap on OpenCL devices (host staging), 2
+    # ranks, on each OpenCL runtime that can run here (same preflight as the opencl session)
     session.install("./packages/singa-opencl[cpu]")
     for what, cl_env in RUNS["opencl"]:
         out = session.run("python", "-c", PREFLIGHT, "opencl", env=cl_env, silent=True,
@@ -197,7 +197,8 @@ def dist(session: nox.Session) -> None:
         session.log(f"run: tests/dist operations and DistOpt on 2 MPI ranks, {what}")
         session.run("mpiexec", "-n", "2", "python", "-m", "pytest", "-q", "-p",
                     "no:cacheprovider", "tests/dist/test_ops.py", "tests/dist/test_distopt.py",
-                    "--singa-backend", "opencl", *session.posargs, env=cl_env)
+                    "tests/dist/test_overlap.py", "--singa-backend", "opencl", *session.posargs,
+                    env=cl_env)
 
 
 # torch comes from the CPU wheel on the machine's disk: pinned, and installed on its own so

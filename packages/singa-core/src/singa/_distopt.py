@@ -251,7 +251,7 @@ class DistOpt:
             works.append(comm.start_all_reduce(
                 [g for _, g in bucket], "mean", half=half, check=not self._checked_params,
                 # after backward nothing else reads a gradient: reduce it in its own buffer
-                inplace=not self.overlap))
+                inplace=not self.overlap, overlap=self.overlap))
 
         def on_bucket(bucket):
             if self.overlap:
