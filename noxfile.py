@@ -158,10 +158,12 @@ CUDA_CHECK_DEPS = ["cupy-cuda12x", "nvidia-cuda-nvrtc-cu12", "nvidia-cuda-runtim
 @nox.session
 def cuda(session: nox.Session) -> None:
     """singa-cuda without a GPU: every .cu kernel compiles with NVRTC for sm_70/80/90, the kernel
-    plan covers the op table, the shared array-module kernels pass the conformance kit on numpy,
-    the pure-Python parts have unit tests, and the probe, get_device("cuda") and the doctor name
-    why CUDA cannot run. GPU-only tests skip with their reason (on a GPU machine they run,
-    with the conformance kit on ``cuda``)."""
+    plan covers the op table and every fusion, the shared array-module kernels pass the
+    conformance kit on numpy, the .cu kernels built for the CPU pass it too (fused ones bitwise),
+    graph mode runs over the whole CUDA table on the CPU, the struct arguments match the C layout
+    under NVRTC and g++, the pure-Python parts (pinned staging included) have unit tests, and the
+    probe, get_device("cuda") and the doctor name why CUDA cannot run. GPU-only tests skip with
+    their reason (on a GPU machine they run, with the conformance kit on ``cuda``)."""
     session.install(*TEST_DEPS, CORE, "./packages/singa-cpu", "./packages/singa-cuda",
                     *CUDA_CHECK_DEPS)
     session.run("pytest", "-q", "packages/singa-cuda/tests", *session.posargs)
@@ -182,8 +184,8 @@ def dist(session: nox.Session) -> None:
         session.log(f"run: tests/dist on {n} MPI ranks")
         session.run("mpiexec", "-n", n, "python", "-m", "pytest", "-q", "-p",
                     "no:cacheprovider", "tests/dist", *session.posargs, env=env)
-    # the operations and every DistOpt mode on OpenCL devices (host staging), 2 ranks, on each
-    # OpenCL runtime that can run here (same preflight as the opencl session)
+    # the operations, every DistOpt mode and graph overlap on OpenCL devices (host staging), 2
+    # ranks, on each OpenCL runtime that can run here (same preflight as the opencl session)
     session.install("./packages/singa-opencl[cpu]")
     for what, cl_env in RUNS["opencl"]:
         out = session.run("python", "-c", PREFLIGHT, "opencl", env=cl_env, silent=True,
@@ -195,7 +197,8 @@ def dist(session: nox.Session) -> None:
         session.log(f"run: tests/dist operations and DistOpt on 2 MPI ranks, {what}")
         session.run("mpiexec", "-n", "2", "python", "-m", "pytest", "-q", "-p",
                     "no:cacheprovider", "tests/dist/test_ops.py", "tests/dist/test_distopt.py",
-                    "--singa-backend", "opencl", *session.posargs, env=cl_env)
+                    "tests/dist/test_overlap.py", "--singa-backend", "opencl", *session.posargs,
+                    env=cl_env)
 
 
 # torch comes from the CPU wheel on the machine's disk: pinned, and installed on its own so

@@ -11,7 +11,10 @@ tensor, float16 on the wire, and sparse top-K at 1% with error feedback. Median 
 
 Part 2, ``scale``: training step time of 2 ranks x 1 thread (DistOpt) against 1 rank x 1
 thread (plain SGD) at the same per-rank batch (weak scaling), for the seed CNN (batch 64) and
-ResNet-18 (batch 16, 32x32 input), eager mode, with overlap on and off.
+ResNet-18 (batch 16, 32x32 input), in eager and in graph mode (``--modes``), each with overlap on
+and off: in graph mode "on" is the ``dist.overlap`` stage's plan (each bucket's all-reduce
+started right after its last gradient, MPI progress between the remaining backward nodes), "off"
+the all-reduce after backward. The 1-rank baseline runs in the same mode.
 
 Every configuration runs under ``mpiexec`` from this venv in fresh processes with one thread
 per rank (``OMP/OPENBLAS/NUMBA_NUM_THREADS=1``). The machine is shared: compare ratios.
@@ -116,7 +119,7 @@ def sync_worker(reps):
         print(json.dumps({"elements": n_elem, "tensors": len(grads), "times": out}))
 
 
-def step_worker(model_name, overlap, steps, warmup):
+def step_worker(model_name, overlap, steps, warmup, graph):
     sys.path.insert(0, HERE)
     import _models
     from singa import device, dist, opt, tensor
@@ -131,7 +134,7 @@ def step_worker(model_name, overlap, steps, warmup):
     tx = tensor.Tensor(x.shape, dev, tensor.float32)
     ty = tensor.Tensor(y.shape, dev, tensor.int32)
     tx.copy_from_numpy(x)
-    m.compile([tx], is_train=True, use_graph=False, sequential=False)
+    m.compile([tx], is_train=True, use_graph=graph, sequential=False)
     m.train()
     times = []
     for i in range(warmup + steps):
@@ -166,13 +169,15 @@ def main(argv=None):
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--models", nargs="+", default=["cnn", "resnet18"])
+    ap.add_argument("--modes", nargs="+", choices=["eager", "graph"], default=["eager", "graph"])
     ap.add_argument("--worker", choices=["sync", "step"], help=argparse.SUPPRESS)
     ap.add_argument("--overlap", choices=["on", "off"], default="on", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker == "sync":
         return sync_worker(args.reps)
     if args.worker == "step":
-        return step_worker(args.models[0], args.overlap == "on", args.steps, args.warmup)
+        return step_worker(args.models[0], args.overlap == "on", args.steps, args.warmup,
+                           args.modes[0] == "graph")
 
     if args.part in ("sync", "all"):
         r = launch(2, ["--worker", "sync", "--reps", str(args.reps)])
@@ -185,18 +190,19 @@ def main(argv=None):
         for name, v in t.items():
             print(f"{name:<44} {v * 1e3:8.2f} {v / raw:7.2f}")
     if args.part in ("scale", "all"):
-        print(f"\nweak scaling, eager, 1 thread per rank, median step of {args.steps} after "
+        print(f"\nweak scaling, 1 thread per rank, median step of {args.steps} after "
               f"{args.warmup} warm-up (slowest rank)")
-        print(f"{'model':<9} {'batch/rank':>10} {'1 rank s':>9} {'2 ranks s':>10} "
+        print(f"{'model':<9} {'mode':<6} {'batch/rank':>10} {'1 rank s':>9} {'2 ranks s':>10} "
               f"{'ratio':>6} {'overlap':>8}")
         for name in args.models:
-            common = ["--models", name, "--steps", str(args.steps), "--warmup",
-                      str(args.warmup)]
-            one = launch(1, ["--worker", "step", *common])["step"]
-            for ov in ("on", "off"):
-                two = launch(2, ["--worker", "step", "--overlap", ov, *common])["step"]
-                print(f"{name:<9} {BATCH[name]:>10} {one:9.4f} {two:10.4f} {two / one:6.2f} "
-                      f"{ov:>8}", flush=True)
+            for mode in args.modes:
+                common = ["--models", name, "--modes", mode, "--steps", str(args.steps),
+                          "--warmup", str(args.warmup)]
+                one = launch(1, ["--worker", "step", *common])["step"]
+                for ov in ("on", "off"):
+                    two = launch(2, ["--worker", "step", "--overlap", ov, *common])["step"]
+                    print(f"{name:<9} {mode:<6} {BATCH[name]:>10} {one:9.4f} {two:10.4f} "
+                          f"{two / one:6.2f} {ov:>8}", flush=True)
 
 
 if __name__ == "__main__":

@@ -50,6 +50,25 @@ def test_conv_is_exact_on_any_number_of_threads(dev, rng, threads, monkeypatch, 
     conv_all_passes(dev, rng, case)
 
 
+@pytest.mark.parametrize("n_threads", [2, 3])
+@pytest.mark.parametrize("case", ["r18.l1", "r18.l4", "winograd odd"])
+def test_winograd_weight_gradient_split_by_point(dev, rng, threads, monkeypatch, case,
+                                                 n_threads):
+    """Few tiles per thread: the weight gradient's products split by Winograd point (all
+    three passes still against float64; the point split must be the path taken)."""
+    from singa_cpu.kernels import winograd
+
+    _force_threads(monkeypatch, threads, n_threads)
+    monkeypatch.setattr(winograd, "MIN_TILES", 1 << 30)
+    monkeypatch.setattr(winograd, "PARALLEL_MIN_ITEMS", 1)  # weight transform split too
+    taken = []
+    real = winograd._transform_images
+    monkeypatch.setattr(winograd, "_transform_images",
+                        lambda *a: (taken.append(a[1]), real(*a))[1])
+    conv_all_passes(dev, rng, case)
+    assert taken == [n_threads]
+
+
 @pytest.mark.parametrize("case", ["r18.down", "r18.l4"])
 def test_weight_gradient_when_other_threads_take_every_chunk(dev, rng, threads, monkeypatch,
                                                              case):

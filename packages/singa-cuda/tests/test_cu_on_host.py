@@ -28,13 +28,16 @@ def test_cu_kernels_pass_the_conformance_kit(tmp_path):
                               if p])}
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "--pyargs", "singa.testing.conformance",
-         "--singa-backend", "cudahost", "-q", "-p", "no:cacheprovider", "--singa-no-shrink"],
+         "--singa-backend", "cudahost", "-q", "-rA", "-p", "no:cacheprovider", "--singa-no-shrink"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1800)
     tail = proc.stdout[-6000:]
     assert proc.returncode == 0, tail
     summary = next(ln for ln in proc.stdout.splitlines() if ln.startswith("singa conformance:"))
-    # every CUDA C kernel, every dtype: 11 ops + the fusion, checked
-    assert "of 12 ops checked" in summary, summary
+    # every CUDA C kernel, every dtype: 11 ops + the 3 fusions, and the shared Conv2d and ReLU
+    # that the fused convolutions are composed of
+    assert "of 16 ops checked" in summary, summary
+    for fused in ("Conv2d+ReLU", "Conv2d+ReLU+Pooling2d", "Pooling2dBackward+ReLUBackward"):
+        assert f"test_fused[{fused}" in proc.stdout, f"the kit did not check {fused}"
 
 
 @needs_gxx

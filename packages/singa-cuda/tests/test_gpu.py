@@ -79,6 +79,44 @@ def test_philox_cu_matches_the_shared_generator_on_the_gpu(gpu):
     np.testing.assert_array_equal(t.to_numpy(), want)
 
 
+def test_large_copies_go_through_pinned_staging(gpu):
+    # (the fused convolutions are checked on the GPU by the conformance kit below: test_fused
+    # runs every fusion the device registers against its own Conv2d, ReLU and Pooling2d)
+    from singa import tensor
+
+    from singa_cuda.staging import THRESHOLD
+
+    rng = np.random.default_rng(1)
+    for n in (3 * THRESHOLD // 4, THRESHOLD // 8 + 5):  # 3 MiB (staged) and ~0.5 MiB (direct)
+        data = rng.standard_normal(n).astype(np.float32)
+        want = data.copy()
+        t = tensor.from_numpy(data, gpu)
+        data[...] = 0  # the staged upload returned: it must not read the caller's array again
+        np.testing.assert_array_equal((t * 1.0).to_numpy(), want)
+    assert gpu.staging.buffers, "a 3 MiB copy did not use a pinned buffer"
+    assert gpu.staging.allocated <= gpu.staging.max_bytes
+
+
+def test_batch_norm_runs_through_cudnn(gpu):
+    # the kit below checks the values; this checks that cuDNN built the graphs (no fallback)
+    import cupy
+    from singa.backend import OPS
+
+    rng = np.random.default_rng(3)
+    x = rng.uniform(-2, 3, (8, 16, 12, 12)).astype(np.float32)
+    params = [rng.uniform(0.5, 2, 16).astype(np.float32) for _ in range(4)]
+    fn = gpu.kernels["BatchNormTrain"][0]
+    with gpu.cuda_device, gpu.stream:
+        ins = [cupy.asarray(a) for a in (x, *params)]
+        outs = [cupy.empty_like(ins[0])] + [cupy.empty(16, cupy.float32) for _ in range(4)]
+    fn(ins, outs, {"momentum": 0.9, "eps": 1e-5})
+    want = OPS["BatchNormTrain"].reference(x.astype(np.float64), *params, momentum=0.9,
+                                           eps=1e-5)
+    for got, ref in zip(outs, want):
+        np.testing.assert_allclose(gpu.native_to_numpy(got), ref, rtol=1e-4, atol=1e-4)
+    assert not fn.engine().refused, fn.engine().refused
+
+
 def test_conformance_kit_on_the_gpu(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "--pyargs", "singa.testing.conformance",

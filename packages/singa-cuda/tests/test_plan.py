@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from singa.backend import FUSIONS, OPS, dtype_name
 
-from singa_cuda import cu_kernels, cudnn_conv
+from singa_cuda import cu_kernels, cudnn_bn, cudnn_conv
 from singa_cuda._nvrtc import kernel_names, sources
 from singa_cuda.kernels import CU, CUDNN, PLAN, XP, shared_table
 from singa_cuda.xp import numpy_module
@@ -19,6 +19,13 @@ def test_plan_covers_every_op():
     assert not missing, f"ops with no CUDA kernel: {missing}"
     unknown = sorted(n for n in PLAN if n not in OPS and n not in FUSIONS)
     assert not unknown, f"plan entries that are neither ops nor fusions: {unknown}"
+
+
+def test_plan_has_every_fused_kernel_of_graph_mode():
+    # graph mode fuses only where the device registers the fusion (singa.ops.FUSIONS): the
+    # CUDA table has every one, as the CPU's does
+    missing = sorted(set(FUSIONS) - set(PLAN))
+    assert not missing, f"fusions with no CUDA kernel: {missing}"
 
 
 def test_plan_dtypes_are_the_ops_dtypes():
@@ -55,10 +62,12 @@ class _NoDevice:
 def test_gpu_tables_register_exactly_the_planned_names():
     # building the dicts needs no GPU: cuDNN handles and modules are created on first call
     cu = set(cu_kernels.kernels(_NoDevice()))
-    dnn = set(cudnn_conv.kernels(object(), fallback={}))
+    dnn = set(cudnn_conv.kernels(object(), fallback={})) | set(
+        cudnn_bn.kernels(object(), fallback={}))
     assert cu == {n for n, (s, _) in PLAN.items() if s == CU}
     assert dnn == {n for n, (s, _) in PLAN.items() if s == CUDNN}
-    for fn in cudnn_conv.kernels(object(), fallback={}).values():
+    for fn in [*cudnn_conv.kernels(object(), fallback={}).values(),
+               *cudnn_bn.kernels(object(), fallback={}).values()]:
         assert fn.contiguous_inputs
     for fn in cu_kernels.kernels(_NoDevice()).values():
         assert fn.contiguous_inputs

@@ -77,7 +77,7 @@ def test_dtype_dispatch_names_an_instantiation_per_dtype():
 
 
 def test_pool_geom_struct_matches_pool_cu():
-    g = cu_kernels.pool_geom((2, 3, 7, 8), {"kernel": (3, 2), "stride": (2, 1),
+    (g,) = cu_kernels.pool_geom((2, 3, 7, 8), {"kernel": (3, 2), "stride": (2, 1),
                                              "pads": (1, 0, 1, 1), "mode": "avg",
                                              "count_include_pad": False, "ceil_mode": True})
     assert cu_kernels.POOL_GEOM.itemsize == 16 * 4  # sixteen ints, no padding
@@ -89,7 +89,7 @@ def test_pool_geom_struct_matches_pool_cu():
 
 
 def test_philox_key_struct():
-    k = cu_kernels.philox_key((1, 2, 3, 4))
+    (k,) = cu_kernels.philox_key((1, 2, 3, 4))
     assert cu_kernels.PHILOX_KEY.itemsize == 16 and tuple(k) == (1, 2, 3, 4)
 
 

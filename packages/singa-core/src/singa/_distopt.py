@@ -195,7 +195,7 @@ class DistOpt:
     def _gradients(self, loss):
         """``(param, grad)`` pairs from backward, with no_sync accumulations folded in; None
         when the step only accumulates."""
-        pairs = autograd.backward(loss)
+        pairs = autograd.backward(loss, retain_graph=False)
         if self._no_sync:
             for p, g in pairs:
                 acc = self._accum.get(id(p))
@@ -251,7 +251,7 @@ class DistOpt:
             works.append(comm.start_all_reduce(
                 [g for _, g in bucket], "mean", half=half, check=not self._checked_params,
                 # after backward nothing else reads a gradient: reduce it in its own buffer
-                inplace=not self.overlap))
+                inplace=not self.overlap, overlap=self.overlap))
 
         def on_bucket(bucket):
             if self.overlap:

@@ -35,9 +35,10 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 
-from . import _dtype
+from . import _distasync, _dtype
 from . import config as _config
 from ._ctensor import CTensor
+from ._distasync import Work, _divide, _unpack
 from .errors import DeviceUnavailableError, SingaError
 
 __all__ = ["Communicator", "Work", "DistError", "get_communicator", "REDUCE_OPS"]
@@ -55,18 +56,6 @@ def _ct(x) -> CTensor:
     if not isinstance(data, CTensor):
         raise TypeError(f"expected a singa Tensor or CTensor, got {type(x).__name__}")
     return data
-
-
-class Work:
-    """A started non-blocking collective; :meth:`wait` completes it (idempotent)."""
-
-    def __init__(self, comm, finish):
-        self._comm, self._finish, self.done = comm, finish, False
-
-    def wait(self) -> None:
-        if not self.done:
-            self.done = True
-            self._finish()
 
 
 class Communicator(ABC):
@@ -100,6 +89,9 @@ class Communicator(ABC):
         self.validate = True
         self._tokens: dict = {}
         self._pending: list = []  # started requests that progress() advances
+        self._usable: dict = {}  # device -> whether the primitives take its arrays in place
+        self._free_host: dict = {}  # (elements, dtype) -> idle in-flight host buffers
+        self._scratches: dict = {}  # (tag, elements, dtype) -> buffer used within one call
 
     # ------------------------------------------------------------------ backend primitives
     def accepts(self, arr) -> bool:
@@ -270,7 +262,7 @@ class Communicator(ABC):
         self._exec("FusedAllReduceHalf" if half else "FusedAllReduce", cts, body)
 
     def _fused_rounds(self, arrs, dt, op) -> None:
-        buf = self.host_buffer(min(self.buff_size, sum(a.size for a in arrs)), dt)
+        buf = self._scratch(min(self.buff_size, sum(a.size for a in arrs)), dt, "fused")
         cap = buf.size
         pieces = []  # (array flat view, start, stop) pending in buf
         fill = 0
@@ -300,34 +292,50 @@ class Communicator(ABC):
             flush()
 
     def _fused_half(self, arrs) -> None:
-        flat = self.xp.concatenate([a.reshape(-1) for a in arrs])
-        self._half_sum(flat)
-        pos = 0
-        for a in arrs:
-            a.reshape(-1)[...] = flat[pos:pos + a.size]
-            pos += a.size
+        self._half_sum([a.reshape(-1) for a in arrs])
 
     def _half_chunks(self, n):
         step = max(1, self.buff_size // self.world_size)  # gathered: world x step elements
         return [(s, min(n, s + step)) for s in range(0, n, step)]
 
-    def _half_gathered(self, flat32, lo, hi):
-        send = flat32[lo:hi].astype(np.float16)
-        return send, self.xp.empty((self.world_size, hi - lo), np.float16)
+    def _to_half(self, dst, src) -> None:
+        """``dst[...] = src``: flat contiguous float32 into float16, rounded to nearest even.
+        A backend may replace numpy's conversion (one element at a time) by a faster one that
+        gives the same bits (singa-dist's MPI communicator does, with numba)."""
+        dst[...] = src
 
-    @staticmethod
-    def _half_accumulate(recv, out) -> None:
-        acc = recv[0].astype(np.float32)
-        for r in range(1, recv.shape[0]):  # rank order: the same bits on every rank
-            acc += recv[r]
-        out[...] = acc
+    def _half_accumulate(self, recv, out) -> None:
+        """``out = Σ_r float32(recv[r])``, in rank order: the same bits on every rank (a
+        backend may replace it by a faster loop with the same bits, as :meth:`_to_half`)."""
+        out[...] = recv[0]
+        for r in range(1, recv.shape[0]):
+            out += recv[r]
 
-    def _half_sum(self, flat32) -> None:
-        """``flat32 = Σ_r fp16(flat32_r)`` with float16 on the wire, float32 accumulation."""
-        for lo, hi in self._half_chunks(flat32.size):
-            send, recv = self._half_gathered(flat32, lo, hi)
-            self._allgather(send, recv)
-            self._half_accumulate(recv, flat32[lo:hi])
+    def _pack_half(self, send, parts):
+        """:func:`_pack` of float32 ``parts`` into the float16 wire buffer ``send``."""
+        pos = 0
+        for p in parts:
+            self._to_half(send[pos:pos + p.size], p)
+            pos += p.size
+        return send
+
+    def _half_sum(self, parts) -> None:
+        """Every flat float32 array of ``parts`` (one vector, concatenated) becomes
+        ``Σ_r fp16(·)_r``: float16 on the wire, float32 accumulation.
+
+        numpy converts float16 one element at a time, so the conversions dominate: each
+        element is converted once into the wire buffer and once per rank out of the gathered
+        one, straight into reused buffers (no concatenated copy, no allocation per call).
+        """
+        n = self.world_size
+        total = sum(p.size for p in parts)
+        send = self._pack_half(self._scratch(total, np.float16, "send"), parts)
+        for lo, hi in self._half_chunks(total):
+            recv = self._scratch(n * (hi - lo), np.float16, "recv").reshape(n, hi - lo)
+            self._allgather(send[lo:hi], recv)
+            acc = self._scratch(hi - lo, np.float32, "acc")
+            self._half_accumulate(recv, acc)
+            _unpack(acc, lo, parts)
 
     def all_reduce_half(self, x, op: str = "sum") -> None:
         """All-reduce a float32 tensor with float16 on the wire (SINGA's ``synchHalf``)."""
@@ -340,7 +348,7 @@ class Communicator(ABC):
 
         def body(arrs):
             a = arrs[0].reshape(-1)
-            self._half_sum(a)
+            self._half_sum([a])
             if op == "mean":
                 _divide(a, n)
 
@@ -468,70 +476,62 @@ class Communicator(ABC):
         self._exec("Get", [c], lambda arrs: self._recv(arrs[0], source, tag))
 
     def start_all_reduce(self, xs, op: str = "sum", half: bool = False, check=None,
-                         inplace: bool = False) -> Work:
-        """Start summing ``xs`` (one tensor or a list, fused) without waiting; returns a
-        :class:`Work` whose ``wait()`` completes it. Between the two, the tensors must not be
-        read or written. Recorded in graphs as ``Dist.AllReduceStart``/``Dist.AllReduceWait``.
-        The values are copied to a flat buffer at the start (so a gradient that backward
-        still reads is never changed under it); ``half``: that buffer is float16.
-        ``inplace``: a single tensor that nothing else reads until the wait is reduced in its
-        own buffer (no copy; the same values, so the same result). ``half`` works as
-        :meth:`all_reduce_half` (non-blocking all-gather).
+                         inplace: bool = False, overlap: bool = True) -> Work:
+        """Start summing ``xs`` (one tensor or a list of one dtype, fused) without waiting;
+        returns a :class:`Work` whose ``wait()`` completes it. Between the two the tensors
+        may be read but not written. Recorded in graphs as ``Dist.AllReduceStart`` and
+        ``Dist.AllReduceWait``, which the ``dist.overlap`` graph stage places (see
+        :mod:`singa._distasync`): with ``overlap`` the start right after the tensors' last
+        writer, else as late as possible; the wait right before their first reader.
+
+        The values are copied at the start into the request's in-flight buffer (so a gradient
+        that backward still reads is never changed under it): a tensor of the device when the
+        communicator can use its arrays (in graph mode the memory planner then reserves it
+        from the start to the wait), else a reused host buffer. ``inplace``: a single tensor
+        is reduced in its own buffer (the start then counts as writing it: nothing may read it
+        until the wait; the same values, so the same result). ``half``: float32 tensors
+        travel as float16 and are summed in float32 in rank order, as
+        :meth:`all_reduce_half`.
         """
         cts = [_ct(x) for x in (xs if isinstance(xs, (list, tuple)) else [xs])]
         if op not in ("sum", "mean"):
             raise ValueError(f"start_all_reduce: op must be 'sum' or 'mean', got {op!r}")
+        dts = sorted({_dtype.name_of(c.dt) for c in cts})
+        if len(dts) > 1:
+            raise DistError(f"start_all_reduce: the tensors of one call share one buffer and "
+                            f"must have one dtype, got {', '.join(dts)}; start one call per "
+                            "dtype")
+        if half and cts[0].dt != _dtype.kFloat32:
+            raise DistError(f"start_all_reduce(half=True) expects float32 tensors, got "
+                            f"{dts[0]}; use half=False for other dtypes")
         self._checked("start_all_reduce", cts, check)
-        dev = cts[0].dev
-        tok = self._token(dev)
-        state: dict = {}
-        n = self.world_size
+        return _distasync.start_all_reduce(self, cts, op, half, inplace, overlap)
 
-        def start():
-            staged = [self._stage(dev, c) for c in cts]
-            copied = not (inplace and len(staged) == 1)
-            if not copied:
-                flat = staged[0][0].reshape(-1)
-            else:
-                flat = self.xp.concatenate([a.reshape(-1) for a, _ in staged])
-            gathers = []
-            if half:
-                if flat.dtype != np.float32:
-                    raise DistError("start_all_reduce(half=True) expects float32 tensors")
-                for lo, hi in self._half_chunks(flat.size):
-                    send, recv = self._half_gathered(flat, lo, hi)
-                    gathers.append((lo, hi, send, recv))
-                reqs = [self._iallgather(send, recv) for _, _, send, recv in gathers]
-            else:
-                reqs = [self._iallreduce(flat[s:s + self.buff_size], "sum")
-                        for s in range(0, flat.size, self.buff_size)]
-            state.update(flat=flat, staged=staged, reqs=reqs, copied=copied, gathers=gathers)
-            self._pending.extend(reqs)
+    def _device_arrays_usable(self, dev) -> bool:
+        """Whether the primitives accept ``dev``'s native arrays in place (else: staging)."""
+        ok = self._usable.get(dev)
+        if ok is None:
+            probe = CTensor._new((1,), dev, _dtype.kFloat32)
+            probe.block.allocate()
+            ok = self._usable[dev] = bool(self.accepts(dev.native(probe)))
+        return ok
 
-        def finish():
-            for r in state["reqs"]:
-                r.wait()
-            flat = state["flat"]
-            for lo, hi, _send, recv in state["gathers"]:
-                self._half_accumulate(recv, flat[lo:hi])
-            pos = 0
-            for c, (a, s) in zip(cts, state["staged"]):
-                part = a.reshape(-1)
-                if state["copied"]:
-                    part[...] = flat[pos:pos + a.size]
-                pos += a.size
-                if op == "mean":
-                    _divide(part, n)
-                if s:
-                    dev.numpy_into_native(a, dev.native(c))
-            done = {id(r) for r in state["reqs"]}
-            self._pending[:] = [r for r in self._pending if id(r) not in done]
-            state.clear()
+    def _take_host(self, n: int, dtype):
+        """A flat host buffer of ``n`` elements, reused across calls (see :meth:`_give_host`)."""
+        free = self._free_host.get((n, np.dtype(dtype)))
+        return free.pop() if free else self.host_buffer(n, dtype)
 
-        blocks = [c.block for c in cts]
-        dev.exec(start, blocks + [tok.block], [tok.block], "Dist.AllReduceStart")
-        return Work(self, lambda: dev.exec(finish, [tok.block] + blocks, blocks + [tok.block],
-                                           "Dist.AllReduceWait"))
+    def _give_host(self, a) -> None:
+        self._free_host.setdefault((a.size, a.dtype), []).append(a)
+
+    def _scratch(self, n: int, dtype, tag: str):
+        """A flat buffer of ``n`` elements for use within one call (one per tag, size and
+        dtype, kept for the next call of the same size)."""
+        key = (tag, n, np.dtype(dtype))
+        a = self._scratches.get(key)
+        if a is None:
+            a = self._scratches[key] = self.host_buffer(n, dtype)
+        return a
 
     def progress(self) -> None:
         """Advance started collectives (call while computing, e.g. between gradients)."""
@@ -584,13 +584,6 @@ def _top_k(xp, mag, k):
     return xp.sort(xp.concatenate([above, ties]))
 
 
-def _divide(a, n) -> None:
-    if np.issubdtype(a.dtype, np.integer):
-        a //= n
-    else:
-        a /= a.dtype.type(n)
-
-
 _COMMS: dict = {}
 _COMMS_LOCK = threading.Lock()
 
@@ -627,3 +620,4 @@ def _hashable(key) -> bool:
     except TypeError:
         return False
     return True
+

@@ -126,7 +126,8 @@ class Optimizer:
 
     def call(self, loss):
         self._derived = {}
-        for p, g in autograd.backward(loss):
+        # the step's graph is done with once its gradients are out: free what it saved
+        for p, g in autograd.backward(loss, retain_graph=False):
             if p.name is None:
                 p.name = str(id(p))
             self.apply(p.name, p, g)

@@ -5,6 +5,11 @@ Compilation goes through the low-level binding ``cupy_backends.cuda.libs.nvrtc``
 CI compile-checks every source for several architectures. On a GPU each source is compiled once
 per architecture to SASS (``--gpu-architecture=sm_XY``, no driver-side PTX JIT, so a driver
 older than NVRTC works) and kept in memory and on disk (``~/.cache/singa-cuda``).
+
+Headers of the package (``cu/*.cuh``, included as ``#include "common.cuh"``) are handed to NVRTC
+in memory (createProgram's headers / include names), from the same texts that go into the disk
+cache key: a header edit recompiles every source, and what is compiled is exactly what was
+hashed. The host build of the tests writes the same texts next to its copy of the source.
 """
 
 from __future__ import annotations
@@ -24,11 +29,20 @@ class NvrtcCompileError(RuntimeError):
     """A ``.cu`` source failed to compile; the message holds NVRTC's log."""
 
 
-def sources() -> dict[str, str]:
-    """``{file name: CUDA C source}`` of every shipped ``cu/*.cu`` file."""
+def _shipped(suffix: str) -> dict[str, str]:
     pkg = resources.files("singa_cuda") / "cu"
     return {p.name: p.read_text() for p in sorted(pkg.iterdir(), key=lambda p: p.name)
-            if p.name.endswith(".cu")}
+            if p.name.endswith(suffix)}
+
+
+def sources() -> dict[str, str]:
+    """``{file name: CUDA C source}`` of every shipped ``cu/*.cu`` file."""
+    return _shipped(".cu")
+
+
+def headers() -> dict[str, str]:
+    """``{include name: text}`` of every shipped ``cu/*.cuh`` header."""
+    return _shipped(".cuh")
 
 
 _KERNEL_RE = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(\w+)\s*\(')
@@ -63,12 +77,16 @@ def options(arch: int, sass: bool, extra=()) -> list[str]:
             "-default-device", *extra]
 
 
-def compile_source(source: str, name: str, arch: int, sass: bool = True, extra=()) -> bytes:
-    """Compile ``source`` for ``arch`` (e.g. 80): SASS (a cubin) or PTX. Raises
-    :class:`NvrtcCompileError` with NVRTC's log."""
+def compile_source(source: str, name: str, arch: int, sass: bool = True, extra=(),
+                   include: dict[str, str] | None = None) -> bytes:
+    """Compile ``source`` for ``arch`` (e.g. 80): SASS (a cubin) or PTX, with the headers
+    ``include`` (``{include name: text}``, default none) available to ``#include "..."``.
+    Raises :class:`NvrtcCompileError` with NVRTC's log."""
     from cupy_backends.cuda.libs import nvrtc
 
-    prog = nvrtc.createProgram(source, name, [], [])
+    inc = include or {}
+    prog = nvrtc.createProgram(source, name, [t.encode() for t in inc.values()],
+                               [n.encode() for n in inc])
     try:
         try:
             nvrtc.compileProgram(prog, options(arch, sass, extra))
@@ -88,16 +106,31 @@ def _cache_dir() -> Path:
     return Path(base) / "singa-cuda"
 
 
-def cubin(file: str, arch: int) -> bytes:
-    """The cubin of shipped source ``file`` for ``arch``, from the disk cache when present."""
-    src = sources()[file]
+def cache_key(source: str, include: dict[str, str], arch: int, nvrtc_version) -> str:
+    """Disk cache key of a cubin: the NVRTC version, the architecture, the source and every
+    header it may include (name and text)."""
+    h = hashlib.sha256(f"{nvrtc_version}|{arch}|".encode())
+    for part in (source, *(f"{n}\0{t}" for n, t in sorted(include.items()))):
+        h.update(len(part).to_bytes(8, "little"))  # length-prefixed: no ambiguous concatenation
+        h.update(part.encode())
+    return h.hexdigest()[:24]
+
+
+def cubin_path(file: str, arch: int) -> Path:
+    """Where the cubin of shipped source ``file`` for ``arch`` is cached."""
     from cupy_backends.cuda.libs import nvrtc
 
-    key = hashlib.sha256(f"{nvrtc.getVersion()}|{arch}|{src}".encode()).hexdigest()[:24]
-    path = _cache_dir() / f"sm_{arch}" / f"{file}.{key}.cubin"
+    key = cache_key(sources()[file], headers(), arch, nvrtc.getVersion())
+    return _cache_dir() / f"sm_{arch}" / f"{file}.{key}.cubin"
+
+
+def cubin(file: str, arch: int) -> bytes:
+    """The cubin of shipped source ``file`` for ``arch``, from the disk cache when present."""
+    src, include = sources()[file], headers()
+    path = cubin_path(file, arch)
     if path.is_file():
         return path.read_bytes()
-    data = compile_source(src, file, arch, sass=True)
+    data = compile_source(src, file, arch, sass=True, include=include)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")

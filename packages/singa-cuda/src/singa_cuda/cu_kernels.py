@@ -4,9 +4,19 @@ Launchers here are thin: beyond the op table's shape rules they check only index
 ids, ScatterAdd's indices: on a host copy, as every backend does, so no kernel reads or writes
 out of bounds), pick
 the dtype's instantiation (``pool_fwd_f16`` ...), size the grid-stride launch and pass
-arguments (device pointers, scalars, and the two small structs as numpy structured scalars,
-which cupy passes by value). Every kernel is flagged ``contiguous_inputs``: the dispatcher hands
-it contiguous inputs and outputs.
+arguments (device pointers, scalars, and the two small structs of ``cu/common.cuh``). Every
+kernel is flagged ``contiguous_inputs``: the dispatcher hands it contiguous inputs and outputs.
+
+Structs go to cupy in the form its kernel guide documents ("Custom user types"): a numpy
+array of size one whose structured dtype has the C struct's layout; cupy's launcher passes a
+size-one ``numpy.ndarray`` by value (``CNumpyArray``: the driver copies ``sizeof(param)`` bytes
+from the array's data). A ``numpy.void`` scalar is not used: whether cupy's scalar path accepts
+structured scalars has changed between cupy versions. The dtypes' layouts are checked with
+``static_assert``s as NVRTC and g++ compile the header (``tests/test_struct_args.py``).
+
+The fused kernels of graph mode (``Conv2d+ReLU``, ``Conv2d+ReLU+Pooling2d``) run the device's
+own Conv2d kernel (cuDNN, or the shared code for float64) and then an epilogue of
+``cu/epilogue.cu`` over its output: the same arithmetic as the ReLU and Pooling2d kernels.
 """
 
 from __future__ import annotations
@@ -26,22 +36,31 @@ POOL_GEOM = np.dtype([(f, np.int32) for f in (
 PHILOX_KEY = np.dtype([(f, np.uint32) for f in ("k0", "k1", "call0", "call1")], align=True)
 
 
-def pool_geom(x_shape, attrs) -> np.void:
-    """The ``PoolGeom`` struct of ``pool.cu`` for a pooling of ``x_shape``."""
+#: C struct name in ``cu/common.cuh`` -> its numpy dtype (the layout test reads this)
+STRUCTS = {"PoolGeom": POOL_GEOM, "PhiloxKey": PHILOX_KEY}
+
+
+def pool_geom(x_shape, attrs) -> np.ndarray:
+    """The ``PoolGeom`` struct of ``cu/common.cuh`` for a pooling of ``x_shape``: a size-one
+    structured array (cupy passes it by value)."""
     g = pool2d_geometry("Pooling2d", x_shape, attrs)
-    rec = np.zeros((), POOL_GEOM)
+    rec = np.zeros(1, POOL_GEOM)
     for f in POOL_GEOM.names:
-        if f not in ("is_max",):
-            rec[f] = getattr(g, f)
-    rec["is_max"] = int(g.is_max)
-    rec["count_include_pad"] = int(g.count_include_pad)
-    return rec[()]
+        rec[f] = int(getattr(g, f))
+    return rec
 
 
-def philox_key(key_call) -> np.void:
-    rec = np.zeros((), PHILOX_KEY)
+def philox_key(key_call) -> np.ndarray:
+    """The ``PhiloxKey`` struct of ``cu/common.cuh``: a size-one structured array."""
+    rec = np.zeros(1, PHILOX_KEY)
     rec["k0"], rec["k1"], rec["call0"], rec["call1"] = key_call
-    return rec[()]
+    return rec
+
+
+def disjoint_windows(geom: np.ndarray) -> bool:
+    """No two pooling windows share a cell (stride >= kernel on both axes): the one-pass
+    ReLU + pooling epilogue applies."""
+    return bool(geom["sh"][0] >= geom["kh"][0] and geom["sw"][0] >= geom["kw"][0])
 
 
 class CuModules:
@@ -75,12 +94,17 @@ def _suffix(arr) -> str:
     return SUFFIX[arr.dtype.name]
 
 
-def kernels(device, modules=None) -> dict:
+def kernels(device, modules=None, conv=None) -> dict:
     """``{op_name: kernel}`` of the NVRTC-compiled kernels for ``device``. ``modules`` launches
     them (default: :class:`CuModules`, cubins on the device's stream); temporaries come from
-    the device's array module."""
+    the device's array module. ``conv`` is the device's Conv2d kernel that the fused
+    convolutions run before their epilogue (default: the shared array-module one)."""
     xp = device.am.xp
     mods = modules if modules is not None else CuModules(device)
+    if conv is None:
+        from .xp.conv import kernels as shared_conv
+
+        conv = shared_conv(device.am)["Conv2d"]
 
     @kernel_attrs(contiguous_inputs=True)
     def pooling(ins, outs, attrs):
@@ -165,7 +189,31 @@ def kernels(device, modules=None) -> dict:
 
         return kernel
 
+    def relu(y):
+        mods.launch("epilogue.cu", f"relu_{_suffix(y)}", y.size, (y, np.int64(y.size)))
+
+    def conv_only(attrs):
+        return {k: v for k, v in attrs.items() if k != "second"}
+
+    @kernel_attrs(contiguous_inputs=True)
+    def conv_relu(ins, outs, attrs):
+        conv(ins, outs, conv_only(attrs))
+        relu(outs[0])
+
+    @kernel_attrs(contiguous_inputs=True)
+    def conv_relu_pool(ins, outs, attrs):
+        y, pooled = outs  # y: the ReLU's output, kept for the backward pass
+        conv(ins, [y], conv_only(attrs))
+        geom = pool_geom(y.shape, attrs["second"])
+        if disjoint_windows(geom):
+            mods.launch("epilogue.cu", f"relu_pool_{_suffix(y)}", pooled.size + y.size,
+                        (y, pooled, geom))
+        else:  # overlapping windows: the two kernels, one after the other
+            relu(y)
+            mods.launch("pool.cu", f"pool_fwd_{_suffix(y)}", pooled.size, (y, pooled, geom))
+
     return {
+        "Conv2d+ReLU": conv_relu, "Conv2d+ReLU+Pooling2d": conv_relu_pool,
         "Pooling2d": pooling, "Pooling2dBackward": pooling_backward,
         "Pooling2dBackward+ReLUBackward": pooling_backward_relu,
         "SoftmaxCrossEntropy": softmax_ce, "SoftmaxCrossEntropyBackward": softmax_ce_backward,
@@ -178,6 +226,7 @@ def kernels(device, modules=None) -> dict:
 
 #: op name -> (file, kernel name prefix): what the compile and plan tests check
 SOURCES = {
+    "Conv2d+ReLU": ("epilogue.cu", "relu"), "Conv2d+ReLU+Pooling2d": ("epilogue.cu", "relu_pool"),
     "Pooling2d": ("pool.cu", "pool_fwd"), "Pooling2dBackward": ("pool.cu", "pool_bwd"),
     "Pooling2dBackward+ReLUBackward": ("pool.cu", "pool_bwd_relu"),
     "SoftmaxCrossEntropy": ("loss.cu", "softmax_ce_fwd"),

@@ -4,7 +4,9 @@ Every kernel of the device runs on the device's own non-blocking stream with its
 (:meth:`CudaGPU.on_device` wraps each kernel of the table), so kernels are asynchronous and
 ordered among themselves; host copies are issued on the same stream and wait for it, so a copy
 sees every kernel queued before it. ``synchronize()`` waits for the stream. In a profiled graph
-run each node is timed by a pair of CUDA events recorded around it on the stream.
+run each node is timed by a pair of CUDA events recorded around it on the stream. Copies of at
+least :data:`singa_cuda.staging.THRESHOLD` bytes go through reused pinned host buffers
+(:mod:`singa_cuda.staging`): uploads are then asynchronous on the stream.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from singa.backend import ITEMSIZE, NP_DTYPE, Device
 
 from ._events import EventPool
 from .allocator import CupyAllocator, install_cupy_allocator
+from .staging import THRESHOLD, cupy_staging
 from .xp._module import cupy_module
 from .xp.random import PhiloxState
 
@@ -42,6 +45,7 @@ class CudaGPU(Device):
         self.rng = PhiloxState()
         self.arch = int(self.cuda_device.compute_capability)
         self.events = EventPool(cupy.cuda.Event, cupy.cuda.get_elapsed_time)
+        self.staging = cupy_staging()
 
     # ------------------------------------------------------------------ execution context
     def on_device(self, fn):
@@ -71,12 +75,20 @@ class CudaGPU(Device):
 
     def native_to_numpy(self, arr):
         with self.cuda_device, self.stream:
+            if arr.nbytes >= THRESHOLD and arr.flags.c_contiguous:
+                return self.staging.download(arr.data, arr.nbytes, self.stream, arr.dtype,
+                                             arr.shape)
             return arr.get(stream=self.stream)  # waits for the stream: sees queued kernels
 
     def numpy_into_native(self, src, arr) -> None:
         src = np.asarray(src)
         with self.cuda_device, self.stream:
-            if arr.flags.c_contiguous and src.dtype == arr.dtype and src.shape == arr.shape:
+            same = src.dtype == arr.dtype and src.shape == arr.shape
+            if arr.flags.c_contiguous and same and arr.nbytes >= THRESHOLD:
+                # src is copied into a pinned buffer first: no need to wait for the stream
+                self.staging.upload(src, arr.data, self.stream)
+                return
+            if arr.flags.c_contiguous and same:
                 arr.set(np.ascontiguousarray(src), stream=self.stream)
             else:  # strided or converting: upload, then copy/cast on the device
                 arr[...] = self._cupy.asarray(src)

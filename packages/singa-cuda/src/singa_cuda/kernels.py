@@ -5,8 +5,8 @@
 - ``"xp"``: the shared array-module code of :mod:`singa_cuda.xp`, bound to cupy on the GPU
   (elementwise ops, reductions, indexing, copies; matrix products, which cupy sends to cuBLAS);
   the same functions run on numpy in CI.
-- ``"cudnn"``: cuDNN frontend graphs (:mod:`singa_cuda.cudnn_conv`) for float32/float16
-  convolutions; float64 falls back to the shared im2col code.
+- ``"cudnn"``: cuDNN frontend graphs (:mod:`singa_cuda.cudnn_conv`, :mod:`singa_cuda.cudnn_bn`)
+  for float32/float16 convolutions and 4-D batch norm; the rest falls back to the shared code.
 - ``"cu"``: CUDA C from ``cu/*.cu`` compiled by NVRTC (:mod:`singa_cuda.cu_kernels`).
 
 The table is data: a test compares it with :data:`singa.backend.OPS` without a device.
@@ -22,11 +22,16 @@ XP, CUDNN, CU = "xp", "cudnn", "cu"
 PLAN: dict[str, tuple[str, tuple | None]] = {name: (XP, None) for name in OPS}
 PLAN.update({
     "Conv2d": (CUDNN, None), "Conv2dBackwardX": (CUDNN, None), "Conv2dBackwardW": (CUDNN, None),
+    # 4-D float32/float16 through cuDNN graphs, the rest (and refused graphs) shared code
+    "BatchNormTrain": (CUDNN, None), "BatchNormInfer": (CUDNN, None),
+    "BatchNormBackward": (CUDNN, None),
     "Pooling2d": (CU, None), "Pooling2dBackward": (CU, None),
     "SoftmaxCrossEntropy": (CU, None), "SoftmaxCrossEntropyBackward": (CU, None),
     "CrossEntropyFwd": (CU, None), "ScatterAdd": (CU, None),
     "Gaussian": (CU, None), "Uniform": (CU, None), "Bernoulli": (CU, None),
     "Pooling2dBackward+ReLUBackward": (CU, None),
+    # the device's Conv2d (cuDNN / shared), then an epilogue of cu/epilogue.cu
+    "Conv2d+ReLU": (CU, None), "Conv2d+ReLU+Pooling2d": (CU, None),
 })
 
 
@@ -47,11 +52,12 @@ def shared_table(am, rng_state_of) -> dict:
 def kernel_table(device) -> dict:
     """The full table of a CudaGPU device: shared kernels on cupy, then cuDNN and NVRTC
     kernels over the ops :data:`PLAN` assigns to them."""
-    from . import cu_kernels, cudnn_conv
+    from . import cu_kernels, cudnn_bn, cudnn_conv
 
     table = shared_table(device.am, lambda: device.rng)
     table.update(cudnn_conv.kernels(device, fallback=dict(table)))
-    table.update(cu_kernels.kernels(device))
+    table.update(cudnn_bn.kernels(device, fallback=dict(table)))
+    table.update(cu_kernels.kernels(device, conv=table["Conv2d"]))
     # every kernel runs with the GPU current and the device's stream as cupy's stream
     table = {name: device.on_device(fn) for name, fn in table.items()}
     missing = sorted(name for name, (src, _) in PLAN.items() if name not in table)

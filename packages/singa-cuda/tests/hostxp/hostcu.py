@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from singa_cuda._nvrtc import sources
+from singa_cuda._nvrtc import headers, sources
 
 SHIM = Path(__file__).parent / "shim"
 _BUILD = Path(tempfile.mkdtemp(prefix="singa_cuda_hostcu_"))
@@ -32,22 +32,34 @@ def compiler() -> str | None:
     return shutil.which("g++")
 
 
+def _gxx(src: str, what: str, extra=()) -> Path:
+    """``src`` (CUDA C) built by g++ as a shared library, with the package's headers (the
+    texts NVRTC gets) written beside it; returns the library's path."""
+    include = headers()
+    key = hashlib.sha256("\0".join([src, *sorted(f"{n}\0{t}" for n, t in include.items())])
+                         .encode()).hexdigest()[:16]
+    folder = _BUILD / key
+    folder.mkdir(exist_ok=True)
+    for name, text in include.items():
+        (folder / name).write_text(text)
+    cpp = folder / f"{what}.cpp"
+    so = cpp.with_suffix(".so")
+    if not so.is_file():
+        cpp.write_text(src)
+        cmd = [compiler() or "g++", "-x", "c++", "-std=c++17", "-O1", "-shared", "-fPIC",
+               f"-I{SHIM}", f"-I{folder}", "-include", str(SHIM / "cuda_host_prelude.h"),
+               *extra, str(cpp), "-o", str(so)]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode:
+            raise RuntimeError(f"host build of {what} failed:\n{proc.stderr}\n{src}")
+    return so
+
+
 def library(file: str) -> ctypes.CDLL:
     """``file`` compiled for the host (once per process)."""
     lib = _LIBS.get(file)
     if lib is None:
-        src = sources()[file]
-        key = hashlib.sha256(src.encode()).hexdigest()[:16]
-        cpp = _BUILD / f"{file}.{key}.cpp"
-        so = cpp.with_suffix(".so")
-        cpp.write_text(src)
-        cmd = [compiler() or "g++", "-x", "c++", "-std=c++17", "-O1", "-shared", "-fPIC",
-               f"-I{SHIM}", "-include", str(SHIM / "cuda_host_prelude.h"), str(cpp), "-o",
-               str(so)]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        if proc.returncode:
-            raise RuntimeError(f"host build of {file} failed:\n{proc.stderr}")
-        lib = _LIBS[file] = ctypes.CDLL(str(so))
+        lib = _LIBS[file] = ctypes.CDLL(str(_gxx(sources()[file], file)))
     return lib
 
 
@@ -59,15 +71,23 @@ def _struct_type(dtype: np.dtype):
 _STRUCTS: dict = {}
 
 
+def struct_value(a: np.ndarray):
+    """A size-one structured numpy array as the ctypes struct passed by value: its bytes, as
+    cupy hands them to the driver (``CNumpyArray``)."""
+    assert a.size == 1, "cupy passes only size-one numpy arrays by value"
+    cls = _STRUCTS.get(a.dtype)
+    if cls is None:
+        cls = _STRUCTS[a.dtype] = _struct_type(a.dtype)
+    assert ctypes.sizeof(cls) == a.dtype.itemsize, "ctypes and numpy disagree on the layout"
+    return cls.from_buffer_copy(a.tobytes())
+
+
 def _arg(a):
+    if isinstance(a, np.ndarray) and a.dtype.names is not None:
+        return struct_value(a)  # a struct argument (on the host, arrays are numpy too)
     if isinstance(a, np.ndarray):
         assert a.flags.c_contiguous, "kernels are flagged contiguous_inputs"
         return ctypes.c_void_p(a.ctypes.data)
-    if isinstance(a, np.void):
-        cls = _STRUCTS.get(a.dtype)
-        if cls is None:
-            cls = _STRUCTS[a.dtype] = _struct_type(a.dtype)
-        return cls.from_buffer_copy(a.tobytes())
     return _CTYPES[np.dtype(type(a))](a)
 
 
@@ -83,16 +103,7 @@ class HostModules:
 def chain_builder(src: str, name: str):
     """``build`` for :class:`singa_cuda.chains.ChainCompiler` on the CPU: the generated CUDA C
     compiled by g++ as the shipped sources are."""
-    key = hashlib.sha256(src.encode()).hexdigest()[:16]
-    cpp = _BUILD / f"chain.{key}.cpp"
-    so = cpp.with_suffix(".so")
-    cpp.write_text(src)
-    cmd = [compiler() or "g++", "-x", "c++", "-std=c++17", "-O1", "-shared", "-fPIC",
-           f"-I{SHIM}", "-include", str(SHIM / "cuda_host_prelude.h"), str(cpp), "-o", str(so)]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode:
-        raise RuntimeError(f"host build of a chain failed:\n{proc.stderr}\n{src}")
-    fn = getattr(ctypes.CDLL(str(so)), name)
+    fn = getattr(ctypes.CDLL(str(_gxx(src, "chain"))), name)
     fn.restype = None
 
     def launch(args, n_items):

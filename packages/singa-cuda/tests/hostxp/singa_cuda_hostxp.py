@@ -61,15 +61,30 @@ class HostXpDevice(Device):
 
 def _cu_table(dev):
     """The CUDA C kernels (``cu_kernels.kernels``, the GPU's launchers) over host builds of the
-    ``.cu`` sources, plus the shared Copy (the dispatcher makes inputs contiguous with it) and
-    ReLUBackward (the second half of the fused pooling backward, checked bitwise against it)."""
+    ``.cu`` sources, plus the shared kernels the fused ones are checked against or built on:
+    Copy (the dispatcher makes inputs contiguous with it), ReLUBackward (the second half of
+    the fused pooling backward), Conv2d (which the fused convolutions run before their
+    epilogue, as the GPU runs cuDNN's) and ReLU (checked bitwise against the epilogue)."""
     from hostcu import HostModules
 
     from singa_cuda import cu_kernels
 
     shared = shared_table(dev.am, lambda: dev.rng)
-    table = {"Copy": shared["Copy"], "ReLUBackward": shared["ReLUBackward"]}
-    table.update(cu_kernels.kernels(dev, modules=HostModules()))
+    table = {name: shared[name] for name in ("Copy", "ReLUBackward", "Conv2d", "ReLU")}
+    table.update(cu_kernels.kernels(dev, modules=HostModules(), conv=shared["Conv2d"]))
+    return table
+
+
+def _full_table(dev):
+    """The whole kernel table a CudaGPU registers (``kernels.kernel_table``) except cuDNN:
+    the shared kernels, then every CUDA C kernel (host builds) over the ops the plan gives
+    them, the fused convolutions running the shared Conv2d as the GPU runs cuDNN's."""
+    from hostcu import HostModules
+
+    from singa_cuda import cu_kernels
+
+    table = shared_table(dev.am, lambda: dev.rng)
+    table.update(cu_kernels.kernels(dev, modules=HostModules(), conv=table["Conv2d"]))
     return table
 
 
@@ -89,5 +104,8 @@ def singa_backends():
                     device_count=lambda: 1),
         BackendSpec(name="cudahost", api_version=BACKEND_API_VERSION,
                     create_device=lambda index: HostXpDevice("cudahost"), kernels=_cu_table,
+                    probe=_cu_probe, device_count=lambda: 1),
+        BackendSpec(name="cudafull", api_version=BACKEND_API_VERSION,
+                    create_device=lambda index: HostXpDevice("cudafull"), kernels=_full_table,
                     probe=_cu_probe, device_count=lambda: 1),
     ]

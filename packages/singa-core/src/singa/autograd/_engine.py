@@ -84,7 +84,12 @@ class Operator:
         datas = [x.data for x in xs]
         if _pkg.training:  # what backward will check: the inputs' blocks and their versions
             self._versions = [(weakref.ref(c.block), c.block.version) for c in datas]
+        self._released = False
+        before = dict(self.__dict__)
         ys = self.forward(*datas)
+        # what forward saved for backward (set or replaced during this call): backward frees it
+        self._saved_names = [k for k, v in self.__dict__.items()
+                             if before.get(k, _MISSING) is not v and _holds_ctensor(v)]
         if not isinstance(ys, tuple):
             ys = (ys,)
         if _pkg.training:  # an output the op keeps (exp, sigmoid, tanh, sqrt keep y) counts too
@@ -95,6 +100,11 @@ class Operator:
         return outs
 
     def _do_backward(self, *dys):
+        if self.__dict__.get("_released"):
+            raise SingaError(
+                f"{type(self).__name__} ({self.name}): backward ran through this part of the "
+                "graph already and freed the tensors its forward saved; run the forward pass "
+                "again, or pass retain_graph=True to the first backward to keep them")
         _check_versions(self)
         dxs = self.backward(*dys)
         if not isinstance(dxs, tuple):
@@ -150,6 +160,22 @@ class Dummy(Operator):
         if name == "tensor":
             raise AttributeError(name)
         return getattr(self.tensor, name)
+
+
+_MISSING = object()
+
+
+def _holds_ctensor(v) -> bool:
+    return isinstance(v, CTensor) or (isinstance(v, (tuple, list))
+                                      and any(isinstance(c, CTensor) for c in v))
+
+
+def _release_saved(op) -> None:
+    """Drop the tensors ``op``'s forward saved for its backward (PyTorch frees them too): the
+    graph of the previous step no longer holds activations while the next forward runs."""
+    for k in op.__dict__.get("_saved_names", ()):
+        op.__dict__[k] = None
+    op._released = True
 
 
 def _check_versions(op) -> None:
@@ -223,8 +249,14 @@ def _accumulate(a, b):
     return M.add(a, b)
 
 
-def backward(y: Tensor, dy=None):
+def backward(y: Tensor, dy=None, retain_graph: bool = True):
     """Yield ``(param, grad)`` for every tensor with ``stores_grad`` behind ``y``.
+
+    ``retain_graph=False`` frees each op's saved tensors as soon as its backward has run (as
+    PyTorch does by default); a later backward through those ops raises :class:`SingaError`.
+    The default keeps them, as SINGA does (its code may run backward twice on one graph); the
+    optimizers' ``backward_and_update`` passes False, so a training loop does not hold the last
+    step's activations while the next forward runs.
 
     ``y`` must hold one element unless ``dy`` (a Tensor of y's shape or a number) is given.
     Each pair is yielded as soon as that gradient is complete, every parameter once.
@@ -263,6 +295,8 @@ def backward(y: Tensor, dy=None):
                 dxs = op._do_backward(*dys)
             finally:
                 op._in_engine = False
+            if not retain_graph:
+                _release_saved(op)
             if len(dxs) != len(op.src):
                 raise SingaError(f"{type(op).__name__}.backward returned {len(dxs)} gradients "
                                  f"for {len(op.src)} inputs")
@@ -287,9 +321,9 @@ def backward(y: Tensor, dy=None):
         del op, dys, dxs
 
 
-def gradients(y: Tensor, dy=None) -> dict:
+def gradients(y: Tensor, dy=None, retain_graph: bool = True) -> dict:
     """``{id(param): grad}`` for every parameter behind ``y``."""
-    return {id(p): g for p, g in backward(y, dy)}
+    return {id(p): g for p, g in backward(y, dy, retain_graph)}
 
 
 def axis_helper(y_shape, x_shape):

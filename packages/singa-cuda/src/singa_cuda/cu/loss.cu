@@ -6,17 +6,7 @@
 // kernels: softmax_ce_fwd_f32 softmax_ce_fwd_f16 softmax_ce_fwd_f64
 // kernels: softmax_ce_bwd_f32 softmax_ce_bwd_f16 softmax_ce_bwd_f64
 // kernels: cross_entropy_fwd_f32 cross_entropy_fwd_f16 cross_entropy_fwd_f64
-#include <cuda_fp16.h>
-
-template <typename T> struct Acc { typedef float type; };
-template <> struct Acc<double> { typedef double type; };
-
-__device__ __forceinline__ float ld(const __half* p, long long i) { return __half2float(p[i]); }
-__device__ __forceinline__ float ld(const float* p, long long i) { return p[i]; }
-__device__ __forceinline__ double ld(const double* p, long long i) { return p[i]; }
-__device__ __forceinline__ void st(__half* p, long long i, float v) { p[i] = __float2half_rn(v); }
-__device__ __forceinline__ void st(float* p, long long i, float v) { p[i] = v; }
-__device__ __forceinline__ void st(double* p, long long i, double v) { p[i] = v; }
+#include "common.cuh"
 
 // SINGA clamps probabilities at float32's smallest normal number (FLT_MIN).
 #define P_FLOOR 1.1754943508222875e-38

@@ -5,11 +5,7 @@
 // kernels: philox_uniform_f32 philox_uniform_f16 philox_uniform_f64
 // kernels: philox_gaussian_f32 philox_gaussian_f16 philox_gaussian_f64
 // kernels: philox_bernoulli_f32 philox_bernoulli_f16 philox_bernoulli_f64
-#include <cuda_fp16.h>
-
-struct PhiloxKey {
-    unsigned int k0, k1, call0, call1;
-};
+#include "common.cuh"
 
 __device__ __forceinline__ void philox4x32_10(unsigned int c[4], unsigned int k0,
                                               unsigned int k1) {

@@ -1,51 +1,10 @@
 // 2-D max/average pooling over NCHW, forward and backward, and the backward fused with the
 // ReLU backward that follows it in graph mode. Semantics are the op table's (Pooling2d):
-// windows start at p*sh - pt; max ignores padding and picks the first NaN, else the first maximal cell in
-// row-major window order; average divides by the cells inside the padded input
-// (count_include_pad) or inside the real input; ceil-mode overhang never counts.
+// see pool.cuh for the window rules.
 // Inputs and outputs are contiguous; float16 is read into float, accumulated in float.
 // kernels: pool_fwd_f32 pool_fwd_f16 pool_fwd_f64 pool_bwd_f32 pool_bwd_f16 pool_bwd_f64
 // kernels: pool_bwd_relu_f32 pool_bwd_relu_f16 pool_bwd_relu_f64
-#include <cuda_fp16.h>
-
-struct PoolGeom {
-    int n, c, h, w, kh, kw, sh, sw, pt, pb, pl, pr, ho, wo, is_max, count_include_pad;
-};
-
-template <typename T> struct Acc { typedef float type; };
-template <> struct Acc<double> { typedef double type; };
-
-__device__ __forceinline__ float ld(const __half* p, long long i) { return __half2float(p[i]); }
-__device__ __forceinline__ float ld(const float* p, long long i) { return p[i]; }
-__device__ __forceinline__ double ld(const double* p, long long i) { return p[i]; }
-__device__ __forceinline__ void st(__half* p, long long i, float v) { p[i] = __float2half_rn(v); }
-__device__ __forceinline__ void st(float* p, long long i, float v) { p[i] = v; }
-__device__ __forceinline__ void st(double* p, long long i, double v) { p[i] = v; }
-
-// Cells of window (p, q) counted by the average: inside the padded input, or the real input.
-__device__ __forceinline__ int pool_divisor(const PoolGeom& g, int p, int q) {
-    int lo_h = g.count_include_pad ? -g.pt : 0, hi_h = g.count_include_pad ? g.h + g.pb : g.h;
-    int lo_w = g.count_include_pad ? -g.pl : 0, hi_w = g.count_include_pad ? g.w + g.pr : g.w;
-    int hs = p * g.sh - g.pt, ws = q * g.sw - g.pl;
-    int rows = min(hs + g.kh, hi_h) - max(hs, lo_h);
-    int cols = min(ws + g.kw, hi_w) - max(ws, lo_w);
-    return max(rows, 0) * max(cols, 0);
-}
-
-// Flat index (within one image plane) of the first maximal real cell of window (p, q).
-template <typename T>
-__device__ int window_argmax(const T* plane, const PoolGeom& g, int p, int q) {
-    int hs = p * g.sh - g.pt, ws = q * g.sw - g.pl;
-    int best = -1;
-    typename Acc<T>::type bv = 0;
-    for (int i = max(hs, 0); i < min(hs + g.kh, g.h); ++i)
-        for (int j = max(ws, 0); j < min(ws + g.kw, g.w); ++j) {
-            typename Acc<T>::type v = ld(plane, (long long)i * g.w + j);
-            // NaN propagates (numpy's and PyTorch's max pooling): the first NaN cell wins
-            if (best < 0 || v > bv || (v != v && bv == bv)) { bv = v; best = i * g.w + j; }
-        }
-    return best;
-}
+#include "pool.cuh"
 
 template <typename T>
 __device__ void pool_fwd(const T* x, T* y, PoolGeom g) {
@@ -54,18 +13,7 @@ __device__ void pool_fwd(const T* x, T* y, PoolGeom g) {
          e += (long long)gridDim.x * blockDim.x) {
         int q = e % g.wo, p = (e / g.wo) % g.ho;
         long long nc = e / ((long long)g.ho * g.wo);
-        const T* plane = x + nc * g.h * g.w;
-        if (g.is_max) {
-            int at = window_argmax(plane, g, p, q);
-            st(y, e, ld(plane, at));
-        } else {
-            int hs = p * g.sh - g.pt, ws = q * g.sw - g.pl;
-            typename Acc<T>::type s = 0;
-            for (int i = max(hs, 0); i < min(hs + g.kh, g.h); ++i)
-                for (int j = max(ws, 0); j < min(ws + g.kw, g.w); ++j)
-                    s += ld(plane, (long long)i * g.w + j);
-            st(y, e, s / pool_divisor(g, p, q));
-        }
+        st(y, e, pool_window(x + nc * g.h * g.w, g, p, q));
     }
 }
 

@@ -3,12 +3,7 @@
 // count from the end. Duplicate ids accumulate with atomics into a float (float16 inputs),
 // double or int accumulator that the host side casts to the output dtype.
 // kernels: scatter_add_f32 scatter_add_f16 scatter_add_f64 scatter_add_i32
-#include <cuda_fp16.h>
-
-__device__ __forceinline__ float ld(const __half* p, long long i) { return __half2float(p[i]); }
-__device__ __forceinline__ float ld(const float* p, long long i) { return p[i]; }
-__device__ __forceinline__ double ld(const double* p, long long i) { return p[i]; }
-__device__ __forceinline__ int ld(const int* p, long long i) { return p[i]; }
+#include "common.cuh"
 
 template <typename T, typename A>
 __device__ void scatter_add(const int* idx, const T* src, A* acc, long long outer, long long n_idx,

@@ -5,6 +5,7 @@
 #pragma once
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #define __global__
 #define __device__
 #define __host__
@@ -16,6 +17,7 @@ static const singa_dim3 blockIdx = {0, 0, 0}, threadIdx = {0, 0, 0};
 static const singa_dim3 gridDim = {1, 1, 1}, blockDim = {1, 1, 1};
 using std::cos;
 using std::exp;
+using std::isnan;
 using std::log;
 using std::max;
 using std::min;
@@ -27,4 +29,9 @@ template <typename T> inline T atomicAdd(T* p, T v) {
     T old = *p;
     *p = old + v;
     return old;
+}
+inline float __int_as_float(int i) {
+    float f;
+    std::memcpy(&f, &i, sizeof f);
+    return f;
 }

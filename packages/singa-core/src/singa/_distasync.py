@@ -1,0 +1,245 @@
+"""Non-blocking all-reduce, and its overlap with computation in graph mode (what PyTorch DDP
+does, planned once).
+
+:func:`start_all_reduce` (behind :meth:`singa.dist.Communicator.start_all_reduce`) makes two
+device ops per bucket of gradients: ``Dist.AllReduceStart`` (copies the gradients into the
+bucket's in-flight buffer, starts the non-blocking all-reduce on it) runs (or is recorded)
+now, ``Dist.AllReduceWait`` (completes it, writes the reduced values back) at
+:meth:`Work.wait`. Their callables carry ``dist_async = (role, overlap, communicator, token)``.
+In graph mode the stage :func:`overlap`, registered at ``after_ordering`` for every device,
+then
+
+1. moves every overlapped start as early as its reads and writes allow: right after the last
+   node that writes its gradients (or the communication node before it: every ``Dist`` node
+   reads and writes the communicator's token, so collectives keep their recorded order, which
+   every rank shares). The nodes that write those gradients move as early as theirs allow
+   first: the memory-aware order puts weight gradients as late as it can, which would leave
+   nothing for the all-reduce to overlap. A start of ``overlap=False`` moves as late as its
+   reads and writes allow instead (the all-reduce after backward, the baseline);
+2. moves every wait as late as they allow: right before the first node that reads the reduced
+   gradients (the optimizer update of that bucket) or the next communication node;
+3. inserts a ``Dist.Progress`` node after every other node that runs while a request is
+   outstanding: MPI advances a non-blocking collective only inside MPI calls, so these call
+   ``Testall`` on the outstanding requests (one cheap call, no hook dispatch).
+
+Nothing here is special-cased in the engine. The in-flight buffer is an ordinary block that
+the start writes and the wait reads, so memory planning keeps it alive, and unshared, from the
+start to the wait; communication nodes are plain callables, not kernel calls, so fusion never
+merges them and rematerialisation never recomputes them or drops a block they touch. A
+``Dist.Progress`` node reads the token only (no writes): it orders nothing and closes no
+elementwise chain.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import _dtype
+from ._ctensor import CTensor
+from .graph import AFTER_ORDERING, GraphStage, register_stage
+
+__all__ = ["Work", "start_all_reduce", "overlap", "hoist", "sink", "STAGE"]
+
+
+class Work:
+    """A started non-blocking collective; :meth:`wait` completes it (idempotent)."""
+
+    def __init__(self, comm, finish):
+        self._comm, self._finish, self.done = comm, finish, False
+
+    def wait(self) -> None:
+        if not self.done:
+            self.done = True
+            self._finish()
+
+
+def start_all_reduce(comm, cts, op, half, inplace, overlap) -> Work:
+    """The two nodes of :meth:`singa.dist.Communicator.start_all_reduce` (arguments checked
+    there): the start is exec'd now, the wait when the returned :class:`Work` is waited."""
+    dev = cts[0].dev
+    tok = comm._token(dev)
+    n = comm.world_size
+    total = sum(c.Size() for c in cts)
+    own = inplace and len(cts) == 1 and not half
+    # what the request reads and writes while in flight: (elements, dtype code)
+    if half:
+        specs = [(total, _dtype.kFloat16), (n * total, _dtype.kFloat16)]  # send, recv
+    else:
+        specs = [] if own else [(total, cts[0].dt)]
+    bufs = ([CTensor._new((m,), dev, d) for m, d in specs]
+            if specs and comm._device_arrays_usable(dev) else [])
+    state: dict = {}
+
+    def start():
+        staged = [comm._stage(dev, c) for c in cts]
+        if bufs:
+            arrs = [dev.native(b).reshape(-1) for b in bufs]
+        else:
+            arrs = [comm._take_host(m, _dtype.NP_DTYPE[d]) for m, d in specs]
+        parts = [a.reshape(-1) for a, _ in staged]
+        if half:
+            send, recv = arrs
+            comm._pack_half(send, parts)  # straight into the wire buffer
+            reqs = [comm._iallgather(send[lo:hi], recv[n * lo:n * hi].reshape(n, hi - lo))
+                    for lo, hi in comm._half_chunks(total)]
+        else:
+            flat = parts[0] if own else _pack(arrs[0], parts)
+            reqs = [comm._iallreduce(flat[s:s + comm.buff_size], "sum")
+                    for s in range(0, total, comm.buff_size)]
+        state.update(arrs=arrs, staged=staged, parts=parts, reqs=reqs)
+        comm._pending.extend(reqs)
+
+    def finish():
+        for r in state["reqs"]:
+            r.wait()
+        arrs, parts = state["arrs"], state["parts"]
+        div = n if op == "mean" else None  # the mean divides while copying back: one pass
+        if half:
+            recv = arrs[1]
+            for lo, hi in comm._half_chunks(total):
+                acc = comm._scratch(hi - lo, np.float32, "acc")
+                comm._half_accumulate(recv[n * lo:n * hi].reshape(n, hi - lo), acc)
+                _unpack(acc, lo, parts, div)
+        elif not own:
+            _unpack(arrs[0], 0, parts, div)
+        elif div:
+            _divide(parts[0], n)
+        for c, (a, s) in zip(cts, state["staged"]):
+            if s:
+                dev.numpy_into_native(a, dev.native(c))
+        if not bufs:
+            for a in arrs:
+                comm._give_host(a)
+        done = {id(r) for r in state["reqs"]}
+        comm._pending[:] = [r for r in comm._pending if id(r) not in done]
+        state.clear()
+
+    blocks = [c.block for c in cts]
+    inflight = [b.block for b in bufs]
+    start.dist_async = ("start", bool(overlap), comm, tok.block)
+    finish.dist_async = ("wait", bool(overlap), comm, tok.block)
+    dev.exec(start, blocks + [tok.block],
+             (blocks if own else []) + inflight + [tok.block], "Dist.AllReduceStart")
+    return Work(comm, lambda: dev.exec(
+        finish, [tok.block] + blocks + inflight, blocks + [tok.block],
+        "Dist.AllReduceWait"))
+
+
+def _pack(dst, parts):
+    """Copy the flat arrays ``parts`` one after the other into ``dst`` (converting to its
+    dtype); returns ``dst``."""
+    pos = 0
+    for p in parts:
+        dst[pos:pos + p.size] = p
+        pos += p.size
+    return dst
+
+
+def _unpack(src, lo, parts, div=None) -> None:
+    """The inverse of :func:`_pack` for the slice ``src`` of the packed vector that starts at
+    element ``lo``: each part receives the elements of it that ``src`` covers (divided by
+    ``div`` when given: the bits of copying, then dividing in place)."""
+    pos, hi = 0, lo + src.size
+    for p in parts:
+        a, b = max(pos, lo), min(pos + p.size, hi)
+        if a < b:
+            if div is None:
+                p[a - pos:b - pos] = src[a - lo:b - lo]
+            elif np.issubdtype(p.dtype, np.integer):
+                np.floor_divide(src[a - lo:b - lo], div, out=p[a - pos:b - pos])
+            else:
+                np.divide(src[a - lo:b - lo], p.dtype.type(div), out=p[a - pos:b - pos])
+        pos += p.size
+        if pos >= hi:
+            break
+
+
+def _divide(a, n) -> None:
+    if np.issubdtype(a.dtype, np.integer):
+        a //= n
+    else:
+        a /= a.dtype.type(n)
+
+
+# ---------------------------------------------------------------------- the graph stage
+def _role(node):
+    return getattr(node.fn, "dist_async", None)
+
+
+def _conflicts(a_reads, a_writes, b) -> bool:
+    """Whether node ``b`` must stay on its side of ``a`` (a shared block written by either;
+    a node touching no block is a sync point that orders everything)."""
+    if not (b.reads or b.writes) or not (a_reads or a_writes):
+        return True
+    for blk in b.writes:
+        if id(blk) in a_reads or id(blk) in a_writes:
+            return True
+    return any(id(blk) in a_writes for blk in b.reads)
+
+
+def _ids(node):
+    return {id(b) for b in node.reads}, {id(b) for b in node.writes}
+
+
+def hoist(steps, p) -> int:
+    """Move ``steps[p]`` to just after the nearest earlier step it depends on; its new
+    position."""
+    node = steps[p]
+    r, w = _ids(node)
+    q = p - 1
+    while q >= 0 and not _conflicts(r, w, steps[q]):
+        q -= 1
+    steps.insert(q + 1, steps.pop(p))
+    return q + 1
+
+
+def sink(steps, p) -> int:
+    """Move ``steps[p]`` to just before the nearest later step that depends on it; its new
+    position."""
+    node = steps[p]
+    r, w = _ids(node)
+    q = p + 1
+    while q < len(steps) and not _conflicts(r, w, steps[q]):
+        q += 1
+    steps.insert(q - 1, steps.pop(p))
+    return q - 1
+
+
+def overlap(plan) -> None:
+    """The ``dist.overlap`` stage: place starts and waits, insert progress nodes (see the
+    module docstring)."""
+    steps = plan.steps
+    if not any(_role(n) for n in steps):
+        return
+    # starts to hoist, earliest first, so that each sees the ones before it already moved;
+    # first the nodes that write its gradients (an order chosen for the least memory puts
+    # weight gradients last, which would leave nothing to overlap)
+    for node in [n for n in steps if (_role(n) or ("",))[:2] == ("start", True)]:
+        grads = {id(b) for b in node.reads} - {id(_role(node)[3])}
+        for w in [m for m in steps[:steps.index(node)]
+                  if not _role(m) and any(id(b) in grads for b in m.writes)]:
+            hoist(steps, steps.index(w))
+        hoist(steps, steps.index(node))
+    # waits (and the starts of overlap=False) to sink, latest first
+    late = [n for n in steps if _role(n) and (_role(n)[0] == "wait" or not _role(n)[1])]
+    for node in reversed(late):
+        sink(steps, steps.index(node))
+    out = []
+    outstanding: dict = {}  # (communicator, token) -> started requests not yet waited
+    for node in steps:
+        out.append(node)
+        role = _role(node)
+        if role is not None:
+            key = (role[2], role[3])
+            outstanding[key] = outstanding.get(key, 0) + (1 if role[0] == "start" else -1)
+            continue
+        for (comm, token), count in outstanding.items():
+            if count > 0:
+                out.append(plan.new_node(comm.progress, [token], [], "Dist.Progress"))
+    plan.steps = out
+
+
+STAGE = register_stage(GraphStage(
+    "dist.overlap", AFTER_ORDERING, overlap,
+    doc="all-reduce starts after the gradients' last writer, waits before the first reader, "
+        "MPI progress between the nodes in between"), replace=True)
