@@ -9,7 +9,16 @@ import threading
 
 import numpy as np
 import pytest
-from test_nn_kernels_cpu import check, conv_all_passes, randn
+from test_nn_kernels_cpu import (
+    CONV,
+    _conv_arrays,
+    assert_bitwise,
+    check,
+    conv_all_passes,
+    randn,
+    run_fused,
+    run_op,
+)
 
 
 @pytest.fixture
@@ -62,11 +71,50 @@ def test_winograd_weight_gradient_split_by_point(dev, rng, threads, monkeypatch,
     monkeypatch.setattr(winograd, "MIN_TILES", 1 << 30)
     monkeypatch.setattr(winograd, "PARALLEL_MIN_ITEMS", 1)  # weight transform split too
     taken = []
-    real = winograd._transform_images
-    monkeypatch.setattr(winograd, "_transform_images",
-                        lambda *a: (taken.append(a[1]), real(*a))[1])
+    real = winograd._by_points
+    monkeypatch.setattr(winograd, "_by_points", lambda *a: (taken.append(real(*a)), taken[-1])[1])
     conv_all_passes(dev, rng, case)
     assert taken == [n_threads]
+
+
+@pytest.mark.parametrize("n_threads", [2, 3])
+@pytest.mark.parametrize("case", list(CONV))
+def test_batch_one_convolution_splits_each_product(dev, rng, threads, monkeypatch, case,
+                                                   n_threads):
+    """One image, more threads than images (batch-1 inference): the products of every path
+    are split across the threads instead of by image. Conv2d with its bias and the backward
+    passes against float64; the fused Conv2d+ReLU(+Pooling2d) bitwise the unfused kernels."""
+    from singa_cpu.kernels import _threads, winograd
+
+    _force_threads(monkeypatch, threads, n_threads)
+    monkeypatch.setattr(_threads, "PARALLEL_MIN_MACS", 0)  # split even the small test GEMMs
+    splits = []
+    real = _threads.run_ranges
+
+    def counted(fn, n, parallel=True, threads=None):
+        splits.append(n)
+        return real(fn, n, parallel, threads)
+
+    monkeypatch.setattr(_threads, "run_ranges", counted)  # the GEMM helper's split
+    monkeypatch.setattr(winograd, "run_ranges", counted)  # Winograd's split by point
+    xs, ws, attrs = CONV[case]
+    xs = (1, *xs[1:])
+    x, w, b = _conv_arrays(rng, xs, ws)
+    y = check(dev, "Conv2d", [x, w, b], attrs)[0]
+    if attrs.get("group", 1) == 1:
+        assert splits, "no product was split across the threads"
+    dy = randn(rng, y.shape)
+    check(dev, "Conv2dBackwardX", [dy, w], {**attrs, "x_shape": xs})
+    check(dev, "Conv2dBackwardW", [dy, x], {**attrs, "w_shape": ws})
+    relu = run_op(dev, "ReLU", [y], {})[0]
+    assert_bitwise(run_fused(dev, "Conv2d+ReLU", [x, w, b], attrs, y.shape), relu, case)
+    if min(y.shape[2:]) >= 2:
+        pattrs = dict(kernel=(2, 2), stride=(2, 2), mode="max")
+        pooled = run_op(dev, "Pooling2d", [relu], pattrs)[0]
+        got_y, got_p = run_fused(dev, "Conv2d+ReLU+Pooling2d", [x, w, b],
+                                 {**attrs, "second": pattrs}, y.shape, pooled.shape)
+        assert_bitwise(got_y, relu, case)
+        assert_bitwise(got_p, pooled, case)
 
 
 @pytest.mark.parametrize("case", ["r18.down", "r18.l4"])

@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 from singa.backend import EMPTY, conv2d_geometry, kernel_attrs, pool2d_geometry
 
-from . import pool, winograd
+from . import _threads, pool, winograd
 from ._float16 import via_float32
 from ._parallel import pjit
 from ._threads import ThreadSums, chunk_spans, run_chunks, run_ranges, single_threaded_blas
@@ -168,7 +168,12 @@ def _spans(g, itemsize) -> list[tuple[int, int]]:
 
 
 def _pointwise(a, b, out, n):
-    """out[i] = a @ b[i] for the n images, image ranges on the threads."""
+    """out[i] = a @ b[i] for the n images, image ranges on the threads (with fewer images
+    than threads, e.g. batch-1 inference, each product is split across them instead)."""
+    if n < _threads.num_threads():
+        for i in range(n):
+            _threads.matmul(a, b[i], out[i])
+        return
     run_ranges(lambda lo, hi: np.matmul(a, b[lo:hi], out=out[lo:hi]), n)
 
 
@@ -263,15 +268,20 @@ def kernels(device) -> dict:
             col = _columns(ws, x, g, n0, m, per_image)
             if per_image:  # y[n] = W @ col[n], straight into y
                 for k in range(g.group):
-                    np.matmul(w2[k * og:(k + 1) * og], col[:, k * rg:(k + 1) * rg],
-                              out=y3[n0:n0 + m, k * og:(k + 1) * og])
+                    if m == 1:  # one image (batch-1 inference): the product is split across
+                        _threads.matmul(  # the threads unless this runs in a chunk
+                            w2[k * og:(k + 1) * og], col[0, k * rg:(k + 1) * rg],
+                            y3[n0, k * og:(k + 1) * og])
+                    else:
+                        np.matmul(w2[k * og:(k + 1) * og], col[:, k * rg:(k + 1) * rg],
+                                  out=y3[n0:n0 + m, k * og:(k + 1) * og])
                 if b is not None:
                     y3[n0:n0 + m] += b.reshape(1, -1, 1)
             else:
                 out2 = ws.get("out", (g.o, m * hw), x.dtype)
-                for k in range(g.group):
-                    np.matmul(w2[k * og:(k + 1) * og], col[k * rg:(k + 1) * rg],
-                              out=out2[k * og:(k + 1) * og])
+                for k in range(g.group):  # split across the threads unless in a chunk
+                    _threads.matmul(w2[k * og:(k + 1) * og], col[k * rg:(k + 1) * rg],
+                                    out2[k * og:(k + 1) * og])
                 _unpack(out2, y3, bias, b is not None, n0, m)
             if relu:
                 np.maximum(y3[n0:n0 + m], 0, out=y3[n0:n0 + m])

@@ -400,6 +400,24 @@ def conv3x3(ws, x, w, b, y, pads, pad_into, flip=False):
     u = _weight_transform(ws, w, o, c, flip, m)
     bias = b if b is not None else np.zeros(1, x.dtype)
     pt, _, pl, _ = pads
+    tiles = th * tw
+    t = _threads.num_threads()
+    if 1 < t and n < t:  # fewer images than threads (batch-1 inference): a batch chunk per
+        # thread would leave threads idle, so the products are split by Winograd point
+        v = ws.get("wino_v_all", (k, c, n * tiles), x.dtype)
+        mm = ws.get("wino_m_all", (k, o, n * tiles), x.dtype)
+
+        def transform_in(n0, m_):
+            xp = ws.get("xpad", (m_, c, m * th + 2, m * tw + 2), x.dtype)
+            pad_into(x, xp, n0, m_, pt, pl)
+            forward_in(xp, v[:, :, n0 * tiles:(n0 + m_) * tiles], m_, th, tw)
+
+        _transform_images(n, t, transform_in)
+        run_ranges(lambda lo, hi: np.matmul(u[lo:hi], v[lo:hi], out=mm[lo:hi]), k, threads=t)
+        _transform_images(n, t, lambda n0, m_: forward_out(
+            mm[:, :, n0 * tiles:(n0 + m_) * tiles], y, bias, b is not None, n0, m_, th, tw))
+        return
+
     def chunk(span):
         n0, m_ = span
         xp = ws.get("xpad", (m_, c, m * th + 2, m * tw + 2), x.dtype)
