@@ -89,6 +89,21 @@ print(f"preflight: running on {dev.name} ({type(dev).__name__}), {len(dev.kernel
 """
 
 
+def runnable(session: nox.Session, backend: str):
+    """The (description, env) runs of ``RUNS[backend]`` whose device works on this machine:
+    each is preflighted; one that cannot run here (e.g. an OpenCL runtime that cannot compile
+    for this CPU) is logged with the reason and skipped."""
+    for what, env in RUNS[backend]:
+        session.log(f"run: {what}")
+        out = session.run("python", "-c", PREFLIGHT, backend, env=env, silent=True,
+                          success_codes=[0, 3])
+        session.log(out.strip().splitlines()[-1])
+        if "CANNOT RUN HERE" in out:
+            session.log(f"run skipped: {what} cannot run on this machine (the line above)")
+            continue
+        yield what, env
+
+
 # every package's import root, for lint-imports (it reads sources; nothing is installed)
 IMPORT_ROOTS = [*(f"packages/{p}/src" for p in sorted(os.listdir("packages"))),
                 "tests/plugins", "tools/lint", "examples/plugin-template/src"]
@@ -117,14 +132,7 @@ def tests(session: nox.Session, backend: str) -> None:
     if os.path.exists(xfails):
         args += ["--singa-xfails", xfails]
     ran = 0
-    for what, env in RUNS[backend]:
-        session.log(f"run: {what}")
-        out = session.run("python", "-c", PREFLIGHT, backend, env=env, silent=True,
-                          success_codes=[0, 3])
-        session.log(out.strip().splitlines()[-1])
-        if "CANNOT RUN HERE" in out:
-            session.log(f"run skipped: {what} cannot run on this machine (the line above)")
-            continue
+    for _what, env in runnable(session, backend):
         ran += 1
         # "slow or not slow": also the README main-job run (>= 95% on digits) in tests/examples
         # SINGA_DEVICE makes the backend the default device, so tests/nn (layers, models, graph
@@ -187,13 +195,7 @@ def dist(session: nox.Session) -> None:
     # the operations, every DistOpt mode and graph overlap on OpenCL devices (host staging), 2
     # ranks, on each OpenCL runtime that can run here (same preflight as the opencl session)
     session.install("./packages/singa-opencl[cpu]")
-    for what, cl_env in RUNS["opencl"]:
-        out = session.run("python", "-c", PREFLIGHT, "opencl", env=cl_env, silent=True,
-                          success_codes=[0, 3])
-        session.log(out.strip().splitlines()[-1])
-        if "CANNOT RUN HERE" in out:
-            session.log(f"run skipped: {what} cannot run on this machine (the line above)")
-            continue
+    for what, cl_env in runnable(session, "opencl"):
         session.log(f"run: tests/dist operations and DistOpt on 2 MPI ranks, {what}")
         session.run("mpiexec", "-n", "2", "python", "-m", "pytest", "-q", "-p",
                     "no:cacheprovider", "tests/dist/test_ops.py", "tests/dist/test_distopt.py",
@@ -223,13 +225,7 @@ def onnx(session: nox.Session) -> None:
     session.install("torch==2.13.0")
     session.run("python", "-c", "import torch; assert not torch.version.cuda, torch.version.cuda")
     session.run("pytest", "-q", "tests/onnx", *session.posargs, env={"SINGA_DEVICE": "cpu"})
-    for what, env in RUNS["opencl"]:
+    for what, env in runnable(session, "opencl"):
         session.log(f"run: imported models on OpenCL, {what}")
-        out = session.run("python", "-c", PREFLIGHT, "opencl", env=env, silent=True,
-                          success_codes=[0, 3])
-        session.log(out.strip().splitlines()[-1])
-        if "CANNOT RUN HERE" in out:
-            session.log(f"run skipped: {what} cannot run on this machine (the line above)")
-            continue
         session.run("pytest", "-q", *ONNX_DEVICE_TESTS, *session.posargs,
                     env={"SINGA_DEVICE": "opencl", **env})

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import argparse
 import io
+import os
 import statistics
+import sys
 import time
 
 import numpy as np
@@ -23,17 +25,10 @@ import singa_onnx
 import torch
 from torch import nn
 
-
-class SeedCNN(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv1, self.conv2 = nn.Conv2d(1, 20, 5), nn.Conv2d(20, 50, 5)
-        self.fc1, self.fc2 = nn.Linear(800, 500), nn.Linear(500, 10)
-
-    def forward(self, x):
-        x = torch.max_pool2d(torch.relu(self.conv1(x)), 2)
-        x = torch.max_pool2d(torch.relu(self.conv2(x)), 2)
-        return self.fc2(torch.relu(self.fc1(torch.flatten(x, 1))))
+# the seed CNN as the ONNX tests define it (one definition for the tests and the benchmark)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
+                                "onnx"))
+from torch_models import SeedCNN  # noqa: E402
 
 
 class Block(nn.Module):

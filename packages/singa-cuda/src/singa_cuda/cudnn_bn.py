@@ -22,7 +22,7 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass
 
-from .cudnn_conv import CACHE_SIZE, LruCache
+from .cudnn_conv import CudnnGraphs
 
 
 @dataclass(frozen=True)
@@ -125,18 +125,11 @@ GLUE = {"BatchNormTrain": ("train", train), "BatchNormInfer": ("infer", infer),
 
 
 # ----------------------------------------------------------------- the cuDNN graphs (GPU only)
-class CudnnBatchNorm:
-    """The cuDNN handle (bound to the device's stream) and graph cache of one CudaGPU."""
+class CudnnBatchNorm(CudnnGraphs):
+    """The cuDNN batch-norm graphs of one CudaGPU."""
 
     def __init__(self, device):
-        import cudnn
-
-        self.cudnn = cudnn
-        self.device = device
-        with device.cuda_device:
-            self.handle = cudnn.create_handle()
-            cudnn.set_stream(handle=self.handle, stream=device.stream.ptr)
-        self.cache = LruCache(CACHE_SIZE)
+        super().__init__(device)
         self.refused: dict[BnKey, str] = {}  # key -> why cuDNN would not build it
 
     def _build(self, key: BnKey):

@@ -86,8 +86,9 @@ class _Graph:
         self.graph, self.ports, self.workspace = graph, ports, workspace
 
 
-class CudnnConv:
-    """The cuDNN handle and graph cache of one CudaGPU."""
+class CudnnGraphs:
+    """A cuDNN handle bound to one CudaGPU's stream, and an LRU cache of built graphs (the
+    convolution and batch-norm graph families each keep one)."""
 
     def __init__(self, device):
         import cudnn
@@ -98,6 +99,10 @@ class CudnnConv:
             self.handle = cudnn.create_handle()
             cudnn.set_stream(handle=self.handle, stream=device.stream.ptr)
         self.cache = LruCache(CACHE_SIZE)
+
+
+class CudnnConv(CudnnGraphs):
+    """The cuDNN convolution graphs of one CudaGPU."""
 
     def _dtype(self, name: str):
         dt = self.cudnn.data_type
