@@ -167,6 +167,8 @@ def main(argv=None):
     ap.add_argument("--part", choices=["sync", "scale", "all"], default="all")
     ap.add_argument("--reps", type=int, default=15)
     ap.add_argument("--steps", type=int, default=8)
+    ap.add_argument("--scale-reps", type=int, default=3,
+                    help="rounds of the weak-scaling configurations (alternating)")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--models", nargs="+", default=["cnn", "resnet18"])
     ap.add_argument("--modes", nargs="+", choices=["eager", "graph"], default=["eager", "graph"])
@@ -191,19 +193,25 @@ def main(argv=None):
             print(f"{name:<44} {v * 1e3:8.2f} {v / raw:7.2f}")
     if args.part in ("scale", "all"):
         print(f"\nweak scaling, 1 thread per rank, median step of {args.steps} after "
-              f"{args.warmup} warm-up (slowest rank)")
+              f"{args.warmup} warm-up (slowest rank); {args.scale_reps} rounds of the three "
+              "configurations, alternating, median of the rounds")
         print(f"{'model':<9} {'mode':<6} {'batch/rank':>10} {'1 rank s':>9} {'2 ranks s':>10} "
               f"{'ratio':>6} {'overlap':>8}")
         for name in args.models:
             for mode in args.modes:
                 common = ["--models", name, "--modes", mode, "--steps", str(args.steps),
                           "--warmup", str(args.warmup)]
-                one = launch(1, ["--worker", "step", *common])["step"]
+                runs = {"one": [], "on": [], "off": []}
+                for _ in range(args.scale_reps):  # the host's speed drifts: alternate
+                    runs["one"].append(launch(1, ["--worker", "step", *common])["step"])
+                    for ov in ("on", "off"):
+                        runs[ov].append(launch(2, ["--worker", "step", "--overlap", ov,
+                                                   *common])["step"])
+                one = statistics.median(runs["one"])
                 for ov in ("on", "off"):
-                    two = launch(2, ["--worker", "step", "--overlap", ov, *common])["step"]
+                    two = statistics.median(runs[ov])
                     print(f"{name:<9} {mode:<6} {BATCH[name]:>10} {one:9.4f} {two:10.4f} "
                           f"{two / one:6.2f} {ov:>8}", flush=True)
-
 
 if __name__ == "__main__":
     main()
