@@ -18,8 +18,6 @@ import statistics
 import sys
 import time
 
-import numpy as np
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import nn_kernels as nk  # noqa: E402
@@ -33,19 +31,10 @@ def main(argv=None):
     args = ap.parse_args(argv)
     own = winograd._by_points
     b = nk.Bench(1)
-    for name, _count, xs, (o, kh, kw), stride, pad in nk.CONV_CASES:
+    for name, _count, xs, wspec, stride, pad in nk.CONV_CASES:
         if name not in args.layers:
             continue
-        x, w = b.randn(xs), b.randn((o, xs[1], kh, kw))
-        attrs = {"stride": (stride, stride), "pads": (pad,) * 4}
-        y = b.OPS["Conv2d"].reference(x[:1].astype(np.float64), w.astype(np.float64), **attrs)
-        ys = (xs[0],) + y.shape[1:]
-        cx, cw, cdy = b.ct(x), b.ct(w), b.ct(b.randn(ys))
-        passes = {
-            "fwd": b.op("Conv2d", [cx, cw], [b.empty(ys)], attrs),
-            "bwdX": b.op("Conv2dBackwardX", [cdy, cw], [b.empty(xs)], {**attrs, "x_shape": xs}),
-            "bwdW": b.op("Conv2dBackwardW", [cdy, cx], [b.empty(w.shape)],
-                         {**attrs, "w_shape": w.shape})}
+        passes = b.conv_passes(xs, wspec, stride, pad)[3]
         for what, fn in passes.items():
             times = {"chunks": [], "points": []}
             for _ in range(args.rounds):

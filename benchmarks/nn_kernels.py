@@ -125,8 +125,9 @@ class Bench:
               f"   ratio {a / b:5.2f}", flush=True)
 
     # ------------------------------------------------------------------ cases
-    def conv(self, name, count, xs, wspec, stride, pad):
-        torch = self.torch
+    def conv_passes(self, xs, wspec, stride, pad):
+        """Random x, w, dy of one layer and our three passes on them: ``(x, w, dy,
+        {"fwd": call, "bwdX": call, "bwdW": call})``."""
         o, kh, kw = wspec
         x, w = self.randn(xs), self.randn((o, xs[1], kh, kw))
         attrs = {"stride": (stride, stride), "pads": (pad,) * 4}
@@ -135,18 +136,23 @@ class Bench:
         ys = (xs[0],) + y.shape[1:]
         dy = self.randn(ys)
         cx, cw, cdy = self.ct(x), self.ct(w), self.ct(dy)
+        return x, w, dy, {
+            "fwd": self.op("Conv2d", [cx, cw], [self.empty(ys)], attrs),
+            "bwdX": self.op("Conv2dBackwardX", [cdy, cw], [self.empty(xs)],
+                            {**attrs, "x_shape": xs}),
+            "bwdW": self.op("Conv2dBackwardW", [cdy, cx], [self.empty(w.shape)],
+                            {**attrs, "w_shape": w.shape})}
+
+    def conv(self, name, count, xs, wspec, stride, pad):
+        torch = self.torch
+        x, w, dy, ours = self.conv_passes(xs, wspec, stride, pad)
         tx, tw, tdy = torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(dy)
         kw_t = {"stride": stride, "padding": pad}
-        self.record("conv", name, "fwd", count,
-                    self.op("Conv2d", [cx, cw], [self.empty(ys)], attrs),
+        self.record("conv", name, "fwd", count, ours["fwd"],
                     lambda: torch.nn.functional.conv2d(tx, tw, **kw_t))
-        self.record("conv", name, "bwdX", count,
-                    self.op("Conv2dBackwardX", [cdy, cw], [self.empty(xs)],
-                            {**attrs, "x_shape": xs}),
+        self.record("conv", name, "bwdX", count, ours["bwdX"],
                     lambda: torch.nn.grad.conv2d_input(xs, tw, tdy, **kw_t))
-        self.record("conv", name, "bwdW", count,
-                    self.op("Conv2dBackwardW", [cdy, cx], [self.empty(w.shape)],
-                            {**attrs, "w_shape": w.shape}),
+        self.record("conv", name, "bwdW", count, ours["bwdW"],
                     lambda: torch.nn.grad.conv2d_weight(tx, w.shape, tdy, **kw_t))
 
     def pool(self, name, count, xs, k, s, p, mode):

@@ -46,7 +46,7 @@ def singa_trainer(name, use_graph, device_name, batch_size):
         _out, loss = m(tx, ty)
         return float(tensor.to_numpy(loss)[0])  # forces completion on async devices
 
-    step.pool = dev  # the worker reads the pool's peak after the timed steps
+    step.device = dev  # the worker reads its pool's peak after the timed steps
     return step
 
 
@@ -78,7 +78,7 @@ def worker(config, name, device_name, steps, warmup, clock=time.perf_counter):
         singa_trainer(name, config == "graph", device_name, bs)
     for _ in range(warmup):
         step()
-    dev = getattr(step, "pool", None)
+    dev = getattr(step, "device", None)
     if dev is not None:
         dev.reset_peak_memory_stats()
     times = []

@@ -85,11 +85,13 @@ class Operator:
         if _pkg.training:  # what backward will check: the inputs' blocks and their versions
             self._versions = [(weakref.ref(c.block), c.block.version) for c in datas]
         self._released = False
-        before = dict(self.__dict__)
+        before = dict(self.__dict__) if _pkg.training else None
         ys = self.forward(*datas)
-        # what forward saved for backward (set or replaced during this call): backward frees it
-        self._saved_names = [k for k, v in self.__dict__.items()
-                             if before.get(k, _MISSING) is not v and _holds_ctensor(v)]
+        # what forward saved for backward (set or replaced during this call; ops save only
+        # while training, so inference skips the scan): backward may free it
+        self._saved_names = () if before is None else [
+            k for k, v in self.__dict__.items()
+            if before.get(k, _MISSING) is not v and _holds_ctensor(v)]
         if not isinstance(ys, tuple):
             ys = (ys,)
         if _pkg.training:  # an output the op keeps (exp, sigmoid, tanh, sqrt keep y) counts too
