@@ -120,6 +120,8 @@ def sync_worker(reps):
 
 
 def step_worker(model_name, overlap, steps, warmup, graph):
+    """One configuration's median step; ``overlap`` None: every rank trains alone with the
+    plain optimizer (no DistOpt), the floor two concurrent 1-thread trainings set here."""
     sys.path.insert(0, HERE)
     import _models
     from singa import device, dist, opt, tensor
@@ -128,7 +130,7 @@ def step_worker(model_name, overlap, steps, warmup, graph):
     comm = dist.get_communicator("mpi")
     bs = BATCH[model_name]
     m = _models.singa_model(model_name)
-    if comm.world_size > 1:
+    if comm.world_size > 1 and overlap is not None:
         m.set_optimizer(opt.DistOpt(m.optimizer, communicator=comm, overlap=overlap))
     x, y = _models.batch(model_name, bs, seed=comm.rank)
     tx = tensor.Tensor(x.shape, dev, tensor.float32)
@@ -173,12 +175,14 @@ def main(argv=None):
     ap.add_argument("--models", nargs="+", default=["cnn", "resnet18"])
     ap.add_argument("--modes", nargs="+", choices=["eager", "graph"], default=["eager", "graph"])
     ap.add_argument("--worker", choices=["sync", "step"], help=argparse.SUPPRESS)
-    ap.add_argument("--overlap", choices=["on", "off"], default="on", help=argparse.SUPPRESS)
+    ap.add_argument("--overlap", choices=["on", "off", "none"], default="on",
+                    help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker == "sync":
         return sync_worker(args.reps)
     if args.worker == "step":
-        return step_worker(args.models[0], args.overlap == "on", args.steps, args.warmup,
+        overlap = {"on": True, "off": False, "none": None}[args.overlap]
+        return step_worker(args.models[0], overlap, args.steps, args.warmup,
                            args.modes[0] == "graph")
 
     if args.part in ("sync", "all"):
@@ -193,25 +197,28 @@ def main(argv=None):
             print(f"{name:<44} {v * 1e3:8.2f} {v / raw:7.2f}")
     if args.part in ("scale", "all"):
         print(f"\nweak scaling, 1 thread per rank, median step of {args.steps} after "
-              f"{args.warmup} warm-up (slowest rank); {args.scale_reps} rounds of the three "
-              "configurations, alternating, median of the rounds")
+              f"{args.warmup} warm-up (slowest rank); {args.scale_reps} rounds of the four "
+              "configurations, alternating, median of the rounds. 'no sync': 2 ranks each "
+              "training alone (no DistOpt), what two concurrent 1-thread trainings cost on "
+              "this host without any communication")
         print(f"{'model':<9} {'mode':<6} {'batch/rank':>10} {'1 rank s':>9} {'2 ranks s':>10} "
               f"{'ratio':>6} {'overlap':>8}")
         for name in args.models:
             for mode in args.modes:
                 common = ["--models", name, "--modes", mode, "--steps", str(args.steps),
                           "--warmup", str(args.warmup)]
-                runs = {"one": [], "on": [], "off": []}
+                runs = {"one": [], "on": [], "off": [], "none": []}
                 for _ in range(args.scale_reps):  # the host's speed drifts: alternate
                     runs["one"].append(launch(1, ["--worker", "step", *common])["step"])
-                    for ov in ("on", "off"):
+                    for ov in ("on", "off", "none"):
                         runs[ov].append(launch(2, ["--worker", "step", "--overlap", ov,
                                                    *common])["step"])
                 one = statistics.median(runs["one"])
-                for ov in ("on", "off"):
+                for ov in ("on", "off", "none"):
                     two = statistics.median(runs[ov])
                     print(f"{name:<9} {mode:<6} {BATCH[name]:>10} {one:9.4f} {two:10.4f} "
-                          f"{two / one:6.2f} {ov:>8}", flush=True)
+                          f"{two / one:6.2f} {'no sync' if ov == 'none' else ov:>8}",
+                          flush=True)
 
 if __name__ == "__main__":
     main()
