@@ -104,11 +104,38 @@ class Conv2dGeometry(NamedTuple):
     wo: int
 
 
+#: Geometries already computed, by (kind, op, shapes, the attributes read): kernels ask on every
+#: call (7-10 us each, measured), mostly for the same few layers. Bounded; attributes that do
+#: not hash (lists) are computed every time. Errors are raised, never cached.
+_GEOMETRIES: dict = {}
+_GEOMETRIES_MAX = 4096
+
+
+def _cached(key, compute):
+    try:
+        return _GEOMETRIES[key]
+    except KeyError:
+        pass
+    except TypeError:  # an unhashable attribute value
+        return compute()
+    g = compute()
+    if len(_GEOMETRIES) >= _GEOMETRIES_MAX:
+        _GEOMETRIES.clear()
+    _GEOMETRIES[key] = g
+    return g
+
+
 def conv2d_geometry(op: str, x_shape: tuple, w_shape: tuple, attrs: dict) -> Conv2dGeometry:
     """Check and normalise a convolution of ``x_shape`` (NCHW) by ``w_shape`` (O, C/g, kh, kw).
 
     ``Ho = (H + top + bottom - dh*(kh-1) - 1) // sh + 1`` and likewise ``Wo``.
     """
+    key = ("conv", op, tuple(x_shape), tuple(w_shape), attrs.get("stride"),
+           attrs.get("dilation"), attrs.get("pads"), attrs.get("group", 1))
+    return _cached(key, lambda: _conv2d_geometry(op, x_shape, w_shape, attrs))
+
+
+def _conv2d_geometry(op, x_shape, w_shape, attrs) -> Conv2dGeometry:
     _check_ndim(op, "x", tuple(x_shape), 4, "(N, C, H, W)")
     _check_ndim(op, "W", tuple(w_shape), 4, "(O, C/group, kh, kw)")
     n, c, h, w = (int(d) for d in x_shape)
@@ -402,6 +429,13 @@ def pool2d_geometry(op: str, x_shape: tuple, attrs: dict) -> Pool2dGeometry:
     ``Ho = floor((H + top + bottom - kh) / sh) + 1``, or with ``ceil_mode`` the ceiling,
     dropping a last window that would start in the bottom padding (PyTorch's rule).
     """
+    key = ("pool", op, tuple(x_shape), attrs.get("kernel"), attrs.get("stride"),
+           attrs.get("pads"), attrs.get("mode", "max"), attrs.get("ceil_mode", False),
+           attrs.get("count_include_pad", True))
+    return _cached(key, lambda: _pool2d_geometry(op, x_shape, attrs))
+
+
+def _pool2d_geometry(op, x_shape, attrs) -> Pool2dGeometry:
     _check_ndim(op, "x", tuple(x_shape), 4, "(N, C, H, W)")
     n, c, h, w = (int(d) for d in x_shape)
     if attrs.get("kernel") is None:

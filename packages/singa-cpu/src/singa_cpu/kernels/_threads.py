@@ -82,7 +82,20 @@ def num_threads() -> int:
         return 1
     with _lock:
         current = _saved if _depth else blas[0]()
-    return max(1, min(current, len(os.sched_getaffinity(0))))
+    return max(1, min(current, _cores()))
+
+
+_affinity = (None, 1)  # (pid, cores) read once per process
+
+
+def _cores() -> int:
+    """Cores this process may run on, read once per process (a syscall; num_threads is asked
+    several times per convolution); the pool's size is fixed at the same time."""
+    global _affinity
+    pid = os.getpid()
+    if _affinity[0] != pid:
+        _affinity = (pid, len(os.sched_getaffinity(0)))
+    return _affinity[1]
 
 
 class _Pool:
@@ -133,7 +146,7 @@ class _Pool:
 def _executor():
     global _pool, _pool_pid
     if _pool is None or _pool_pid != os.getpid():  # a forked child has no pool threads
-        _pool = _Pool(max(1, len(os.sched_getaffinity(0)) - 1))
+        _pool = _Pool(max(1, _cores() - 1))
         _pool_pid = os.getpid()
     return _pool
 
