@@ -88,6 +88,7 @@ def test_batch_one_convolution_splits_each_product(dev, rng, threads, monkeypatc
 
     _force_threads(monkeypatch, threads, n_threads)
     monkeypatch.setattr(_threads, "PARALLEL_MIN_MACS", 0)  # split even the small test GEMMs
+    monkeypatch.setattr(winograd, "MIN_BATCH_TILES", 1)  # the Winograd cases stay Winograd
     splits = []
     real = _threads.run_ranges
 
@@ -115,6 +116,54 @@ def test_batch_one_convolution_splits_each_product(dev, rng, threads, monkeypatc
                                  {**attrs, "second": pattrs}, y.shape, pooled.shape)
         assert_bitwise(got_y, relu, case)
         assert_bitwise(got_p, pooled, case)
+
+
+@pytest.mark.parametrize("n_threads", [2, 3])
+@pytest.mark.parametrize("case", ["cnn.conv1", "r18.stem", "imagenet.stem7x7", "r18.down",
+                                  "group4", "dilated", "winograd odd"])
+def test_batch_one_large_image_runs_in_bands(dev, rng, threads, monkeypatch, case, n_threads):
+    """Fewer images than threads, columns past COL_BYTES (an ImageNet stem at batch 1): every
+    (image, band of output rows) is a chunk with its own columns and epilogue. Conv2d against
+    float64 and equal to the unbanded kernel; the fused ReLU and ReLU+2x2-pooling (even band
+    heights) bitwise the unfused kernels."""
+    from singa_cpu.kernels import conv, winograd
+
+    xs, ws, attrs = CONV[case]
+    xs = (min(xs[0], n_threads - 1), *xs[1:])
+    x, w, b = _conv_arrays(rng, xs, ws)
+    monkeypatch.setattr(winograd, "MIN_BATCH_TILES", 1 << 30)  # 3x3 layers take im2col too
+    _force_threads(monkeypatch, threads, n_threads)
+    whole = run_op(dev, "Conv2d", [x, w, b], attrs)[0]
+    monkeypatch.setattr(conv, "COL_BYTES", 1)
+    banded = []
+    real = conv._bands
+    monkeypatch.setattr(conv, "_bands", lambda *a: (banded.append(real(*a)), banded[-1])[1])
+    y = check(dev, "Conv2d", [x, w, b], attrs)[0]
+    assert banded[-1] and len(banded[-1]) >= conv.MIN_BANDS, banded
+    np.testing.assert_allclose(y, whole, rtol=1e-6, atol=1e-6 * float(np.abs(whole).max()))
+    relu = run_op(dev, "ReLU", [y], {})[0]
+    assert_bitwise(run_fused(dev, "Conv2d+ReLU", [x, w, b], attrs, y.shape), relu, case)
+    pattrs = dict(kernel=(2, 2), stride=(2, 2), mode="max")
+    pooled = run_op(dev, "Pooling2d", [relu], pattrs)[0]
+    got_y, got_p = run_fused(dev, "Conv2d+ReLU+Pooling2d", [x, w, b],
+                             {**attrs, "second": pattrs}, y.shape, pooled.shape)
+    assert_bitwise(got_y, relu, case)
+    assert_bitwise(got_p, pooled, case)
+
+
+def test_winograd_needs_enough_tiles_in_the_batch(dev):
+    """Winograd only when the batch has MIN_BATCH_TILES output tiles: at batch 1 ResNet's
+    14x14 and 7x7 layers (16 and 4 F4 tiles) take im2col, its 56x56 layer and every layer at
+    batch 32 Winograd."""
+    from singa.backend import conv2d_geometry
+    from singa_cpu.kernels import winograd
+
+    def takes(n, c, hw):
+        return winograd.eligible(conv2d_geometry("Conv2d", (n, c, hw, hw), (c, c, 3, 3),
+                                                 {"pads": (1, 1, 1, 1)}))
+
+    assert not takes(1, 512, 7) and not takes(1, 256, 14)
+    assert takes(1, 64, 56) and takes(32, 512, 7) and takes(32, 256, 14)
 
 
 @pytest.mark.parametrize("case", ["r18.down", "r18.l4"])

@@ -70,11 +70,12 @@ def _pad_into(x, xp, n0, nb, pt, pl):
 
 
 @pjit()
-def _im2col(xp, col, cs_n, cs_r, nb, kh, kw, sh, sw, dh, dw, ho, wo):
-    """col[n*cs_n + r*cs_r + p*Wo + q] = xp[n, c, p*sh + i*dh, q*sw + j*dw], r = (c, i, j), for
-    a padded chunk; ``col`` is the flat column buffer, with the per-image layout
-    (``cs_n = C*kh*kw*Ho*Wo``, ``cs_r = Ho*Wo``) or the packed one (``cs_n = Ho*Wo``,
-    ``cs_r = nb*Ho*Wo``).
+def _im2col(xp, col, cs_n, cs_r, nb, kh, kw, sh, sw, dh, dw, p0, ho, wo):
+    """col[n*cs_n + r*cs_r + p*Wo + q] = xp[n, c, (p0 + p)*sh + i*dh, q*sw + j*dw],
+    r = (c, i, j), p < ho, for a padded chunk; ``col`` is the flat column buffer, with the
+    per-image layout (``cs_n = C*kh*kw*Ho*Wo``, ``cs_r = Ho*Wo``) or the packed one
+    (``cs_n = Ho*Wo``, ``cs_r = nb*Ho*Wo``). ``p0``, ``ho``: the band of output rows (all of
+    them but in :func:`_band_forward`).
 
     Flat indices are unsigned (``U``): with signed ones numba checks every index for
     wraparound, which keeps the short row copies (Wo elements) from vectorising; measured 2.7x
@@ -88,7 +89,7 @@ def _im2col(xp, col, cs_n, cs_r, nb, kh, kw, sh, sw, dh, dw, ho, wo):
         j = r - c * kk - i * kw
         for n in range(nb):
             d0 = U(n * cs_n + r * cs_r)
-            s0 = U(((n * c_in + c) * hp + i * dh) * wp + j * dw)
+            s0 = U(((n * c_in + c) * hp + i * dh + p0 * sh) * wp + j * dw)
             for p in range(ho):
                 s = s0 + U(p * sh * wp)
                 d = d0 + U(p * wo)
@@ -183,6 +184,27 @@ def _is_pointwise(g) -> bool:
             and g.group == 1 and g.ho * g.wo >= 64)
 
 
+#: Bands of output rows per image are at least this many (when an image is banded at all):
+#: enough for the threads to share, in a number that does not depend on how many threads run.
+MIN_BANDS = 4
+
+
+def _bands(g, itemsize):
+    """Bands ``[(p0, p1), ...]`` of output rows for :func:`_band_forward`, or None when the
+    batch is not banded: it is when it has fewer images than threads and one image's columns
+    exceed COL_BYTES. Band heights are even, so that a fused 2x2 pooling pools each band's own
+    rows; and the same with the pooling fused or not, because BLAS's last bits depend on how
+    many columns a product has (the fused kernels equal the unfused ones bitwise)."""
+    if g.n >= _threads.num_threads():
+        return None
+    col = g.c * g.kh * g.kw * g.ho * g.wo * itemsize
+    if col <= COL_BYTES:
+        return None
+    step = -(-g.ho // max(MIN_BANDS, -(-col // COL_BYTES)))
+    step += step % 2
+    return [(p0, min(p0 + step, g.ho)) for p0 in range(0, g.ho, step)]
+
+
 def _padded_shape(g, m):
     """Padded chunk shape; rows/cols past the last window's reach are never read."""
     hp = max(g.h + g.pt, (g.ho - 1) * g.sh + (g.kh - 1) * g.dh + 1)
@@ -213,7 +235,7 @@ def _columns(ws, x, g, n0, m, per_image):
     rows, hw = g.c * g.kh * g.kw, g.ho * g.wo
     col = ws.get("col", (m, rows, hw) if per_image else (rows, m * hw), x.dtype)
     cs_n, cs_r = _col_strides(rows, hw, m, per_image)
-    _im2col(xp, col.reshape(-1), cs_n, cs_r, m, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.ho,
+    _im2col(xp, col.reshape(-1), cs_n, cs_r, m, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, 0, g.ho,
             g.wo)
     return col
 
@@ -262,6 +284,10 @@ def kernels(device) -> dict:
         rows = g.c * g.kh * g.kw
         og, rg = g.o // g.group, rows // g.group
         per_image = _per_image(g)
+        bands = _bands(g, x.itemsize) if per_image else None
+        if bands:
+            _band_forward(x, w2, b, y, g, relu, pooled, bands)
+            return
 
         def chunk(span):
             n0, m = span
@@ -289,6 +315,42 @@ def kernels(device) -> dict:
                 pool.max_2x2(y[n0:n0 + m], pooled[n0:n0 + m])
 
         run_chunks(chunk, _spans(g, x.itemsize))
+
+    def _band_forward(x, w2, b, y, g, relu, pooled, bands):
+        """The per-image im2col forward of fewer images than threads whose columns exceed
+        COL_BYTES (a large image at batch 1: an ImageNet stem's columns are 7 MiB): the
+        images are padded once, then every (image, band of output rows) runs as one chunk on
+        the threads, its columns in cache, its epilogue (bias, ReLU, 2x2 pooling) right after
+        its GEMM. The same products as the whole image's, column block by column block."""
+        hw = g.ho * g.wo
+        y3 = y.reshape(g.n, g.o, hw)
+        rows = g.c * g.kh * g.kw
+        og, rg = g.o // g.group, rows // g.group
+        shape = _padded_shape(g, g.n)
+        if shape[2:] == x.shape[2:]:
+            xp = x
+        else:
+            xp = ws.get("xpad", shape, x.dtype)
+            _pad_into(x, xp, 0, g.n, g.pt, g.pl)
+
+        def band(item):
+            n, p0, p1 = item
+            cols = (p1 - p0) * g.wo
+            col = ws.get("col", (rows, cols), x.dtype)
+            _im2col(xp[n:n + 1], col.reshape(-1), 0, cols, 1, g.kh, g.kw, g.sh, g.sw, g.dh,
+                    g.dw, p0, p1 - p0, g.wo)
+            out = y3[n, :, p0 * g.wo:p1 * g.wo]
+            for k in range(g.group):
+                np.matmul(w2[k * og:(k + 1) * og], col[k * rg:(k + 1) * rg],
+                          out=out[k * og:(k + 1) * og])
+            if b is not None:
+                out += b.reshape(-1, 1)
+            if relu:
+                np.maximum(out, 0, out=out)
+            if pooled is not None:
+                pool.max_2x2(y[n:n + 1], pooled[n:n + 1], (p0 // 2, p1 // 2))
+
+        run_chunks(band, [(n, p0, p1) for n in range(g.n) for p0, p1 in bands])
 
     @kernel_attrs(contiguous_inputs=True)
     @via_float32
