@@ -93,10 +93,10 @@ def _transform_images(n, t, fn):
 #: call transforms the weights, t*t*9 multiply-adds per (o, c): what a direct convolution
 #: spends on t*t output pixels (36 for F4). And the t*t products have as many columns as
 #: there are tiles, too few for BLAS to run near its peak. Measured at batch 1 on 2 cores
-#: (AMD EPYC, ``python benchmarks/conv_layers.py --winograd-min-tiles 1`` against 100000,
-#: two sessions): ResNet-18's 7x7 layer (4 F4 tiles) 3.0-5.9 ms Winograd against 1.7-2.4 ms
-#: im2col, its 14x14 layer (16 tiles) 2.7-2.8 against 2.1-2.4; its 28x28 layer (49 tiles)
-#: 1.3 against 1.5-2.1 and its 56x56 one (196) 1.2-1.4 against 1.7-2.9.
+#: (``python benchmarks/conv_layers.py --winograd-min-tiles 1`` against 100000, on an AMD
+#: EPYC and an AVX-512 Xeon): ResNet-18's 7x7 layer (4 F4 tiles) 3.0-5.9 ms Winograd
+#: against 1.7-2.4 ms im2col, its 14x14 layer (16 tiles) 2.7-2.8 against 2.1-2.4; its 28x28
+#: layer (49 tiles) 1.3 against 1.5-2.1 and its 56x56 one (196) 1.2-1.4 against 1.7-2.9.
 MIN_BATCH_TILES = 32
 
 
