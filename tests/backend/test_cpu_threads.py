@@ -118,6 +118,51 @@ def test_batch_one_convolution_splits_each_product(dev, rng, threads, monkeypatc
         assert_bitwise(got_p, pooled, case)
 
 
+def _operand(rng, shape, transposed):
+    x = rng.standard_normal(shape[::-1] if transposed else shape).astype(np.float32)
+    return x.T if transposed else x
+
+
+@pytest.mark.parametrize("n_threads", [1, 2, 3])
+@pytest.mark.parametrize("case", [
+    ((5, 40), False, (40, 70), False, "cols"),  # wide output: the bigger operand b is split
+    ((70, 40), False, (40, 5), False, "rows"),  # tall output: a is split
+    ((9, 9), False, (9, 9), False, "rows"),  # square: rows
+    ((4, 33), False, (33, 70), True, "cols"),  # b a transposed view (a Linear layer's W.T)
+    ((60, 6), True, (6, 50), False, "rows"),  # a a transposed view (a weight gradient's x.T)
+    ((3, 6, 8), False, (3, 8, 20), False, "batch"),  # batched: by the leading axis
+])
+def test_gemm_split_across_threads(threads, monkeypatch, n_threads, case):
+    """The GEMM helper splits a big product by columns when the output is wider than tall,
+    else by rows (or by batch), and equals the float64 product within float32 rounding;
+    the same call twice gives the same bits."""
+    rng = np.random.default_rng(5)
+    a_shape, a_t, b_shape, b_t, axis = case
+    a, b = _operand(rng, a_shape, a_t), _operand(rng, b_shape, b_t)
+    _force_threads(monkeypatch, threads, n_threads)
+    monkeypatch.setattr(threads, "PARALLEL_MIN_MACS", 0)
+    splits = []
+    real = threads.run_ranges
+
+    def counted(fn, n, parallel=True, threads=None):
+        splits.append(n)
+        return real(fn, n, parallel, threads)
+
+    monkeypatch.setattr(threads, "run_ranges", counted)
+    want = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    out = np.full(want.shape, np.nan, np.float32)
+    threads.matmul(a, b, out)
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
+    again = np.full(want.shape, np.nan, np.float32)
+    threads.matmul(a, b, again)
+    assert np.array_equal(out, again)
+    if n_threads == 1:
+        assert splits == []
+    else:
+        expected = {"cols": out.shape[-1], "rows": out.shape[0], "batch": out.shape[0]}[axis]
+        assert splits[0] == expected, f"{case}: split over {splits}, expected {axis}"
+
+
 @pytest.mark.parametrize("n_threads", [2, 3])
 @pytest.mark.parametrize("case", ["cnn.conv1", "r18.stem", "imagenet.stem7x7", "r18.down",
                                   "group4", "dilated", "winograd odd"])
