@@ -20,12 +20,11 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import statistics
-import time
 
 import numpy as np
 import onnx
 import onnxruntime as ort
+from _timing import median_pair
 from onnx import TensorProto, helper, numpy_helper
 
 # name, count in one inference, (C, H, W), (O, k), stride, pad
@@ -55,24 +54,6 @@ def one_conv_model(x, w, stride, pad):
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     onnx.checker.check_model(model)
     return model
-
-
-def median_pair(ours, theirs, repeat, rounds=4):
-    """Median seconds per call of each callable, in alternating blocks after a warm-up."""
-    for _ in range(2):
-        ours()
-        theirs()
-    a, b = [], []
-    per_block = max(1, repeat // rounds)
-    for _ in range(rounds):
-        for fn, acc in ((ours, a), (theirs, b)):
-            time.sleep(0.02)
-            fn()
-            for _ in range(per_block):
-                t = time.perf_counter()
-                fn()
-                acc.append(time.perf_counter() - t)
-    return statistics.median(a), statistics.median(b)
 
 
 def main():
@@ -126,7 +107,7 @@ def main():
         np.testing.assert_allclose(y.to_numpy(), want, rtol=1e-3, atol=1e-3)
         ours, theirs = median_pair(
             lambda op=op, ins=ins, attrs=attrs, y=y: run(op, ins, attrs, [y]),
-            lambda s=sess, x=x: s.run(None, {"x": x}), args.repeat)
+            lambda s=sess, x=x: s.run(None, {"x": x}), args.repeat, rounds=4, pause=0.02)
         total_ours += count * ours
         total_ort += count * theirs
         print(f"{name:8s} {count:5d} {ours * 1e3:9.3f} {theirs * 1e3:9.3f} "

@@ -28,6 +28,7 @@ import statistics
 import time
 
 import numpy as np
+from _timing import median_pair
 
 # name, count in one training step (ResNet-18: how many layers share the shape), x shape,
 # (O, kh, kw), stride, pads
@@ -66,29 +67,6 @@ _clock = time.perf_counter
 _stat = statistics.median
 
 
-def _median_pair(ours, theirs, repeat, rounds=3):
-    """Median seconds per call of each callable.
-
-    Calls run in blocks (``repeat`` calls of one library, then of the other, ``rounds`` times)
-    with a pause between blocks: each library's idle worker threads (torch's OpenMP, OpenBLAS)
-    may spin for a while after a call, and must not be timed against the other library.
-    """
-    for _ in range(2):  # warm-up (numba compilation, workspace allocation, torch caches)
-        ours()
-        theirs()
-    a, b = [], []
-    per_block = max(1, repeat // rounds)
-    for _ in range(rounds):
-        for fn, acc in ((ours, a), (theirs, b)):
-            time.sleep(0.05)
-            fn()
-            for _ in range(per_block):
-                t = _clock()
-                fn()
-                acc.append(_clock() - t)
-    return _stat(a), _stat(b)
-
-
 class Bench:
     def __init__(self, repeat):
         import torch
@@ -119,7 +97,7 @@ class Bench:
         return lambda: self.run(op, ins, attrs, outs)
 
     def record(self, group, name, what, count, ours, theirs):
-        a, b = _median_pair(ours, theirs, self.repeat)
+        a, b = median_pair(ours, theirs, self.repeat, clock=_clock, stat=_stat)
         self.rows.append((group, name, what, count, a, b))
         print(f"{name:15s} {what:5s} x{count}  ours {a * 1e3:8.3f} ms   torch {b * 1e3:8.3f} ms"
               f"   ratio {a / b:5.2f}", flush=True)

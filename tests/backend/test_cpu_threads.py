@@ -107,15 +107,24 @@ def test_batch_one_convolution_splits_each_product(dev, rng, threads, monkeypatc
     dy = randn(rng, y.shape)
     check(dev, "Conv2dBackwardX", [dy, w], {**attrs, "x_shape": xs})
     check(dev, "Conv2dBackwardW", [dy, x], {**attrs, "w_shape": ws})
+    if min(y.shape[2:]) >= 2:
+        _fused_equal_unfused(dev, x, w, b, attrs, y, case)
+    else:
+        relu = run_op(dev, "ReLU", [y], {})[0]
+        assert_bitwise(run_fused(dev, "Conv2d+ReLU", [x, w, b], attrs, y.shape), relu, case)
+
+
+def _fused_equal_unfused(dev, x, w, b, attrs, y, case):
+    """The fused Conv2d+ReLU and Conv2d+ReLU+Pooling2d (2x2 max) give bitwise what Conv2d
+    (output ``y``), ReLU and Pooling2d give one after the other."""
     relu = run_op(dev, "ReLU", [y], {})[0]
     assert_bitwise(run_fused(dev, "Conv2d+ReLU", [x, w, b], attrs, y.shape), relu, case)
-    if min(y.shape[2:]) >= 2:
-        pattrs = dict(kernel=(2, 2), stride=(2, 2), mode="max")
-        pooled = run_op(dev, "Pooling2d", [relu], pattrs)[0]
-        got_y, got_p = run_fused(dev, "Conv2d+ReLU+Pooling2d", [x, w, b],
-                                 {**attrs, "second": pattrs}, y.shape, pooled.shape)
-        assert_bitwise(got_y, relu, case)
-        assert_bitwise(got_p, pooled, case)
+    pattrs = dict(kernel=(2, 2), stride=(2, 2), mode="max")
+    pooled = run_op(dev, "Pooling2d", [relu], pattrs)[0]
+    got_y, got_p = run_fused(dev, "Conv2d+ReLU+Pooling2d", [x, w, b],
+                             {**attrs, "second": pattrs}, y.shape, pooled.shape)
+    assert_bitwise(got_y, relu, case)
+    assert_bitwise(got_p, pooled, case)
 
 
 def _operand(rng, shape, transposed):
@@ -186,14 +195,7 @@ def test_batch_one_large_image_runs_in_bands(dev, rng, threads, monkeypatch, cas
     y = check(dev, "Conv2d", [x, w, b], attrs)[0]
     assert banded[-1] and len(banded[-1]) >= conv.MIN_BANDS, banded
     np.testing.assert_allclose(y, whole, rtol=1e-6, atol=1e-6 * float(np.abs(whole).max()))
-    relu = run_op(dev, "ReLU", [y], {})[0]
-    assert_bitwise(run_fused(dev, "Conv2d+ReLU", [x, w, b], attrs, y.shape), relu, case)
-    pattrs = dict(kernel=(2, 2), stride=(2, 2), mode="max")
-    pooled = run_op(dev, "Pooling2d", [relu], pattrs)[0]
-    got_y, got_p = run_fused(dev, "Conv2d+ReLU+Pooling2d", [x, w, b],
-                             {**attrs, "second": pattrs}, y.shape, pooled.shape)
-    assert_bitwise(got_y, relu, case)
-    assert_bitwise(got_p, pooled, case)
+    _fused_equal_unfused(dev, x, w, b, attrs, y, case)
 
 
 def test_winograd_needs_enough_tiles_in_the_batch(dev):
