@@ -327,6 +327,29 @@ def test_axpy_in_slices(dev, rng, threads, monkeypatch):
     np.testing.assert_allclose(y, want, rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("target", ["y", "x", "new"])
+@pytest.mark.parametrize("n_threads", [1, 3])
+def test_axpy_in_blocks(dev, rng, threads, monkeypatch, dtype, target, n_threads):
+    """Axpy on more than two blocks runs block by block (alpha * x of a block added while in
+    cache): bitwise numpy's two-pass ``y + x * alpha``, with the output being y (an SGD update),
+    x, or a third array, within and across the threads' slices."""
+    from singa_cpu.kernels import linalg
+
+    monkeypatch.setattr(linalg, "AXPY_BLOCK", 16)
+    monkeypatch.setattr(linalg, "PARALLEL_MIN_ITEMS", 0)
+    monkeypatch.setattr(threads, "num_threads", lambda: n_threads)
+    x = rng.standard_normal((7, 29)).astype(dtype)  # 203 elements: 12 full blocks and a tail
+    y = rng.standard_normal((7, 29)).astype(dtype)
+    alpha = np.array([-0.37], dtype)
+    want = np.add(y, x * alpha.reshape(()))
+    exact = y.astype(np.float64) - 0.37 * x.astype(np.float64)
+    out = {"y": y, "x": x, "new": np.full(x.shape, np.nan, dtype)}[target]
+    linalg.KERNELS["Axpy"]([alpha, x, y], [out], {})
+    assert np.array_equal(out, want)
+    np.testing.assert_allclose(out, exact, rtol=1e-6, atol=1e-6)
+
+
 def test_batchnorm_by_channel_ranges(dev, rng, threads, monkeypatch):
     from singa_cpu.kernels import norm
 

@@ -44,9 +44,34 @@ def _gemm(ins, outs, attrs):
     out += prod
 
 
+#: Axpy on more than two blocks of this many elements runs block by block: ``alpha * x`` of a
+#: block stays in cache until it is added to y (numpy has no one-pass ``a*x + y``; the whole
+#: temporary went to memory and back). The same two roundings, so the same bits. Measured on a
+#: 2-vCPU Intel Xeon, float32: 401408 elements 212 -> 119 us, 262144 87 -> 63 us; blocks of
+#: 4096 were slower than no blocks (Python per block), 16384 in between.
+AXPY_BLOCK = 1 << 16
+
+
 def _axpy_serial(ins, outs, attrs):
     alpha, x, y = ins
-    np.add(y, x * alpha.reshape(()), out=outs[0])
+    out = outs[0]
+    a = alpha.reshape(())
+    n = out.size
+    if (n <= 2 * AXPY_BLOCK or x.shape != out.shape or y.shape != out.shape
+            or not (x.flags.c_contiguous and y.flags.c_contiguous and out.flags.c_contiguous)
+            or (out is not y and out is not x
+                and (np.may_share_memory(out, x) or np.may_share_memory(out, y)))):
+        np.add(y, x * a, out=out)
+        return
+    # every block reads its own elements of x and y before writing the same ones of out, so
+    # out may be x or y itself
+    xf, yf, of = x.reshape(-1), y.reshape(-1), out.reshape(-1)
+    tmp = np.empty(AXPY_BLOCK, np.result_type(x, a))
+    for lo in range(0, n, AXPY_BLOCK):
+        hi = min(lo + AXPY_BLOCK, n)
+        t = tmp[:hi - lo]
+        np.multiply(xf[lo:hi], a, out=t)
+        np.add(yf[lo:hi], t, out=of[lo:hi])
 
 
 # float16: computed in float32 and rounded once (two numpy passes would round twice)
