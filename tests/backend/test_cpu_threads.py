@@ -114,6 +114,30 @@ def test_batch_one_convolution_splits_each_product(dev, rng, threads, monkeypatc
         assert_bitwise(run_fused(dev, "Conv2d+ReLU", [x, w, b], attrs, y.shape), relu, case)
 
 
+@pytest.mark.parametrize("case", ["cnn.conv1", "cnn.conv2"])
+def test_batch_one_small_convolution_runs_without_a_section(dev, rng, threads, monkeypatch,
+                                                             case):
+    """One small image (the seed CNN at batch 1) runs its im2col forward directly on the
+    calling thread even when threads are available, not through the chunk runner: against
+    float64, and the fused kernels bitwise the unfused ones."""
+    from singa_cpu.kernels import conv
+
+    _force_threads(monkeypatch, threads, 2)
+    chunked = []
+    real = conv.run_chunks
+
+    def counted(fn, items, threads=None):
+        chunked.append(len(list(items)))
+        return real(fn, items, threads)
+
+    monkeypatch.setattr(conv, "run_chunks", counted)  # the convolution's chunk runner
+    xs, ws, attrs = CONV[case]
+    x, w, b = _conv_arrays(rng, (1, *xs[1:]), ws)
+    y = check(dev, "Conv2d", [x, w, b], attrs)[0]
+    _fused_equal_unfused(dev, x, w, b, attrs, y, case)
+    assert chunked == [], f"{case}: a batch-1 product this small went through the chunks"
+
+
 def _fused_equal_unfused(dev, x, w, b, attrs, y, case):
     """The fused Conv2d+ReLU and Conv2d+ReLU+Pooling2d (2x2 max) give bitwise what Conv2d
     (output ``y``), ReLU and Pooling2d give one after the other."""

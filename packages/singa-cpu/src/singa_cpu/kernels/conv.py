@@ -284,6 +284,19 @@ def kernels(device) -> dict:
         rows = g.c * g.kh * g.kw
         og, rg = g.o // g.group, rows // g.group
         per_image = _per_image(g)
+        if (g.n == 1 and per_image and g.group == 1 and rows * hw * x.itemsize <= COL_BYTES
+                and g.o * rows * hw < _threads.PARALLEL_MIN_MACS):
+            # one small image (batch-1 inference of a small net): the chunk below, without
+            # the chunk machinery (spans, a section, the split decision): ~10 us per call
+            col = _columns(ws, x, g, 0, 1, True)
+            np.matmul(w2, col[0], out=y3[0])
+            if b is not None:
+                y3[0] += b.reshape(-1, 1)
+            if relu:
+                np.maximum(y3, 0, out=y3)
+            if pooled is not None:
+                pool.max_2x2(y, pooled)
+            return
         bands = _bands(g, x.itemsize) if per_image else None
         if bands:
             _band_forward(x, w2, b, y, g, relu, pooled, bands)
