@@ -80,9 +80,10 @@ def onnx_to_np(elem_type: int):
 def singa_np_dtype(dt) -> type | None:
     """The numpy dtype singa holds values of numpy dtype ``dt`` in (None: unsupported)."""
     dt = np.dtype(dt)
-    if dt.name == "bfloat16":  # ml_dtypes' bfloat16 widens exactly to float32
-        return np.float32
-    return _TO_SINGA_NP.get(dt)
+    want = _TO_SINGA_NP.get(dt)  # the common case first: dtype.name costs ~4 us a call
+    if want is None and dt.name == "bfloat16":  # ml_dtypes' bfloat16 widens exactly to
+        return np.float32  # float32
+    return want
 
 
 class Context:
