@@ -4,7 +4,8 @@ Models: the seed CNN and ResNet-18 (both written in PyTorch here and exported wi
 ``torch.onnx.export``), batch 1 and 32. Reports the median latency of onnxruntime and of
 singa-onnx in eager mode (``prepare(model)``) and in graph mode (``prepare(model,
 use_graph=True)``: recorded at the warm-up run of each batch size, replayed afterwards), the
-ratios singa / onnxruntime, and singa's prepare time. The machine is shared: compare ratios.
+ratios singa / onnxruntime, and singa's prepare time. Every median is over at least ``--reps`` calls
+and at least MIN_SECONDS of them. The machine is shared: compare ratios.
 
     python benchmarks/onnx_inference.py [--reps 10] [--models cnn resnet18] [--batches 1 32]
 """
@@ -76,10 +77,19 @@ def export(name):
     return onnx.load_from_string(buf.getvalue()), shape
 
 
+#: Each median is over at least this long a run: a sub-millisecond inference's first calls
+#: are slow (onnxruntime's seed CNN at batch 1: ~120 us over its first 20 calls on the AMD
+#: host, 70 us after a few hundred), so a fixed handful of calls misstates the ratio.
+MIN_SECONDS = 1.0
+
+
 def median_time(fn, reps):
+    """Median seconds per call of ``fn`` over ``reps`` calls, or more: as many as fill
+    MIN_SECONDS (after a warm-up call)."""
     fn()  # warm-up (kernel compilation, memory pools)
     times = []
-    for _ in range(reps):
+    start = time.perf_counter()
+    while len(times) < reps or time.perf_counter() - start < MIN_SECONDS:
         t = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t)
