@@ -54,7 +54,7 @@ RUNS = {
     "cpu": [("cpu", {})],
     "cuda": [("cuda", {})],
     "opencl": [
-        # pocl from PyPI; on a CPU its LLVM 14 does not know (AMD Zen 5) the preflight says so
+        # pocl from PyPI; on a CPU its LLVM 14 does not know (AMD Zen 4, 5) the preflight says so
         # in one line and the run is skipped, and the Intel run below covers the suite
         ("pocl", {"SINGA_OPENCL_DEVICE": "Portable Computing Language"}),
         # Intel's CPU runtime from PyPI, exposed to the loader by singa_opencl._icd

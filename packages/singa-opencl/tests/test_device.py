@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import numpy as np
@@ -52,6 +53,49 @@ def test_env_var_selects_device_zero(monkeypatch, how):
     ordered = _platforms.ordered_devices()
     assert ordered[0] is target
     assert len(ordered) == len(usable)
+
+
+def _usable():
+    return [i for i in _platforms.enumerate_devices() if i.problem is None][0]
+
+
+def test_probe_builds_and_runs_a_16_wide_vector_kernel(tmp_path):
+    # the real probe in a child, on a device that passed it, with a cache of its own
+    info = _usable()
+    assert _platforms.probe_verdict(info, cache=tmp_path) is None
+    (entry,) = tmp_path.glob("*.json")
+    assert '"problem": null' in entry.read_text()
+
+
+ABORTING = "import os, sys; sys.stderr.write('LLVM ERROR: Cannot select: fadd\\n'); os.abort()"
+FAILING = "print('clBuildProgram failed: BUILD_PROGRAM_FAILURE'); raise SystemExit(1)"
+
+
+def test_probe_survives_a_compiler_that_aborts_and_caches_the_verdict(tmp_path):
+    # the PyPI pocl's LLVM 14 on AMD Zen 4 aborts the process compiling 16-wide vectors: the
+    # child dies, the device gets a reason, and the verdict is not probed again
+    info = _usable()
+    problem = _platforms.probe_verdict(info, script=ABORTING, cache=tmp_path)
+    assert "crashes the process (signal 6)" in problem
+    assert "LLVM ERROR: Cannot select" in problem
+    (entry,) = tmp_path.glob("*.json")
+    entry.write_text('{"problem": "planted"}')  # the cached verdict is used, not re-probed
+    assert _platforms.probe_verdict(info, script=ABORTING, cache=tmp_path) == "planted"
+    entry.write_text("{not json")  # a damaged entry is probed again, and rewritten
+    assert _platforms.probe_verdict(info, script=ABORTING, cache=tmp_path) == problem
+    assert json.loads(entry.read_text())["problem"] == problem
+    # another probe (script or source) is another verdict
+    failing = _platforms.probe_verdict(info, script=FAILING, cache=tmp_path / "b")
+    assert failing.endswith("clBuildProgram failed: BUILD_PROGRAM_FAILURE")
+    assert _platforms.probe_verdict(info, cache=tmp_path / "b") is None
+
+
+def test_probe_of_a_wrong_result_names_it(tmp_path):
+    # a kernel that builds but computes something else is a problem too (the real child)
+    info = _usable()
+    wrong = _platforms._PROBE_SOURCE.replace("mad(v, v,", "mad(v, v + 1.0f,")
+    problem = _platforms.probe_verdict(info, source=wrong, cache=tmp_path)
+    assert "16-wide vector mad computed" in problem
 
 
 def test_a_whole_name_beats_a_substring():

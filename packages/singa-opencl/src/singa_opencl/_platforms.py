@@ -3,9 +3,13 @@
 Device ordinals (``opencl:N``) number the *usable* devices: the one chosen by
 ``SINGA_OPENCL_DEVICE`` (or, when it is unset, the first GPU) is ``opencl:0``, then the other
 GPUs, then the remaining devices in platform order. A device is usable when its compiler builds a
-one-line kernel; some runtimes enumerate devices they cannot compile for (pocl built against an
-LLVM that does not know the host CPU reports ``unknown target CPU 'generic'``), and those are
-listed by the doctor with the reason but get no ordinal.
+one-line kernel, and, in a child process, a kernel with 16-wide float vectors (what gemm.cl's
+tiles use). Some runtimes enumerate devices they cannot compile for: pocl built against an LLVM
+that does not know the host CPU reports ``unknown target CPU 'generic'`` (AMD Zen 5), or aborts
+the whole process inside LLVM on 16-wide vectors (the PyPI pocl's LLVM 14 on AMD Zen 4, which
+it takes for a Zen 3 while loading its AVX-512 kernel library). Those are listed by the doctor
+with the reason but get no ordinal. The child's verdict is cached per machine and runtime under
+``$XDG_CACHE_HOME/singa``, so only the first enumeration on a machine pays for it (~1 s).
 
 Before the first platform query, :mod:`._icd` makes OpenCL runtimes that pip installed into this
 environment (Intel's CPU runtime) visible to the ICD loader.
@@ -13,8 +17,16 @@ environment (Intel's CPU runtime) visible to the ICD loader.
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import platform as _host
+import subprocess
+import sys
+import tempfile
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from singa import config
@@ -25,6 +37,46 @@ from . import _icd
 INSTALL_HINT = "pip install singa[opencl]"
 
 _SMOKE_SOURCE = "__kernel void singa_smoke(__global float* y) { y[get_global_id(0)] = 1.0f; }"
+
+#: Built and run in a child process (see the module docstring): y[0:16] = a * a + y through a
+#: 16-wide vector ``mad``, the builtin and width of gemm.cl's inner loop.
+_PROBE_SOURCE = (
+    "__kernel void singa_probe(__global float* y, __global const float* a) {"
+    " if (get_global_id(0) == 0) { float16 v = vload16(0, a);"
+    " vstore16(mad(v, v, vload16(0, y)), 0, y); } }")
+
+#: The child: build and run _PROBE_SOURCE on platform argv[1], device argv[2]; exit 0 when the
+#: result is right, 1 with the reason on its last stdout line otherwise. A compiler that
+#: aborts kills only the child.
+_PROBE_SCRIPT = """
+import sys
+import numpy as np
+import pyopencl as cl
+dev = cl.get_platforms()[int(sys.argv[1])].get_devices()[int(sys.argv[2])]
+ctx = cl.Context([dev])
+try:
+    prg = cl.Program(ctx, sys.argv[3]).build()
+except Exception as exc:
+    lines = [ln.strip() for ln in str(exc).splitlines() if "error" in ln.lower()]
+    print(lines[-1] if lines else str(exc).splitlines()[0])
+    sys.exit(1)
+q = cl.CommandQueue(ctx)
+a = np.arange(16, dtype=np.float32)
+y = np.ones(16, np.float32)
+mf = cl.mem_flags
+ab = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=a)
+yb = cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=y)
+prg.singa_probe(q, (1,), None, yb, ab)
+cl.enqueue_copy(q, y, yb)
+q.finish()
+if not np.array_equal(y, a * a + 1):
+    print(f"a 16-wide vector mad computed {y.tolist()}, not a * a + 1")
+    sys.exit(1)
+print("ok")
+"""
+
+#: Seconds the child may take (a cold compiler cache and a loaded machine included).
+PROBE_TIMEOUT = 120.0
 
 
 @dataclass
@@ -102,7 +154,7 @@ def enumerate_devices() -> list[CLDeviceInfo]:
                 devices = []
             for d_idx, dev in enumerate(devices):
                 info = CLDeviceInfo(p_idx, d_idx, plat, dev)
-                info.problem = _smoke_build(cl, dev)
+                info.problem = _smoke_build(cl, dev) or probe_verdict(info)
                 found.append(info)
         _cache["devices"] = found
         return found
@@ -121,6 +173,74 @@ def _smoke_build(cl, dev) -> str | None:
         reason = lines[-1] if lines else str(exc).splitlines()[0]
         return f"its OpenCL compiler cannot build kernels: {reason}"
     return None
+
+
+def _probe_key(info: CLDeviceInfo, source: str) -> str:
+    """What the child's verdict depends on: the runtime, the device, this CPU and the probe."""
+    d, p = info.device, info.platform
+    parts = [p.name, p.version, d.name, d.version, getattr(d, "driver_version", ""),
+             _host.machine(), _cpu_identity(), source, _PROBE_SCRIPT]
+    return hashlib.sha256("\0".join(str(x) for x in parts).encode()).hexdigest()[:24]
+
+
+def _cpu_identity() -> str:
+    """The CPU's model and feature flags (what a compiler's target choice depends on)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            head = f.read(1 << 16).split("\n\n", 1)[0]
+    except OSError:
+        return _host.processor()
+    keep = ("vendor_id", "cpu family", "model", "model name", "flags")
+    return "\n".join(ln for ln in head.splitlines() if ln.split(":", 1)[0].strip() in keep)
+
+
+def probe_verdict(info: CLDeviceInfo, source: str = _PROBE_SOURCE,
+                  script: str = _PROBE_SCRIPT, cache: Path | None = None) -> str | None:
+    """Why ``info``'s device cannot run our kernels, or None: ``source`` built and run by
+    ``script`` in a child process (a compiler abort kills the child only), the verdict
+    cached in ``cache`` (default ``$XDG_CACHE_HOME/singa/opencl-probe``) by runtime, device,
+    CPU and probe."""
+    if cache is None:
+        cache = _icd.cache_root() / "opencl-probe"
+    path = cache / f"{_probe_key(info, source + script)}.json"
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))["problem"]
+    except (OSError, ValueError, KeyError, TypeError):
+        pass  # not probed yet on this machine (or an unreadable entry): probe
+    problem = _run_probe(info, source, script)
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=cache, prefix=".probe-")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump({"device": info.describe(), "problem": problem}, f)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # an unwritable cache: probe again next time
+    return problem
+
+
+def _run_probe(info: CLDeviceInfo, source: str, script: str) -> str | None:
+    cmd = [sys.executable, "-c", script, str(info.platform_index), str(info.device_index),
+           source]
+    try:
+        # LLVM symbolizes its crash backtrace unless told not to: 20-100 s of system time
+        env = {**os.environ, "LLVM_DISABLE_SYMBOLIZATION": "1"}
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=PROBE_TIMEOUT,
+                             errors="replace", env=env)
+    except subprocess.TimeoutExpired:
+        return (f"its OpenCL compiler did not build a 16-wide vector kernel within "
+                f"{PROBE_TIMEOUT:.0f} s")
+    except OSError as exc:
+        return f"the kernel probe could not start a child process ({exc})"
+    if out.returncode == 0:
+        return None
+    if out.returncode < 0:  # killed by a signal: LLVM's "LLVM ERROR" aborts the process
+        llvm = [ln.strip() for ln in out.stderr.splitlines() if "LLVM ERROR" in ln]
+        detail = f" ({llvm[0][:200]})" if llvm else ""
+        return (f"its OpenCL compiler crashes the process (signal {-out.returncode}) building "
+                f"a kernel with 16-wide float vectors{detail}")
+    lines = out.stdout.strip().splitlines() or out.stderr.strip().splitlines() or ["?"]
+    return f"its OpenCL compiler cannot build or run kernels: {lines[-1][:300]}"
 
 
 def _match(spec: str, infos: list[CLDeviceInfo]) -> CLDeviceInfo:
