@@ -61,6 +61,9 @@ def train(name, dev, mode, init=None):
     rng = np.random.default_rng(3)
     batch = (rng.random(xshape, np.float32), rng.integers(0, classes, xshape[0], np.int32))
     data = [batch] * STEPS  # one batch, fitted: the loss must fall
+    # a fixed initialisation: from some random ones this short, high-momentum fit ends above
+    # its first loss (~1 in 20 for the seed CNN), and the reference must learn every time
+    dev.SetRandSeed(3)
     m = cls()
     m.set_optimizer(opt.SGD(lr=0.05, momentum=0.9, weight_decay=1e-5))
     tx = tensor.Tensor(xshape, dev, tensor.float32)
