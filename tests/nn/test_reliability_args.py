@@ -114,3 +114,12 @@ def test_loss_target_on_another_device():
     t = tensor.from_numpy(np.array([0, 1, 1], np.int32), other)
     with pytest.raises(DeviceMismatchError, match="to_device"):
         autograd.softmax_cross_entropy(x, t)
+
+
+@pytest.mark.parametrize("axis", [[0], [-1], 0])
+def test_squeeze_of_a_0d_tensor_by_axis(cpu, axis):
+    # found by the hostile-arguments property test: an IndexError from inside Squeeze
+    x = tensor.from_numpy(np.array(0.5, np.float32), cpu)
+    with pytest.raises(ShapeError, match=r"0-[dD] tensor"):
+        autograd.squeeze(x, axis)
+    np.testing.assert_array_equal(tensor.to_numpy(autograd.squeeze(x)), np.array(0.5))  # numpy
