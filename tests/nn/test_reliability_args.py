@@ -123,3 +123,12 @@ def test_squeeze_of_a_0d_tensor_by_axis(cpu, axis):
     with pytest.raises(ShapeError, match=r"0-[dD] tensor"):
         autograd.squeeze(x, axis)
     np.testing.assert_array_equal(tensor.to_numpy(autograd.squeeze(x)), np.array(0.5))  # numpy
+
+
+@pytest.mark.parametrize("fn", [autograd.reduce_sum, autograd.reduce_mean])
+def test_reduction_of_a_0d_tensor_over_axis_0_is_the_value(cpu, fn):
+    # was an IndexError: a 0-d tensor accepts axis 0 and has no axis to reduce
+    x = tensor.from_numpy(np.array(0.5, np.float32), cpu)
+    y = fn(x, [0], 0)
+    assert y.shape == ()
+    np.testing.assert_array_equal(tensor.to_numpy(y), np.float32(0.5))

@@ -301,11 +301,11 @@ class Squeeze(_View):
     def forward(self, x):
         self.x_shape = x.shp
         if self.axis:
+            if not x.shp:  # normalize_axes lets axis 0 through for a 0-d tensor
+                raise ShapeError(f"Squeeze: a 0-d tensor has no axis {self.axis}; "
+                                 "squeeze it without axes (or not at all)")
             axes = normalize_axes("Squeeze", self.axis, len(x.shp))
             for a in axes:
-                if a >= len(x.shp):  # normalize_axes lets axis 0 through for a 0-d tensor
-                    raise ShapeError(f"Squeeze: a 0-d tensor has no axis {self.axis}; "
-                                     "squeeze it without axes (or not at all)")
                 if x.shp[a] != 1:
                     raise ShapeError(f"Squeeze: axis {a} of {x.shp} is not 1")
         else:

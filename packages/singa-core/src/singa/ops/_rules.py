@@ -69,7 +69,9 @@ def binary(name: str):
 
 
 def normalize_axes(op: str, axes, ndim: int) -> tuple:
-    """Axes as a sorted tuple of non-negative ints (None: all axes)."""
+    """Axes as a sorted tuple of non-negative ints (None: all axes). A 0-d tensor accepts
+    axis 0 (or -1) and has no axis to name: its axes are () (a reduction over them is the
+    value itself)."""
     if axes is None:
         return tuple(range(ndim))
     if isinstance(axes, int):
@@ -79,7 +81,8 @@ def normalize_axes(op: str, axes, ndim: int) -> tuple:
         a = int(a)
         if not -ndim <= a < max(ndim, 1):
             raise ShapeError(f"{op}: axis {a} is out of range for a {ndim}-D tensor")
-        out.append(a % ndim if ndim else 0)
+        if ndim:
+            out.append(a % ndim)
     return tuple(sorted(set(out)))
 
 
