@@ -151,6 +151,25 @@ def _unpack(out2, y3, b, has_bias, n0, nb):
 
 
 @pjit()
+def _epilogue(y3, b, c0, c1, has_bias, relu):
+    """y3[:, o, c0:c1] += b[o] (when ``has_bias``), then max(., 0) (when ``relu``): one pass
+    over the convolution's output instead of numpy's two. The same arithmetic as the Conv2d
+    and ReLU kernels: one float add, and numpy's maximum (NaN stays, -0.0 becomes 0.0)."""
+    zero = y3.dtype.type(0)
+    for t in prange(y3.shape[0] * y3.shape[1]):
+        n = t // y3.shape[1]
+        o = t - n * y3.shape[1]
+        bias = b[o] if has_bias else zero
+        for k in range(c0, c1):
+            v = y3[n, o, k]
+            if has_bias:
+                v = v + bias
+            if relu and v <= zero:
+                v = zero
+            y3[n, o, k] = v
+
+
+@pjit()
 def _pack(dy3, dyt, n0, nb):
     """dyt[o, n*hw:(n+1)*hw] = dy3[n0 + n, o, :]."""
     o_ch, hw = dy3.shape[1], dy3.shape[2]
@@ -290,10 +309,8 @@ def kernels(device) -> dict:
             # the chunk machinery (spans, a section, the split decision): ~10 us per call
             col = _columns(ws, x, g, 0, 1, True)
             np.matmul(w2, col[0], out=y3[0])
-            if b is not None:
-                y3[0] += b.reshape(-1, 1)
-            if relu:
-                np.maximum(y3, 0, out=y3)
+            if b is not None or relu:
+                _epilogue(y3, bias, 0, hw, b is not None, relu)
             if pooled is not None:
                 pool.max_2x2(y, pooled)
             return
@@ -314,16 +331,16 @@ def kernels(device) -> dict:
                     else:
                         np.matmul(w2[k * og:(k + 1) * og], col[:, k * rg:(k + 1) * rg],
                                   out=y3[n0:n0 + m, k * og:(k + 1) * og])
-                if b is not None:
-                    y3[n0:n0 + m] += b.reshape(1, -1, 1)
+                if b is not None or relu:
+                    _epilogue(y3[n0:n0 + m], bias, 0, hw, b is not None, relu)
             else:
                 out2 = ws.get("out", (g.o, m * hw), x.dtype)
                 for k in range(g.group):  # split across the threads unless in a chunk
                     _threads.matmul(w2[k * og:(k + 1) * og], col[k * rg:(k + 1) * rg],
                                     out2[k * og:(k + 1) * og])
                 _unpack(out2, y3, bias, b is not None, n0, m)
-            if relu:
-                np.maximum(y3[n0:n0 + m], 0, out=y3[n0:n0 + m])
+                if relu:
+                    _epilogue(y3[n0:n0 + m], bias, 0, hw, False, True)
             if pooled is not None:
                 pool.max_2x2(y[n0:n0 + m], pooled[n0:n0 + m])
 
@@ -337,6 +354,7 @@ def kernels(device) -> dict:
         its GEMM. The same products as the whole image's, column block by column block."""
         hw = g.ho * g.wo
         y3 = y.reshape(g.n, g.o, hw)
+        bias = b if b is not None else np.zeros(1, x.dtype)
         rows = g.c * g.kh * g.kw
         og, rg = g.o // g.group, rows // g.group
         shape = _padded_shape(g, g.n)
@@ -356,10 +374,8 @@ def kernels(device) -> dict:
             for k in range(g.group):
                 np.matmul(w2[k * og:(k + 1) * og], col[k * rg:(k + 1) * rg],
                           out=out[k * og:(k + 1) * og])
-            if b is not None:
-                out += b.reshape(-1, 1)
-            if relu:
-                np.maximum(out, 0, out=out)
+            if b is not None or relu:
+                _epilogue(y3[n:n + 1], bias, p0 * g.wo, p1 * g.wo, b is not None, relu)
             if pooled is not None:
                 pool.max_2x2(y[n:n + 1], pooled[n:n + 1], (p0 // 2, p1 // 2))
 
