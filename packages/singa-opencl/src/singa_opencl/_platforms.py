@@ -9,7 +9,8 @@ that does not know the host CPU reports ``unknown target CPU 'generic'`` (AMD Ze
 the whole process inside LLVM on 16-wide vectors (the PyPI pocl's LLVM 14 on AMD Zen 4, which
 it takes for a Zen 3 while loading its AVX-512 kernel library). Those are listed by the doctor
 with the reason but get no ordinal. The child's verdict is cached per machine and runtime under
-``$XDG_CACHE_HOME/singa``, so only the first enumeration on a machine pays for it (~1 s).
+``$XDG_CACHE_HOME/singa``, so only the first enumeration on a machine pays for it (0.2 s for a
+working runtime; 15-100 s for the PyPI pocl on Zen 4, which takes that long to crash).
 
 Before the first platform query, :mod:`._icd` makes OpenCL runtimes that pip installed into this
 environment (Intel's CPU runtime) visible to the ICD loader.
@@ -45,9 +46,9 @@ _PROBE_SOURCE = (
     " if (get_global_id(0) == 0) { float16 v = vload16(0, a);"
     " vstore16(mad(v, v, vload16(0, y)), 0, y); } }")
 
-#: The child: build and run _PROBE_SOURCE on platform argv[1], device argv[2]; exit 0 when the
-#: result is right, 1 with the reason on its last stdout line otherwise. A compiler that
-#: aborts kills only the child.
+#: The child: build and run the source argv[3] on platform argv[1], device argv[2]; exit 0 when
+#: the result is right, 1 with the compiler's message (or the wrong result) on stdout otherwise.
+#: A compiler that aborts kills only the child.
 _PROBE_SCRIPT = """
 import sys
 import numpy as np
@@ -57,8 +58,7 @@ ctx = cl.Context([dev])
 try:
     prg = cl.Program(ctx, sys.argv[3]).build()
 except Exception as exc:
-    lines = [ln.strip() for ln in str(exc).splitlines() if "error" in ln.lower()]
-    print(lines[-1] if lines else str(exc).splitlines()[0])
+    print(exc)
     sys.exit(1)
 q = cl.CommandQueue(ctx)
 a = np.arange(16, dtype=np.float32)
@@ -169,17 +169,22 @@ def _smoke_build(cl, dev) -> str | None:
         with quiet_compiler():
             cl.Program(ctx, _SMOKE_SOURCE).build()
     except Exception as exc:  # a broken compiler raises RuntimeError/LogicError with its log
-        lines = [ln.strip() for ln in str(exc).splitlines() if "error" in ln.lower()]
-        reason = lines[-1] if lines else str(exc).splitlines()[0]
-        return f"its OpenCL compiler cannot build kernels: {reason}"
+        return f"its OpenCL compiler cannot build kernels: {_reason(str(exc))}"
     return None
 
 
-def _probe_key(info: CLDeviceInfo, source: str) -> str:
+def _reason(log: str) -> str:
+    """The line of a compiler's message that says why: its last error line, else its first."""
+    lines = [ln.strip() for ln in log.strip().splitlines()] or ["?"]
+    errors = [ln for ln in lines if "error" in ln.lower()]
+    return errors[-1] if errors else lines[0]
+
+
+def _probe_key(info: CLDeviceInfo, source: str, script: str) -> str:
     """What the child's verdict depends on: the runtime, the device, this CPU and the probe."""
     d, p = info.device, info.platform
     parts = [p.name, p.version, d.name, d.version, getattr(d, "driver_version", ""),
-             _host.machine(), _cpu_identity(), source, _PROBE_SCRIPT]
+             _host.machine(), _cpu_identity(), source, script]
     return hashlib.sha256("\0".join(str(x) for x in parts).encode()).hexdigest()[:24]
 
 
@@ -202,7 +207,7 @@ def probe_verdict(info: CLDeviceInfo, source: str = _PROBE_SOURCE,
     CPU and probe."""
     if cache is None:
         cache = _icd.cache_root() / "opencl-probe"
-    path = cache / f"{_probe_key(info, source + script)}.json"
+    path = cache / f"{_probe_key(info, source, script)}.json"
     try:
         return json.loads(path.read_text(encoding="utf-8"))["problem"]
     except (OSError, ValueError, KeyError, TypeError):
@@ -223,10 +228,8 @@ def _run_probe(info: CLDeviceInfo, source: str, script: str) -> str | None:
     cmd = [sys.executable, "-c", script, str(info.platform_index), str(info.device_index),
            source]
     try:
-        # LLVM symbolizes its crash backtrace unless told not to: 20-100 s of system time
-        env = {**os.environ, "LLVM_DISABLE_SYMBOLIZATION": "1"}
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=PROBE_TIMEOUT,
-                             errors="replace", env=env)
+                             errors="replace")
     except subprocess.TimeoutExpired:
         return (f"its OpenCL compiler did not build a 16-wide vector kernel within "
                 f"{PROBE_TIMEOUT:.0f} s")
@@ -239,8 +242,8 @@ def _run_probe(info: CLDeviceInfo, source: str, script: str) -> str | None:
         detail = f" ({llvm[0][:200]})" if llvm else ""
         return (f"its OpenCL compiler crashes the process (signal {-out.returncode}) building "
                 f"a kernel with 16-wide float vectors{detail}")
-    lines = out.stdout.strip().splitlines() or out.stderr.strip().splitlines() or ["?"]
-    return f"its OpenCL compiler cannot build or run kernels: {lines[-1][:300]}"
+    reason = _reason(out.stdout if out.stdout.strip() else out.stderr)
+    return f"its OpenCL compiler cannot build or run kernels: {reason[:300]}"
 
 
 def _match(spec: str, infos: list[CLDeviceInfo]) -> CLDeviceInfo:
