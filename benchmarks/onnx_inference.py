@@ -5,7 +5,8 @@ Models: the seed CNN and ResNet-18 (both written in PyTorch here and exported wi
 singa-onnx in eager mode (``prepare(model)``) and in graph mode (``prepare(model,
 use_graph=True)``: recorded at the warm-up run of each batch size, replayed afterwards), the
 ratios singa / onnxruntime, and singa's prepare time. Every median is over at least ``--reps`` calls
-and at least MIN_SECONDS of them. The machine is shared: compare ratios.
+and at least MIN_SECONDS of them, timed in rounds that alternate between the three (see
+ROUNDS). The machine is shared: compare ratios.
 
     python benchmarks/onnx_inference.py [--reps 10] [--models cnn resnet18] [--batches 1 32]
 """
@@ -77,23 +78,37 @@ def export(name):
     return onnx.load_from_string(buf.getvalue()), shape
 
 
-#: Each median is over at least this long a run: a sub-millisecond inference's first calls
-#: are slow (onnxruntime's seed CNN at batch 1: ~120 us over its first 20 calls on the AMD
-#: host, 70 us after a few hundred), so a fixed handful of calls misstates the ratio.
+#: Each median is over at least this long a run per framework: a sub-millisecond inference's
+#: first calls are slow (onnxruntime's seed CNN at batch 1: ~120 us over its first 20 calls on
+#: the AMD host, 70 us after a few hundred), so a fixed handful of calls misstates the ratio.
 MIN_SECONDS = 1.0
+#: ... taken in this many rounds that alternate between onnxruntime and singa's two modes, so
+#: that all three are timed across the same stretch of the shared host's load (measured one
+#: after the other, onnxruntime's own batch-1 CNN time moved 70 <-> 110 us between runs).
+ROUNDS = 5
+#: Untimed calls of each before the rounds: at least this long (and one call).
+WARMUP_SECONDS = 0.3
 
 
-def median_time(fn, reps):
-    """Median seconds per call of ``fn`` over ``reps`` calls, or more: as many as fill
-    MIN_SECONDS (after a warm-up call)."""
-    fn()  # warm-up (kernel compilation, memory pools)
-    times = []
-    start = time.perf_counter()
-    while len(times) < reps or time.perf_counter() - start < MIN_SECONDS:
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
+def interleaved_medians(fns, reps):
+    """Median seconds per call of each of ``fns``, timed in ROUNDS alternating rounds of at
+    least MIN_SECONDS / ROUNDS and ``reps / ROUNDS`` calls each (after a warm-up of each)."""
+    for fn in fns:
+        start, n = time.perf_counter(), 0
+        while n < 1 or time.perf_counter() - start < WARMUP_SECONDS:
+            fn()
+            n += 1
+    times = [[] for _ in fns]
+    per_round = -(-reps // ROUNDS)
+    for _ in range(ROUNDS):
+        for fn, ts in zip(fns, times):
+            start, n = time.perf_counter(), 0
+            while n < per_round or time.perf_counter() - start < MIN_SECONDS / ROUNDS:
+                t = time.perf_counter()
+                fn()
+                ts.append(time.perf_counter() - t)
+                n += 1
+    return [statistics.median(ts) for ts in times]
 
 
 def main():
@@ -117,9 +132,10 @@ def main():
             want = sess.run(None, {"x": x})[0]
             for rep in (eager, graph):
                 np.testing.assert_allclose(rep.run([x])[0], want, atol=1e-3, rtol=1e-3)
-            to = median_time(lambda s=sess, x=x: s.run(None, {"x": x}), args.reps)
-            te = median_time(lambda r=eager, x=x: r.run([x]), args.reps)
-            tg = median_time(lambda r=graph, x=x: r.run([x]), args.reps)
+            to, te, tg = interleaved_medians(
+                [lambda s=sess, x=x: s.run(None, {"x": x}),
+                 lambda r=eager, x=x: r.run([x]), lambda r=graph, x=x: r.run([x])],
+                args.reps)
             print(f"{name:10s} {b:5d} {to * 1e3:9.2f} {te * 1e3:9.2f} {te / to:6.2f} "
                   f"{tg * 1e3:9.2f} {tg / to:6.2f} {prep * 1e3:11.1f}", flush=True)
 

@@ -213,6 +213,55 @@ def assert_bitwise(got, want, what):
     assert same.all(), f"{what}: {np.count_nonzero(~same)} of {got.size} elements differ"
 
 
+def _edge_values(rng, shape, dtype):
+    """Random values with NaN, signed zeros, infinities and the smallest subnormals mixed in
+    (where a ReLU's comparisons and a sum's signed zero differ between formulas)."""
+    a = rng.standard_normal(shape)
+    if np.dtype(dtype).kind != "f":
+        return (a * 10).astype(dtype)
+    a = a.astype(dtype)
+    tiny = np.finfo(dtype).smallest_subnormal
+    special = np.array([np.nan, -0.0, 0.0, -np.inf, np.inf, -tiny, tiny, -1.0], dtype)
+    flat = a.reshape(-1)
+    flat[rng.choice(flat.size, size=min(flat.size, 64), replace=False)] = np.resize(special, 64)[
+        :min(flat.size, 64)]
+    return a
+
+
+def assert_same_bits(got, want, what):
+    """Bit patterns equal (NaN payloads and signed zeros included)."""
+    assert got.shape == want.shape and got.dtype == want.dtype, what
+    u = np.dtype(f"u{got.dtype.itemsize}")
+    diff = got.view(u) != want.view(u)
+    assert not diff.any(), f"{what}: {np.count_nonzero(diff)} of {got.size} elements differ"
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.int32])
+@pytest.mark.parametrize("layout", ["flat", "broadcast"])
+def test_relu_kernels_are_numpys_formulas_bitwise(dev, rng, dtype, layout):
+    """ReLU, ReLUBackward and the fused Add+ReLU (numba loops for contiguous float32/float64,
+    numpy otherwise) give bitwise numpy's ``maximum(x, 0)``, ``dy * (x > 0)`` and
+    ``maximum(a + b, 0)``, signed zeros and NaN included; -0.0 sums (``-0.0 + -0.0``) and
+    ``-0.0`` inputs become +0.0."""
+    shape = (3, 5, 67)
+    x = _edge_values(rng, shape, dtype)
+    dy = _edge_values(rng, shape, dtype)
+    if np.dtype(dtype).kind == "f":
+        x.reshape(-1)[:2] = -0.0
+        dy.reshape(-1)[:2] = -0.0  # -0.0 + -0.0 = -0.0 before the ReLU
+    b = dy if layout == "flat" else _edge_values(rng, shape[-1:], dtype)
+    with np.errstate(invalid="ignore", over="ignore"):
+        assert_same_bits(run_op(dev, "ReLU", [x], {})[0], np.maximum(x, 0), "ReLU")
+        if np.dtype(dtype).kind == "f":
+            assert_same_bits(run_op(dev, "ReLUBackward", [dy, x], {})[0], dy * (x > 0),
+                             "ReLUBackward")
+        want = np.maximum(x + b, 0)
+        got = run_fused(dev, "Add+ReLU", [x, b], {}, shape)
+    assert_same_bits(got, want, f"Add+ReLU {layout}")
+    if np.dtype(dtype).kind == "f":
+        assert np.isnan(got).any() and (got == 0).any()  # the edge values were in play
+
+
 @pytest.mark.parametrize("case", ["cnn.conv1", "cnn.conv2", "r18.l4", "pointwise", "group4",
                                   "winograd odd", "asymmetric"])
 @pytest.mark.parametrize("bias", [True, False])

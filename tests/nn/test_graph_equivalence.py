@@ -171,8 +171,9 @@ def test_rematerialized_graph_equals_eager_bitwise(case, recompute, monkeypatch)
 
 @pytest.mark.parametrize("mode", ["bfs", "serial"])
 def test_fused_graph_equals_unfused_bitwise(mode, monkeypatch):
-    """The seed CNN's convolutions run with their ReLU, and its pooling gradients with the
-    ReLU's gradient, as fused kernels, and the optimizer's updates of each parameter as one
+    """The seed CNN's convolutions run with their ReLU, its pooling gradients with the ReLU's
+    gradient and its hidden dense layer's bias with its ReLU, as fused kernels, and the
+    optimizer's updates of each parameter as one
     compiled elementwise chain, where the device has them: every loss and parameter is
     exactly what the graph gives with fusion off (and, as above, close to eager)."""
     monkeypatch.setenv("SINGA_GRAPH_FUSE", "0")
@@ -185,7 +186,9 @@ def test_fused_graph_equals_unfused_bitwise(mode, monkeypatch):
     convs = [name for name in ("Conv2d+ReLU+Pooling2d", "Conv2d+ReLU") if name in dev.kernels]
     available = convs[:1] + [name for name in ("Pooling2dBackward+ReLUBackward",)
                              if name in dev.kernels]
-    assert sorted(fused) == sorted(available * 2), fused  # two conv layers, two poolings
+    available *= 2  # two conv layers, two poolings
+    available += [name for name in ("Add+ReLU",) if name in dev.kernels]  # fc1's bias, ReLU
+    assert sorted(fused) == sorted(available), fused
     chains = [n.name for n in graph.steps if n.name.startswith("Elementwise[")]
     if dev.chain_compiler() is not None:  # SGD with momentum and weight decay, 8 parameters
         assert sum("Axpy,Axpy" in c for c in chains) >= 8, chains

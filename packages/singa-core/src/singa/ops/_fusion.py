@@ -80,6 +80,9 @@ _declare("Conv2d+ReLU", "Pooling2d", 0,
          "A convolution and its ReLU, and the pooling of the ReLU's output, which is kept for "
          "the backward pass: each chunk of the output is pooled while in cache.",
          keep=True, sample_second=_pool_attrs)
+_declare("Add", "ReLU", 0,
+         "A sum and the ReLU of it (a residual block's join, a bias and its activation): "
+         "one pass over the elements instead of two.")
 _declare("Pooling2dBackward", "ReLUBackward", 0,
          "The gradient of a max/average pooling, masked by the ReLU before it: "
          "dx = pool_backward(dy, x) * (y > 0), written once.")
