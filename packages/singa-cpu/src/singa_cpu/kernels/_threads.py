@@ -27,7 +27,12 @@ import threading
 
 import numpy as np
 
-_state = threading.local()
+
+class _State(threading.local):
+    busy = False  # in a chunk of run_chunks (the class default: no AttributeError per read)
+
+
+_state = _State()
 _lock = threading.Lock()
 _depth = 0  # parallel sections in flight (any Python thread); guarded by _lock
 _saved = 1  # BLAS thread count to restore when the last one ends
@@ -70,18 +75,19 @@ def _find_blas():
 
 def in_worker() -> bool:
     """True inside a chunk run by :func:`run_chunks` (nested calls then run serially)."""
-    return getattr(_state, "busy", False)
+    return _state.busy
 
 
 def num_threads() -> int:
     """Threads :func:`run_chunks` would use now (1 inside a chunk or without BLAS control)."""
-    if in_worker():
+    if _state.busy:  # in_worker(), inlined: called several times per kernel
         return 1
-    blas = _find_blas()
+    blas = _blas if _blas is not None else _find_blas()
     if not blas:
         return 1
-    with _lock:
-        current = _saved if _depth else blas[0]()
+    # no lock: _depth and _saved change together under _lock, and a read between the two
+    # updates only happens when another Python thread enters or leaves a section right now
+    current = _saved if _depth else blas[0]()
     return max(1, min(current, _cores()))
 
 
@@ -153,7 +159,7 @@ def _executor():
 
 def _enter():
     global _depth, _saved
-    blas = _find_blas()
+    blas = _blas if _blas is not None else _find_blas()
     with _lock:
         if _depth == 0 and blas:
             _saved = blas[0]()
@@ -189,9 +195,12 @@ class single_threaded_blas:
         import functools
 
         @functools.wraps(fn)
-        def wrapped(*args, **kwargs):
-            with self:
+        def wrapped(*args, **kwargs):  # _enter/_exit directly: called per kernel
+            _enter()
+            try:
                 return fn(*args, **kwargs)
+            finally:
+                _exit()
 
         return wrapped
 
@@ -213,9 +222,11 @@ def matmul(a, b, out) -> None:
     64x512 @ (784x512).T 464 / 473 / 362, 784x64 @ 64x512 361 / 284 / 386. A split product can
     differ from the unsplit one in the last bits (BLAS picks its kernels by size); the bits
     depend only on the shapes and the thread count."""
-    t = num_threads()
-    with single_threaded_blas():
-        if t <= 1 or out.size * a.shape[-1] < PARALLEL_MIN_MACS or out.ndim < 2:
+    _enter()  # single-threaded BLAS (what single_threaded_blas() does, minus its calls)
+    try:
+        small = out.ndim < 2 or out.size * a.shape[-1] < PARALLEL_MIN_MACS
+        t = 1 if small else num_threads()
+        if t <= 1:
             np.matmul(a, b, out=out)
         elif (out.ndim == a.ndim == b.ndim == 2 and out.shape[1] > out.shape[0]
               and out.shape[1] >= 2 * t):  # columns of b / out: b is the bigger operand
@@ -233,6 +244,8 @@ def matmul(a, b, out) -> None:
                        out.shape[0], threads=t)
         else:
             np.matmul(a, b, out=out)
+    finally:
+        _exit()
 
 
 def run_chunks(fn, items, threads: int | None = None) -> None:

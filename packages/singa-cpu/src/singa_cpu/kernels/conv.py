@@ -48,25 +48,32 @@ PER_IMAGE_MIN_HW = 64
 
 @pjit()
 def _pad_into(x, xp, n0, nb, pt, pl):
-    """xp[n] = x[n0 + n] surrounded by zeros (top/left offsets pt, pl)."""
+    """xp[n] = x[n0 + n] surrounded by zeros (top/left offsets pt, pl); both C-contiguous.
+    Flat unsigned indices, as in _im2col: with 4-D indexing the row copies did not vectorise
+    (AMD Zen 4, one 64x56x56 image padded by 1: 114 -> 31 us)."""
     c_in, h_in, w_in = x.shape[1], x.shape[2], x.shape[3]
     hp, wp = xp.shape[2], xp.shape[3]
     zero = xp.dtype.type(0)
+    src = x.reshape(-1)
+    dst = xp.reshape(-1)
+    wc = min(w_in, wp - pl)  # columns of x inside the padded row
     for t in prange(nb * c_in):
-        n = t // c_in
-        c = t - n * c_in
+        s0 = U((n0 * c_in + t) * h_in * w_in)
+        d0 = U(t * hp * wp)
         for h in range(hp):
             hs = h - pt
+            d = d0 + U(h * wp)
             if hs < 0 or hs >= h_in:
                 for w in range(wp):
-                    xp[n, c, h, w] = zero
+                    dst[d + U(w)] = zero
             else:
+                s = s0 + U(hs * w_in)
                 for w in range(pl):
-                    xp[n, c, h, w] = zero
-                for w in range(w_in):
-                    xp[n, c, h, pl + w] = x[n0 + n, c, hs, w]
-                for w in range(pl + w_in, wp):
-                    xp[n, c, h, w] = zero
+                    dst[d + U(w)] = zero
+                for w in range(wc):
+                    dst[d + U(pl + w)] = src[s + U(w)]
+                for w in range(pl + wc, wp):
+                    dst[d + U(w)] = zero
 
 
 @pjit()
