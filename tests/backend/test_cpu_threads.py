@@ -114,6 +114,45 @@ def test_batch_one_convolution_splits_each_product(dev, rng, threads, monkeypatc
         assert_bitwise(run_fused(dev, "Conv2d+ReLU", [x, w, b], attrs, y.shape), relu, case)
 
 
+@pytest.mark.parametrize("n_threads", [2, 3])
+@pytest.mark.parametrize("case", ["r18.l1", "winograd odd", "r18.l4"])
+def test_batch_one_winograd_transforms_by_channel_ranges(dev, rng, threads, monkeypatch, case,
+                                                         n_threads):
+    """One image through Winograd with its transforms in channel ranges on the threads (the
+    path of big maps, forced here): all three passes against float64, and the forward (with
+    and without bias) and the data gradient bitwise what the serial transforms give."""
+    from singa_cpu.kernels import winograd
+
+    _force_threads(monkeypatch, threads, n_threads)
+    monkeypatch.setattr(winograd, "MIN_BATCH_TILES", 1)
+    xs, ws, attrs = CONV[case]
+    xs = (1, *xs[1:])
+    x, w, b = _conv_arrays(rng, xs, ws)
+    dy = randn(rng, (1, ws[0], *run_op(dev, "Conv2d", [x, w], attrs)[0].shape[2:]))
+    calls = []
+    real = winograd._one_image_by_channels
+    monkeypatch.setattr(winograd, "_one_image_by_channels",
+                        lambda *a: (calls.append(1), real(*a)))
+    results = {}
+    for split in (0, 1 << 62):
+        monkeypatch.setattr(winograd, "SPLIT_CHANNELS_MIN_ITEMS", split)
+        del calls[:]
+        if split == 0:
+            results[split] = [check(dev, "Conv2d", [x, w, b], attrs)[0],
+                              check(dev, "Conv2d", [x, w], attrs)[0],
+                              check(dev, "Conv2dBackwardX", [dy, w], {**attrs, "x_shape": xs})[0]]
+            check(dev, "Conv2dBackwardW", [dy, x], {**attrs, "w_shape": ws})
+            assert len(calls) >= 3, "the channel-range path did not run"
+        else:
+            results[split] = [run_op(dev, "Conv2d", [x, w, b], attrs)[0],
+                              run_op(dev, "Conv2d", [x, w], attrs)[0],
+                              run_op(dev, "Conv2dBackwardX", [dy, w],
+                                     {**attrs, "x_shape": xs})[0]]
+            assert not calls
+    for what, got, want in zip(("bias", "no bias", "dx"), results[0], results[1 << 62]):
+        assert_bitwise(got, want, f"{case} {what}")
+
+
 @pytest.mark.parametrize("case", ["cnn.conv1", "cnn.conv2"])
 def test_batch_one_small_convolution_runs_without_a_section(dev, rng, threads, monkeypatch,
                                                              case):
