@@ -161,19 +161,26 @@ def _unpack(out2, y3, b, has_bias, n0, nb):
 def _epilogue(y3, b, c0, c1, has_bias, relu):
     """y3[:, o, c0:c1] += b[o] (when ``has_bias``), then max(., 0) (when ``relu``): one pass
     over the convolution's output instead of numpy's two. The same arithmetic as the Conv2d
-    and ReLU kernels: one float add, and numpy's maximum (NaN stays, -0.0 becomes 0.0)."""
+    and ReLU kernels: one float add, and numpy's maximum (NaN stays, -0.0 becomes 0.0).
+    ``y3`` is C-contiguous, read flat with unsigned indices and one loop per case (3-D
+    indexing did not vectorise: the seed CNN's conv1 output, 20x576, 5.2 -> 1.0 us)."""
     zero = y3.dtype.type(0)
-    for t in prange(y3.shape[0] * y3.shape[1]):
-        n = t // y3.shape[1]
-        o = t - n * y3.shape[1]
-        bias = b[o] if has_bias else zero
-        for k in range(c0, c1):
-            v = y3[n, o, k]
-            if has_bias:
-                v = v + bias
-            if relu and v <= zero:
-                v = zero
-            y3[n, o, k] = v
+    o_ch, hw = y3.shape[1], y3.shape[2]
+    flat = y3.reshape(-1)
+    for t in prange(y3.shape[0] * o_ch):
+        bias = b[t % o_ch] if has_bias else zero
+        lo, hi = U(t * hw + c0), U(t * hw + c1)
+        if has_bias and relu:
+            for k in range(lo, hi):
+                v = flat[k] + bias
+                flat[k] = v if (v > zero or v != v) else zero
+        elif has_bias:
+            for k in range(lo, hi):
+                flat[k] = flat[k] + bias
+        elif relu:
+            for k in range(lo, hi):
+                v = flat[k]
+                flat[k] = v if (v > zero or v != v) else zero
 
 
 @pjit()
