@@ -9,6 +9,7 @@ attribute of a model is found before anything runs.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -67,8 +68,10 @@ _TO_SINGA_NP = {
 }
 
 
+@functools.lru_cache(maxsize=64)
 def onnx_to_np(elem_type: int):
-    """numpy dtype of an ONNX TensorProto element type, or None when numpy has none."""
+    """numpy dtype of an ONNX TensorProto element type, or None when numpy has none (cached:
+    every run converts its outputs to their declared types; bounded: types come from files)."""
     import onnx
 
     try:
