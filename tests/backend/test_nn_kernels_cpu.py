@@ -242,7 +242,12 @@ def test_relu_kernels_are_numpys_formulas_bitwise(dev, rng, dtype, layout):
     """ReLU, ReLUBackward and the fused Add+ReLU (numba loops for contiguous float32/float64,
     numpy otherwise) give bitwise numpy's ``maximum(x, 0)``, ``dy * (x > 0)`` and
     ``maximum(a + b, 0)``, signed zeros and NaN included; -0.0 sums (``-0.0 + -0.0``) and
-    ``-0.0`` inputs become +0.0."""
+    ``-0.0`` inputs become +0.0. The CPU backend's contract (its kernels are numpy's
+    formulas); other backends' ReLU may keep -0.0 (OpenCL's does), which the conformance kit
+    accepts as equal."""
+    if dev.backend != "cpu":
+        pytest.skip("numpy's exact formulas (signed zeros, NaN payloads) are the CPU "
+                    "backend's contract")
     shape = (3, 5, 67)
     x = _edge_values(rng, shape, dtype)
     dy = _edge_values(rng, shape, dtype)

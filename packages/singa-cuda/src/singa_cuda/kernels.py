@@ -32,6 +32,8 @@ PLAN.update({
     "Pooling2dBackward+ReLUBackward": (CU, None),
     # the device's Conv2d (cuDNN / shared), then an epilogue of cu/epilogue.cu
     "Conv2d+ReLU": (CU, None), "Conv2d+ReLU+Pooling2d": (CU, None),
+    # the shared Add, then the shared ReLU in place (two launches on the GPU)
+    "Add+ReLU": (XP, None),
 })
 
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 import bisect
 
 from ..memory import size_class
-from ..ops._registry import OPS, KernelCall
+from ..ops._fusion import node_op
+from ..ops._registry import KernelCall
 from ._plan import Plan
 from ._recording import BlockType, whole
 
@@ -94,7 +95,7 @@ def inplace_input(node, planned, dies) -> int | None:
     fn = node.fn
     if not isinstance(fn, KernelCall) or len(fn.outs) != 1:
         return None
-    op = OPS.get(node.name)
+    op = node_op(node.name)
     if op is None or not op.inplace:
         return None
     out = fn.outs[0]

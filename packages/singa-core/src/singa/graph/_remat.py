@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..memory import Block
-from ..ops._registry import OPS, KernelCall
+from ..ops._fusion import node_op
+from ..ops._registry import KernelCall
 from ._memory import live_profile, max_live
 from ._plan import Plan
 from ._recording import Node
@@ -66,7 +67,7 @@ def _recomputable(node):
     fn = node.fn
     if not isinstance(fn, KernelCall):
         return None
-    op = OPS.get(node.name)
+    op = node_op(node.name)
     if op is None or not op.recompute or op.random:
         return None
     ins = [x.block for x in fn.ins]
@@ -177,7 +178,7 @@ class _Planner:
         most = 0
         for i, (p, k) in enumerate(drop.steps):
             node = self.seq[p]
-            op = OPS[node.name]
+            op = node_op(node.name)
             size = self.blocks[k].nbytes
             for j in op.inplace:
                 x = node.fn.ins[j] if j < len(node.fn.ins) else None
@@ -302,7 +303,7 @@ def apply(seq, drops, node_cls):
         for p, k in d.steps:
             node = seq[p]
             fn = node.fn
-            op = OPS[node.name]
+            op = node_op(node.name)
             if k not in local:
                 local[k] = fresh(_block_by_id(fn.outs, k))
             state_in = {i for i, _o in op.state}

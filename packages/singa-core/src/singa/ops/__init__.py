@@ -10,8 +10,8 @@ from . import (
     _nn_ops,  # noqa: F401  (declares the neural-network ops)
     _tensor_ops,  # noqa: F401  (declares the tensor-math ops)
 )
-from ._fusion import FUSIONS, ChainStep, ElementwiseChain, FusionDef
+from ._fusion import FUSIONS, ChainStep, ElementwiseChain, FusionDef, node_op
 from ._registry import EMPTY, OPS, KernelCall, OpDef, defop, kernel_attrs, run
 
-__all__ = ["EMPTY", "FUSIONS", "OPS", "ChainStep", "ElementwiseChain", "FusionDef",
+__all__ = ["EMPTY", "FUSIONS", "OPS", "ChainStep", "ElementwiseChain", "FusionDef", "node_op",
            "KernelCall", "OpDef", "defop", "kernel_attrs", "run"]

@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["FusionDef", "FUSIONS", "ChainStep", "ElementwiseChain"]
+__all__ = ["FusionDef", "FUSIONS", "ChainStep", "ElementwiseChain", "node_op"]
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,14 @@ class FusionDef:
     #: ``sample_second(g, shape) -> attrs | None``: attributes of ``second`` valid on an input
     #: of ``shape`` (the conformance kit draws them), None if there are none
     sample_second: Callable | None = None
+    #: as :class:`singa.ops.OpDef`'s, for the graph's memory planning and rematerialisation
+    #: (a fused node would otherwise lose what its ops allowed): inputs whose memory the
+    #: fused kernel's single output may take over (the kernel reads element i of each before
+    #: writing element i), and whether the fused node may run again to rebuild its output
+    inplace: tuple = ()
+    recompute: bool = False
+    random = False  # fused kernels are deterministic
+    state: tuple = ()  # and update no running state
 
     @property
     def base(self) -> str:
@@ -55,6 +63,15 @@ class FusionDef:
 
 
 FUSIONS: dict[str, FusionDef] = {}
+
+
+def node_op(name: str):
+    """The op record of a graph node named ``name``: its :class:`OpDef`, or the
+    :class:`FusionDef` of a fused node (which carries the same ``inplace``, ``recompute``,
+    ``random`` and ``state`` fields), or None."""
+    from ._registry import OPS
+
+    return OPS.get(name) or FUSIONS.get(name)
 
 
 def _declare(first: str, second: str, link: int, doc: str, **kw) -> None:
@@ -82,7 +99,7 @@ _declare("Conv2d+ReLU", "Pooling2d", 0,
          keep=True, sample_second=_pool_attrs)
 _declare("Add", "ReLU", 0,
          "A sum and the ReLU of it (a residual block's join, a bias and its activation): "
-         "one pass over the elements instead of two.")
+         "one pass over the elements instead of two.", inplace=(0, 1), recompute=True)
 _declare("Pooling2dBackward", "ReLUBackward", 0,
          "The gradient of a max/average pooling, masked by the ReLU before it: "
          "dx = pool_backward(dy, x) * (y > 0), written once.")

@@ -132,4 +132,14 @@ def kernels(am: ArrayModule) -> dict:
     table["Div"] = int_divide
     table["ReLUBackward"] = relu_backward
     table["Clip"] = clip
+    add, relu_kernel = table["Add"], table["ReLU"]
+
+    def add_relu(ins, outs, attrs):
+        """The fused Add+ReLU of graph mode (singa.ops.FUSIONS): this table's Add, then its
+        ReLU in place on the sum, so bitwise what the two ops give (on the GPU still two
+        launches; the one-pass loop is the CPU backend's)."""
+        add(ins, outs, attrs)
+        relu_kernel(outs, outs, attrs)
+
+    table["Add+ReLU"] = add_relu
     return table
