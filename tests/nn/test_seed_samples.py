@@ -37,6 +37,9 @@ def _digits_28(n, seed=0):
 
 # ---------------------------------------------------------------- autograd doc: operations only
 def test_operation_only_mlp():
+    # a fixed initialisation: from about 1 in 100 random ones (2 of 200 seeds measured) the
+    # loss falls by less than the 3% checked below within the 100 steps
+    device.get_default_device().SetRandSeed(0)
     data, label = _two_class_data()
 
     w0 = Tensor(shape=(2, 3), requires_grad=True, stores_grad=True)
