@@ -31,6 +31,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ._registry import OPS
+
 __all__ = ["FusionDef", "FUSIONS", "ChainStep", "ElementwiseChain", "node_op"]
 
 
@@ -53,8 +55,8 @@ class FusionDef:
     #: writing element i), and whether the fused node may run again to rebuild its output
     inplace: tuple = ()
     recompute: bool = False
-    random = False  # fused kernels are deterministic
-    state: tuple = ()  # and update no running state
+    random = False  # not fields: fused kernels are deterministic
+    state = ()  # and update no running state
 
     @property
     def base(self) -> str:
@@ -69,8 +71,6 @@ def node_op(name: str):
     """The op record of a graph node named ``name``: its :class:`OpDef`, or the
     :class:`FusionDef` of a fused node (which carries the same ``inplace``, ``recompute``,
     ``random`` and ``state`` fields), or None."""
-    from ._registry import OPS
-
     return OPS.get(name) or FUSIONS.get(name)
 
 

@@ -82,7 +82,7 @@ def num_threads() -> int:
     """Threads :func:`run_chunks` would use now (1 inside a chunk or without BLAS control)."""
     if _state.busy:  # in_worker(), inlined: called several times per kernel
         return 1
-    blas = _blas if _blas is not None else _find_blas()
+    blas = _find_blas()
     if not blas:
         return 1
     # no lock: _depth and _saved change together under _lock, and a read between the two
@@ -159,7 +159,7 @@ def _executor():
 
 def _enter():
     global _depth, _saved
-    blas = _blas if _blas is not None else _find_blas()
+    blas = _find_blas()
     with _lock:
         if _depth == 0 and blas:
             _saved = blas[0]()

@@ -50,7 +50,7 @@ PER_IMAGE_MIN_HW = 64
 def _pad_into(x, xp, n0, nb, pt, pl):
     """xp[n] = x[n0 + n] surrounded by zeros (top/left offsets pt, pl); both C-contiguous.
     Flat unsigned indices, as in _im2col: with 4-D indexing the row copies did not vectorise
-    (AMD Zen 4, one 64x56x56 image padded by 1: 114 -> 31 us)."""
+    (AMD Zen 4, one 64x56x56 image padded by 1: 114 -> 30 us)."""
     c_in, h_in, w_in = x.shape[1], x.shape[2], x.shape[3]
     hp, wp = xp.shape[2], xp.shape[3]
     zero = xp.dtype.type(0)
@@ -163,7 +163,7 @@ def _epilogue(y3, b, c0, c1, has_bias, relu):
     over the convolution's output instead of numpy's two. The same arithmetic as the Conv2d
     and ReLU kernels: one float add, and numpy's maximum (NaN stays, -0.0 becomes 0.0).
     ``y3`` is C-contiguous, read flat with unsigned indices and one loop per case (3-D
-    indexing did not vectorise: the seed CNN's conv1 output, 20x576, 5.2 -> 1.0 us)."""
+    indexing did not vectorise: the seed CNN's conv1 output, 20x576, 5.2 -> 1.2 us)."""
     zero = y3.dtype.type(0)
     o_ch, hw = y3.shape[1], y3.shape[2]
     flat = y3.reshape(-1)
