@@ -10,6 +10,7 @@ conformance-xfails.txt when it exists.
 from singa.testing.conformance import (  # noqa: F401  (pytest collects the imported tests)
     pytest_generate_tests,
     test_bad_indices,
+    test_bound,
     test_forward,
     test_fused,
     test_inplace,

@@ -319,7 +319,7 @@ def test_conformance_module_documents_the_one_command():
 
     assert "pytest --pyargs singa.testing.conformance --singa-backend" in kit.__doc__
     assert set(kit.KINDS) == {"forward", "special", "large", "layouts", "inplace",
-                              "random_stats", "random_seed", "fused"}
+                              "random_stats", "random_seed", "fused", "bound"}
     for kind in kit.KINDS:  # every kind is documented and exported
         assert f"``test_{kind}``" in kit.__doc__ and f"test_{kind}" in kit.__all__
 
@@ -399,6 +399,28 @@ def conv_many_channels(orig, ins, outs, attrs):
         outs[0] += outs[0].dtype.type(1e-3)
 
 
+def relu_bound_stale(orig):
+    """Bound to its arrays in graph mode, ReLU computes its first result and copies it out
+    again on every later call (a specialisation that captured values, not arrays)."""
+    def kernel(ins, outs, attrs):
+        orig(ins, outs, attrs)
+
+    def bind(ins, outs, attrs):
+        first = []
+
+        def bound(i, o, a):
+            if not first:
+                orig(i, o, a)
+                first.append(o[0].copy())
+            else:
+                o[0][...] = first[0]
+
+        return bound
+
+    kernel.bind = bind
+    return kernel
+
+
 def gaussian_wide(dev):
     def kernel(ins, outs, attrs):
         out = outs[0]
@@ -415,6 +437,7 @@ def mutated(device):
                        ("Conv2d", conv_many_channels)):
         table[name] = _wrap(table[name], body)
     table["Gaussian"] = gaussian_wide(device)
+    table["ReLU"] = relu_bound_stale(table["ReLU"])
     return table
 
 
@@ -451,10 +474,12 @@ CAUGHT = {
     "test_large[Add-float32]": "threaded elementwise path",
     "test_large[Conv2d-float32]": "Winograd path (>= 16 channels)",
     "test_random_stats[Gaussian-float32]": "std 5% off (passed with ~2000 draws before)",
+    "test_bound[ReLU-float32]": "a graph-bound kernel that replays its first result",
 }
 #: the kinds the kit had before pass the same mutants: only the new checks see the bugs
 MISSED_BY_OLD_KINDS = ["test_forward[Pooling2d-float32]", "test_forward[Round-float32]",
-                       "test_forward[Add-float32]", "test_forward[Conv2d-float32]"]
+                       "test_forward[Add-float32]", "test_forward[Conv2d-float32]",
+                       "test_forward[ReLU-float32]"]
 
 
 @pytest.fixture(scope="module")
@@ -471,7 +496,8 @@ def test_kit_catches_each_blind_spot_mutation(mutant_site):
     select = " or ".join(t.split("[")[1].rstrip("]") for t in CAUGHT)
     proc, outcomes = _kit(mutant_site, "--singa-backend", "mutcpu", "--singa-large", "on",
                           "--singa-examples", "10",  # the default: what CI runs
-                          "-k", f"(forward or special or large or random_stats) and ({select})")
+                          "-k", f"(forward or special or large or random_stats or bound) "
+                          f"and ({select})")
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
     for test_id, bug in CAUGHT.items():
         assert outcomes.get(test_id) == "FAILED", (test_id, bug, proc.stdout[-3000:])

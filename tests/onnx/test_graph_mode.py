@@ -63,6 +63,25 @@ def test_replay_reads_new_values_each_call(rng):
     assert not np.allclose(outs[0], outs[1])
 
 
+def test_batch1_replay_runs_bound_kernels_and_equals_eager_bitwise(rng):
+    """On the CPU the seed CNN's batch-1 replay runs its convolutions, products and fused
+    activations as kernels bound to the plan's arrays (the ``bind`` kernel attribute); they
+    give bitwise what the eager run's general kernels give, on new inputs each call."""
+    onx = export(SeedCNN(), rng.standard_normal((1, 1, 28, 28)).astype(np.float32))
+    eager = singa_onnx.prepare(onx)
+    rep = singa_onnx.prepare(onx, use_graph=True)
+    if rep.dev.backend != "cpu":
+        pytest.skip("the CPU backend's bound kernels")
+    for _ in range(3):
+        x = rng.standard_normal((1, 1, 28, 28)).astype(np.float32)
+        assert np.array_equal(rep.run([x])[0], eager.run([x])[0])
+    plan = next(iter(rep._graphs.graphs.values())).graph.plan
+    bound = sorted(node.name for fn, _, _, _, node in plan.calls
+                   if fn is not rep.dev.kernels[node.name][0])
+    assert bound == ["Add+ReLU", "Conv2d+ReLU+Pooling2d", "Conv2d+ReLU+Pooling2d", "Matmul",
+                     "Matmul"]
+
+
 def test_aux_output_and_last_layers_are_part_of_the_signature(rng):
     onx = export(SeedCNN(), rng.standard_normal((1, 1, 28, 28)).astype(np.float32))
     rep = singa_onnx.prepare(onx, use_graph=True)

@@ -1,7 +1,8 @@
 """Stage 6, replay: prebuilt kernel calls run in order, wrapped by the ``around_replay`` stages.
 
 A replay is a flat loop over ``(fn, ins, outs, attrs, node)`` tuples prepared once per plan:
-native arrays resolved, nothing allocated, no Python autograd work.
+native arrays resolved, kernels bound to them where the backend can (the ``bind`` kernel
+attribute), nothing allocated, no Python autograd work.
 """
 
 from __future__ import annotations
@@ -24,14 +25,25 @@ def _call_closure(fn):
 
 
 def prebuild(plan: Plan) -> list:
-    """``(callable, ins, outs, attrs, node)`` for every step, natives resolved once."""
+    """``(callable, ins, outs, attrs, node)`` for every step, natives resolved once; a kernel
+    with a ``bind`` attribute is replaced by what ``bind`` returns for those natives (see
+    :mod:`singa.ops._registry`)."""
     nat = plan.device.native
     calls = []
     for node in plan.steps:
         fn = node.fn
         if isinstance(fn, KernelCall):
-            calls.append((fn.fn, [nat(x) for x in fn.ins], [nat(o) for o in fn.outs],
-                          fn.attrs, node))
+            kernel, ins, outs = fn.fn, [nat(x) for x in fn.ins], [nat(o) for o in fn.outs]
+            bind = getattr(kernel, "bind", None)
+            if bind is not None:
+                bound = bind(ins, outs, fn.attrs)
+                if bound is not None:
+                    if not callable(bound):
+                        raise GraphError(
+                            f"the {node.name} kernel's bind returned {type(bound).__name__}, "
+                            "not a kernel(ins, outs, attrs) or None")
+                    kernel = bound
+            calls.append((kernel, ins, outs, fn.attrs, node))
         else:
             calls.append((_call_closure(fn), None, None, None, node))
     return calls

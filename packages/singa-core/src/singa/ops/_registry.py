@@ -22,6 +22,17 @@ Optional kernel attributes (set with :func:`kernel_attrs`):
 - ``contiguous_inputs`` (bool): inputs must be row-major.
 - ``dtypes`` (tuple of dtype codes): the dtypes this kernel supports (default: all of the op's
   ``dtypes``); the conformance kit tests exactly these.
+- ``bind`` (callable ``bind(ins, outs, attrs) -> kernel | None``): specialisation for graph
+  mode. When a recorded graph is prepared for replay, each step's kernel that has ``bind`` is
+  called once with the native arrays and attributes every replay of that plan will pass (the
+  same array objects each time: a plan's memory does not move, only the contents change). It
+  returns a kernel with the usual signature specialised to exactly those arrays (shapes,
+  strides, dtypes and buffers fixed: geometry computed, code path chosen, views and scratch
+  sizes prepared once), which the replays call instead, or None to keep the general kernel.
+  The bound kernel must give bitwise what the general one gives on the same arrays, whatever
+  their contents; it runs inside the device's ``around_replay`` graph stages, and unlike a
+  general kernel it may keep the arrays it was bound to. The conformance kit's
+  ``test_bound`` checks it.
 """
 
 from __future__ import annotations

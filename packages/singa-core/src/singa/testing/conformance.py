@@ -15,7 +15,7 @@ automatically when singa-core is installed (if plugin autoloading is disabled, a
     known failures, one per line: ``OpName[:dtype][:test][?]  reason``, e.g.
     ``Erf:float16  numba has no float16 erf`` or ``Concat::layouts  needs contiguous out``.
     ``test`` is one of ``forward, special, large, layouts, inplace, random_stats,
-    random_seed, fused``
+    random_seed, fused, bound``
     (for ``fused``, ``OpName`` is the fusion's name, e.g. ``Conv2d+ReLU``); ``#`` starts
     a comment line. Listed tests are marked ``xfail(strict=True)``: when one starts passing,
     the run fails until the line is removed. A trailing ``?`` (``Neg::layouts?``) makes the
@@ -78,6 +78,11 @@ else the op's ``dtypes``); test ids read ``test_forward[Add-float32]``:
     the op the fusion starts from, the second op's attributes by the fusion's sampler and its
     other inputs random or an input of the first op (aliasing); the fused kernel must give
     bitwise what the device's own kernels give one after the other.
+``test_bound``
+    kernels with a ``bind`` attribute (graph-mode specialisation; see
+    :mod:`singa.ops._registry`), ops and fusions: bound once to a drawn case's arrays, run on
+    the case and again after the inputs' values are shuffled in place; bitwise what the
+    general kernel gives each time.
 ``test_kernel_table``
     every kernel name is an op of the table (or a fusion of two) and every ``dtypes``
     attribute is valid.
@@ -121,6 +126,7 @@ __all__ = [
     "KernelCase",
     "collect_cases",
     "pytest_generate_tests",
+    "test_bound",
     "test_forward",
     "test_fused",
     "test_inplace",
@@ -180,6 +186,10 @@ def _kernel_dtypes(fn, op: OpDef) -> tuple:
     return tuple(_dtype.code_of(d) for d in dts)
 
 
+def _binds(fn) -> bool:
+    return getattr(fn, "bind", None) is not None
+
+
 def _wanted(op: OpDef, kind: str, contig: bool, dtype: int) -> bool:
     if kind in ("random_stats", "random_seed"):
         return op.random
@@ -198,16 +208,20 @@ def collect_cases(dev, kind: str) -> list[KernelCase]:
     """The kernel/dtype pairs of device ``dev`` that test kind ``kind`` checks."""
     table = device_kernels(dev)
     out = []
-    if kind == "fused":
+    if kind in ("fused", "bound"):
         for name, fd in FUSIONS.items():
             entry = table.get(name)
             base = OPS[fd.base]
-            if entry is not None and not base.random:
+            if (entry is not None and not base.random
+                    and (kind == "fused" or _binds(entry[0]))):
                 for dt in _kernel_dtypes(entry[0], base):
                     out.append(KernelCase(base, dt, entry[0], entry[1], fd))
-        return out
+        if kind == "fused":
+            return out
     for name, op in OPS.items():
         entry = table.get(name)
+        if kind == "bound" and (entry is None or op.random or not _binds(entry[0])):
+            continue
         if entry is None:
             if op.random and _wanted(op, kind, False, 0):
                 # random ops are no optional extra: whatever runs them (the host fallback, or
@@ -507,33 +521,41 @@ def _compose(name: str, ins, attrs) -> list:
     return [mid, *outs] if fd.keep else outs
 
 
+def _fused_case(g, case: KernelCase, dev):
+    """``(arrays, inputs, attrs)`` of a fused kernel's case: the first op's case from its
+    sampler, the second op's attributes from the fusion's sampler, its other inputs random or
+    an input of the first op (aliasing)."""
+    fd = case.fusion
+    second = OPS[fd.second]
+    arrays, attrs = _draw_case(g, case)
+    ins = [checks.upload(a, dev) for a in arrays]
+    (mid,) = _compose(fd.first, ins, attrs)
+    if fd.sample_second is not None:
+        s_attrs = fd.sample_second(g, mid.shp)
+        assume(s_attrs is not None)
+        attrs = {**attrs, "second": s_attrs}
+    mid_np = mid.to_numpy()
+    others = []
+    for j in range(second.nin):
+        if j == fd.link:
+            continue
+        same = [x for x in ins if x.shp == mid.shp and x.dt == mid.dt]
+        if same and g.booleans():  # the second op reads an input of the first one
+            note(f"second op's input {j} is an input of the first op")
+            others.append(g.choice(same))
+        else:
+            others.append(checks.upload(g.array(mid.shp, mid_np.dtype), dev))
+    return arrays, [*ins, *others], attrs
+
+
 def test_fused(kernel_case, singa_device, request):
     """Each fused kernel gives bitwise what the device's own kernels give one after the
     other."""
     case = kernel_case
     fd = case.fusion
-    second = OPS[fd.second]
 
     def body(g):
-        arrays, attrs = _draw_case(g, case)
-        ins = [checks.upload(a, singa_device) for a in arrays]
-        (mid,) = _compose(fd.first, ins, attrs)
-        if fd.sample_second is not None:
-            s_attrs = fd.sample_second(g, mid.shp)
-            assume(s_attrs is not None)
-            attrs = {**attrs, "second": s_attrs}
-        mid_np = mid.to_numpy()
-        others = []
-        for j in range(second.nin):
-            if j == fd.link:
-                continue
-            same = [x for x in ins if x.shp == mid.shp and x.dt == mid.dt]
-            if same and g.booleans():  # the second op reads an input of the first one
-                note(f"second op's input {j} is an input of the first op")
-                others.append(g.choice(same))
-            else:
-                others.append(checks.upload(g.array(mid.shp, mid_np.dtype), singa_device))
-        f_ins = [*ins, *others]
+        arrays, f_ins, attrs = _fused_case(g, case, singa_device)
         expected = _compose(fd.name, f_ins, attrs)
         outs = [CTensor(o.shp, singa_device, o.dt) for o in expected]
         singa_device.exec(KernelCall(singa_device, case.kernel, f_ins, outs, attrs),
@@ -549,6 +571,62 @@ def test_fused(kernel_case, singa_device, request):
                     f"{want.flat[bad[0]]!r}; {checks.describe_case(arrays, attrs)})")
 
     _hypothesis(request, case, "fused", body)
+
+
+def _general_outputs(case: KernelCase, dev, ins, attrs, shapes) -> list:
+    """Host copies of the outputs of the general (unbound) kernel on ``ins``."""
+    outs = [CTensor(shp, dev, dt) for shp, dt in shapes]
+    dev.exec(KernelCall(dev, case.kernel, ins, outs, attrs), [x.block for x in ins],
+             [o.block for o in outs], case.name)
+    return [o.to_numpy() for o in outs]
+
+
+def test_bound(kernel_case, singa_device, request):
+    """Each kernel with a ``bind`` attribute, bound once to a case's arrays, gives bitwise
+    what the general kernel gives, on the case's contents and again after they change (a
+    replay rewrites the inputs of the arrays it was bound to)."""
+    case = kernel_case
+    dev = singa_device
+
+    def body(g):
+        if case.fusion is not None:
+            arrays, ins, attrs = _fused_case(g, case, dev)
+            shapes = [(o.shp, o.dt) for o in _compose(case.fusion.name, ins, attrs)]
+        else:
+            arrays, attrs = _draw_case(g, case)
+            ins = [checks.upload(a, dev) for a in arrays]
+            shapes = case.op.infer(ins, attrs)
+        outs = [CTensor(shp, dev, dt) for shp, dt in shapes]
+        for o in outs:  # allocated, and filled with what a kernel that wrote nothing leaves
+            np_dt = np.dtype(_dtype.NP_DTYPE[o.dt])
+            o.copy_from_numpy(np.full(o.shp, checks.sentinel(np_dt), np_dt))
+        nat_in = [dev.native(x) for x in ins]
+        nat_out = [dev.native(o) for o in outs]
+        bound = case.kernel.bind(nat_in, nat_out, attrs)
+        if bound is None:
+            note("bind returned None: the general kernel runs (nothing to compare)")
+            return
+        assert callable(bound), f"{case.name}: bind returned {type(bound).__name__}"
+        rng = np.random.default_rng(g.integers(0, 2**31))
+        for round_ in ("the case's contents", "new contents of the same arrays"):
+            if round_ != "the case's contents":  # each input's values, shuffled
+                for x in {id(x): x for x in ins}.values():
+                    x.copy_from_numpy(rng.permutation(x.to_numpy().reshape(-1))
+                                      .reshape(x.shp))
+            want = _general_outputs(case, dev, ins, attrs, shapes)
+            bound(nat_in, nat_out, attrs)
+            dev.synchronize()
+            for k, (o, w) in enumerate(zip(outs, want)):
+                got = o.to_numpy()
+                if not np.array_equal(got, w, equal_nan=True):
+                    bad = np.flatnonzero(~((got == w) | (np.isnan(got) & np.isnan(w))))
+                    raise AssertionError(
+                        f"bound kernel {case.name} on {dev.name}, output {k}, {round_}: "
+                        f"differs from the general kernel at {bad.size} of {got.size} "
+                        f"elements (first at flat index {bad[0]}: {got.flat[bad[0]]!r} vs "
+                        f"{w.flat[bad[0]]!r}; {checks.describe_case(arrays, attrs)})")
+
+    _hypothesis(request, case, "bound", body)
 
 
 def _draw_random(g, case: KernelCase, dev, seed: int):

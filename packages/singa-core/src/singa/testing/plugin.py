@@ -54,7 +54,7 @@ __all__ = [
 DEFAULT_EXAMPLES = 10
 #: Conformance test kinds (``test_<kind>``), as named in xfail files.
 KINDS = ("forward", "special", "large", "layouts", "inplace", "random_stats", "random_seed",
-         "fused")
+         "fused", "bound")
 #: Distributions whose backends run ``test_large`` by default (``--singa-large auto``).
 BUILTIN_DISTRIBUTIONS = frozenset({"singa-cpu", "singa-opencl", "singa-cuda"})
 

@@ -24,21 +24,27 @@ def vectorize_float(fn):
 
 
 def njit(**options):
-    """``numba.njit(**options)`` applied on first call."""
+    """``numba.njit(**options)`` applied on first call; ``fn.serial()`` returns the
+    compiled numba dispatcher itself (compiling it if needed), which kernels bound to their
+    arrays call directly (see ``bind`` in :mod:`singa.ops._registry`)."""
 
     def deco(fn):
         compiled = None
 
-        @functools.wraps(fn)
-        def call(*args):
+        def serial():
             nonlocal compiled
             if compiled is None:
                 import numba
 
                 compiled = numba.njit(cache=True, **options)(fn)
-            return compiled(*args)
+            return compiled
+
+        @functools.wraps(fn)
+        def call(*args):
+            return (compiled if compiled is not None else serial())(*args)
 
         call.py_func = fn
+        call.serial = serial
         return call
 
     return deco

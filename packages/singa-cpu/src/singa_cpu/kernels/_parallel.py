@@ -65,6 +65,8 @@ def pjit(**options):
     :data:`PARALLEL_MIN_ITEMS` elements: a parallel launch costs tens of microseconds), or it
     runs inside a chunk of :func:`._threads.run_chunks` (which already uses the cores). The
     kernels release the GIL, so chunks on several threads run their numba loops at once.
+    ``fn.serial()`` returns the serial compilation's dispatcher itself, for kernels bound to
+    small arrays (see ``bind`` in :mod:`singa.ops._registry`) to call directly.
     """
 
     def deco(fn):
@@ -94,6 +96,7 @@ def pjit(**options):
                 return kernel(*args)
 
         call.py_func = fn
+        call.serial = lambda: compiled.get(False) or compile_(False)
         return call
 
     return deco

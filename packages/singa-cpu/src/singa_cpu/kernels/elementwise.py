@@ -248,3 +248,36 @@ KERNELS["Clip"] = _clip
 for _name in ("ReLU", "ReLUBackward", "Add", "Add+ReLU", "Sub", "Mul", "AddScalar",
               "MulScalar"):
     KERNELS[_name] = split_flat(KERNELS[_name], lambda: PARALLEL_MIN_ITEMS)
+
+
+def _bind_add_relu(ins, outs, attrs):
+    """Add+ReLU bound to its arrays (see ``bind`` in singa.ops._registry) when the general
+    kernel would run one of its numba loops on one thread: the flat views and the compiled
+    loop resolved once."""
+    a, b = ins
+    out = outs[0]
+    if out.size >= PARALLEL_MIN_ITEMS:
+        return None
+    if _flat(a, b, out):
+        loop, args = _add_relu_loop.serial(), (a.reshape(-1), b.reshape(-1), out.reshape(-1))
+    elif (b.ndim < a.ndim and b.shape == a.shape[a.ndim - b.ndim:] and _flat(a, out)
+          and b.dtype == a.dtype and b.flags.c_contiguous):
+        loop = _add_relu_rows.serial()
+        args = (a.reshape(-1, b.size), b.reshape(-1), out.reshape(-1, b.size))
+    else:
+        return None
+    return lambda _ins, _outs, _attrs: loop(*args)
+
+
+def _bind_relu(ins, outs, attrs):
+    """ReLU bound to its arrays when the general kernel would run its numba loop on one
+    thread (see :func:`_bind_add_relu`)."""
+    x, out = ins[0], outs[0]
+    if out.size >= PARALLEL_MIN_ITEMS or not _flat(x, out):
+        return None
+    loop, args = _relu_loop.serial(), (x.reshape(-1), out.reshape(-1))
+    return lambda _ins, _outs, _attrs: loop(*args)
+
+
+KERNELS["Add+ReLU"].bind = _bind_add_relu
+KERNELS["ReLU"].bind = _bind_relu

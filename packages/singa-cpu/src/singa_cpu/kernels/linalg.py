@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import _threads
 from ._float16 import via_float32
 from ._threads import matmul, single_threaded_blas, split_flat
 
@@ -20,6 +21,28 @@ def _matmul(ins, outs, attrs):
             out[...] = np.dot(a, b)
     else:
         matmul(a, b, out)
+
+
+def _bind_matmul(ins, outs, attrs):
+    """A 2-D product that :func:`._threads.matmul` would not split (see ``bind`` in
+    singa.ops._registry): numpy's matmul on the bound arrays, nothing decided per call."""
+    a, b = ins
+    out = outs[0]
+    if (out.ndim != 2 or a.ndim != 2 or b.ndim != 2
+            or out.size * a.shape[-1] >= _threads.PARALLEL_MIN_MACS):
+        return None
+
+    def bound(_ins, _outs, _attrs):
+        if _threads._depth:  # inside a replay: BLAS is single-threaded already
+            np.matmul(a, b, out=out)
+        else:
+            with single_threaded_blas():
+                np.matmul(a, b, out=out)
+
+    return bound
+
+
+_matmul.bind = _bind_matmul
 
 
 def _gemm(ins, outs, attrs):

@@ -216,6 +216,11 @@ def max_2x2(x, y, rows=None) -> None:
     _max_fwd_2x2(x, y, p0, p1)
 
 
+def max_2x2_serial():
+    """The compiled loop of :func:`max_2x2`: ``(x, y, p0, p1)`` (for bound kernels)."""
+    return _max_fwd_2x2.serial()
+
+
 @kernel_attrs(contiguous_inputs=True)
 @via_float32
 def pooling2d(ins, outs, attrs):

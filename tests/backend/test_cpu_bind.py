@@ -1,0 +1,151 @@
+"""The CPU backend's graph-mode kernel binding (the ``bind`` kernel attribute; see
+``singa.ops._registry``): the batch-1 convolutions, small products and ReLUs of a replay run
+kernels bound once to their arrays. Every bound kernel must give bitwise what the general
+kernel gives on the same arrays, on two different contents (a replay rewrites the inputs);
+and bind must decline (None) what its bound code does not cover, so that the general kernel
+runs. The conformance kit's ``test_bound`` checks the same property on drawn cases, which
+rarely fall on the batch-1 convolution path; these cases do."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+
+@pytest.fixture
+def dev(singa_device):
+    if singa_device.backend != "cpu":
+        pytest.skip("the CPU backend's bound kernels")
+    return singa_device
+
+
+def _kernel(dev, name):
+    return dev.kernels[name][0]
+
+
+def _check_bound(dev, name, ins, out_shapes, attrs, rng):
+    """Bind ``name``'s kernel to ``ins`` and fresh outputs; compare with the general kernel on
+    the inputs and on new values written into the same arrays."""
+    kernel = _kernel(dev, name)
+    dt = ins[0].dtype
+    outs = [np.full(s, np.nan, dt) for s in out_shapes]
+    bound = kernel.bind(ins, outs, attrs)
+    assert bound is not None, f"{name} did not bind {[a.shape for a in ins]}"
+    for _ in range(2):
+        want = [np.full(s, np.nan, dt) for s in out_shapes]
+        kernel(ins, want, attrs)
+        bound(ins, outs, attrs)
+        for k, (o, w) in enumerate(zip(outs, want)):
+            assert np.array_equal(o, w, equal_nan=True), f"{name} output {k} differs"
+            assert not np.isnan(o).any()
+        for a in ins:  # the next replay's inputs, in the same arrays
+            a[...] = rng.standard_normal(a.shape)
+    return bound
+
+
+def _conv_attrs(stride=1, pad=0, dilation=1, pool=False):
+    attrs = {"stride": (stride, stride), "pads": (pad,) * 4, "dilation": (dilation,) * 2,
+             "group": 1}
+    if pool:
+        attrs["second"] = {"kernel": (2, 2), "stride": (2, 2), "pads": (0, 0, 0, 0),
+                           "mode": "max", "count_include_pad": False}
+    return attrs
+
+
+def _out_side(h, k, stride, pad, dilation):
+    return (h + 2 * pad - dilation * (k - 1) - 1) // stride + 1
+
+
+# (input shape, weight shape, stride, pad, dilation): the seed CNN's two layers at batch 1,
+# and padded, strided and dilated small layers
+CONV_CASES = [
+    ((1, 1, 28, 28), (20, 1, 5, 5), 1, 0, 1),
+    ((1, 20, 12, 12), (50, 20, 5, 5), 1, 0, 1),
+    ((1, 3, 16, 16), (8, 3, 5, 5), 1, 2, 1),
+    ((1, 4, 23, 23), (6, 4, 3, 3), 2, 1, 1),
+    ((1, 2, 20, 20), (5, 2, 3, 3), 1, 0, 2),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("case", CONV_CASES)
+@pytest.mark.parametrize("name", ["Conv2d", "Conv2d+ReLU", "Conv2d+ReLU+Pooling2d"])
+def test_batch1_convolutions_bind_bitwise(dev, name, case, bias, dtype):
+    rng = np.random.default_rng(5)
+    xs, ws, stride, pad, dil = case
+    x = rng.standard_normal(xs).astype(dtype)
+    w = rng.standard_normal(ws).astype(dtype)
+    ins = [x, w] + ([rng.standard_normal(ws[0]).astype(dtype)] if bias else [])
+    ho = _out_side(xs[2], ws[2], stride, pad, dil)
+    y = (1, ws[0], ho, ho)
+    shapes = [y, (1, ws[0], ho // 2, ho // 2)] if name.endswith("Pooling2d") else [y]
+    attrs = _conv_attrs(stride, pad, dil, pool=name.endswith("Pooling2d"))
+    _check_bound(dev, name, ins, shapes, attrs, rng)
+
+
+def test_convolution_bind_declines_other_paths(dev):
+    """Batches, Winograd layers, float16 and pooling other than 2x2 max keep the general
+    kernel."""
+    conv = _kernel(dev, "Conv2d")
+    f = np.float32
+
+    def bind(xs, ws, dtype=f, name="Conv2d", attrs=None, pooled=None):
+        x, w = np.zeros(xs, dtype), np.zeros(ws, dtype)
+        ho = xs[2] - ws[2] + 1
+        outs = [np.zeros((xs[0], ws[0], ho, ho), dtype)] + ([pooled] if pooled is not None
+                                                            else [])
+        return _kernel(dev, name).bind([x, w], outs, attrs or _conv_attrs())
+
+    assert bind((1, 20, 12, 12), (50, 20, 5, 5)) is not None
+    assert bind((2, 20, 12, 12), (50, 20, 5, 5)) is None  # a batch: chunks and threads
+    assert bind((1, 20, 12, 12), (50, 20, 5, 5), np.float16) is None
+    assert bind((1, 64, 58, 58), (64, 64, 3, 3)) is None  # Winograd
+    assert bind((1, 16, 12, 12), (16, 16, 3, 3)) is not None  # too few tiles for Winograd
+    assert bind((1, 8, 16, 16), (8, 8, 1, 1)) is None  # pointwise GEMM
+    assert bind((1, 16, 60, 60), (8, 16, 5, 5)) is None  # columns over COL_BYTES: bands
+    avg = _conv_attrs(pool=True)
+    avg["second"] = {**avg["second"], "mode": "avg"}
+    assert bind((1, 20, 12, 12), (50, 20, 5, 5), name="Conv2d+ReLU+Pooling2d", attrs=avg,
+                pooled=np.zeros((1, 50, 4, 4), f)) is None
+    assert conv.bind is not None
+
+
+def test_products_and_relus_bind_bitwise(dev):
+    rng = np.random.default_rng(3)
+    for dtype in (np.float32, np.float64):
+        a = rng.standard_normal((1, 800)).astype(dtype)
+        b = rng.standard_normal((800, 500)).astype(dtype)
+        _check_bound(dev, "Matmul", [a, b], [(1, 500)], {}, rng)
+        _check_bound(dev, "Matmul", [rng.standard_normal((7, 9)).astype(dtype),
+                                     rng.standard_normal((9, 4)).astype(dtype)],
+                     [(7, 4)], {}, rng)
+        x = rng.standard_normal((3, 500)).astype(dtype)
+        _check_bound(dev, "Add+ReLU", [x, rng.standard_normal((3, 500)).astype(dtype)],
+                     [(3, 500)], {}, rng)
+        _check_bound(dev, "Add+ReLU", [x, rng.standard_normal(500).astype(dtype)],
+                     [(3, 500)], {}, rng)  # a bias over the rows
+        _check_bound(dev, "ReLU", [x], [(3, 500)], {}, rng)
+    matmul = _kernel(dev, "Matmul")
+    big = np.zeros((512, 512), np.float32)
+    assert matmul.bind([big, big], [big.copy()], {}) is None  # split across the threads
+    batched = np.zeros((2, 3, 3), np.float32)
+    assert matmul.bind([batched, batched], [batched.copy()], {}) is None
+    strided = np.zeros((4, 6), np.float32)[:, ::2]
+    assert _kernel(dev, "ReLU").bind([strided], [np.zeros((4, 3), np.float32)], {}) is None
+
+
+def test_bound_matmul_keeps_blas_single_threaded(dev):
+    """Outside a replay (no around_replay stage), a bound product still runs BLAS on one
+    thread and restores the thread count."""
+    from singa_cpu.kernels import _threads
+
+    blas = _threads._find_blas()
+    if not blas:
+        pytest.skip("numpy's BLAS thread count cannot be read here")
+    a, b = np.ones((4, 8), np.float32), np.ones((8, 3), np.float32)
+    out = np.zeros((4, 3), np.float32)
+    before = blas[0]()
+    _kernel(dev, "Matmul").bind([a, b], [out], {})([a, b], [out], {})
+    assert blas[0]() == before
+    assert np.array_equal(out, np.full((4, 3), 8, np.float32))
