@@ -237,16 +237,19 @@ class SingaRep(BackendRep):
         items = self._items(inputs)
         aux_output = tuple(aux_output)
         if self.use_graph and not self.is_graph:
-            names, raw = self._graphs.run(items, last_layers, aux_output)
+            names, raw = self._graphs.run_numpy(items, last_layers, aux_output)
         else:
             names, raw = self.run_eager(items, last_layers, aux_output)
         declared = dict(self.output_info)
         n_out = len(names) - len(aux_output)
-        outs = [self._export(v, declared.get(n) if i < n_out else None)
-                for i, (n, v) in enumerate(zip(names, raw))]
-        return [o.reshape(()) if i < n_out and n in self.scalar_outputs
-                and isinstance(o, np.ndarray) and o.size == 1 else o
-                for i, (n, o) in enumerate(zip(names, outs))]
+        outs = []
+        for i, (n, v) in enumerate(zip(names, raw)):
+            o = self._export(v, declared.get(n) if i < n_out else None)
+            if (i < n_out and n in self.scalar_outputs and isinstance(o, np.ndarray)
+                    and o.size == 1):
+                o = o.reshape(())
+            outs.append(o)
+        return outs
 
     def run_eager(self, items, last_layers=None, aux_output=()):
         """Execute the nodes once on ``items`` ([(input name, value)]); returns the names of

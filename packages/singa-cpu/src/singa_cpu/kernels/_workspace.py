@@ -32,6 +32,16 @@ class Workspace:
             bufs[key] = buf
         return buf[:n].reshape(shape)
 
+    def flat(self, name: str, n: int, dtype: np.dtype) -> np.ndarray:
+        """``get(name, (n,), dtype)`` for a numpy dtype object, in fewer steps (called per
+        replay by kernels bound to their arrays: 0.8 -> 0.4 us)."""
+        bufs = getattr(self._local, "bufs", None)
+        if bufs is not None:
+            buf = bufs.get((name, dtype))
+            if buf is not None and buf.size >= n:
+                return buf[:n]
+        return self.get(name, (n,), dtype)
+
     def nbytes(self) -> int:
         """Bytes held by this thread's buffers."""
         bufs = getattr(self._local, "bufs", {})

@@ -303,6 +303,7 @@ def _bind_lean(ws, ins, outs, attrs, relu, pooled):
     rows, hw = g.c * g.kh * g.kw, g.ho * g.wo
     pad_shape = _padded_shape(g, 1)
     padded = pad_shape[2:] != x.shape[2:]
+    pad_size = int(np.prod(pad_shape))
     pad, im2col = _pad_into.serial(), _im2col.serial()
     epilogue, pool2 = _epilogue.serial(), pool.max_2x2_serial()
     w2, y2, y3 = w.reshape(g.o, rows), y.reshape(g.o, hw), y.reshape(1, g.o, hw)
@@ -313,11 +314,11 @@ def _bind_lean(ws, ins, outs, attrs, relu, pooled):
 
     def bound(_ins, _outs, _attrs):
         if padded:
-            xp = ws.get("xpad", pad_shape, dt)
+            xp = ws.flat("xpad", pad_size, dt).reshape(pad_shape)
             pad(x, xp, 0, 1, pt, pl)
         else:
             xp = x
-        col = ws.get("col", (rows * hw,), dt)
+        col = ws.flat("col", rows * hw, dt)
         im2col(xp, col, rows * hw, hw, 1, *geometry)
         if _threads._depth:  # inside a replay: BLAS is single-threaded already
             np.matmul(w2, col.reshape(rows, hw), out=y2)
