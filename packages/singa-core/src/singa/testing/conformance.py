@@ -548,6 +548,16 @@ def _fused_case(g, case: KernelCase, dev):
     return arrays, [*ins, *others], attrs
 
 
+def _assert_bitwise(got, want, what: str, arrays, attrs) -> None:
+    """``got`` equals ``want`` bit for bit (NaN where NaN), else an error starting ``what``."""
+    if not np.array_equal(got, want, equal_nan=True):
+        bad = np.flatnonzero(~((got == want) | (np.isnan(got) & np.isnan(want))))
+        raise AssertionError(
+            f"{what} at {bad.size} of {got.size} elements (first at flat index {bad[0]}: "
+            f"{got.flat[bad[0]]!r} vs {want.flat[bad[0]]!r}; "
+            f"{checks.describe_case(arrays, attrs)})")
+
+
 def test_fused(kernel_case, singa_device, request):
     """Each fused kernel gives bitwise what the device's own kernels give one after the
     other."""
@@ -561,14 +571,9 @@ def test_fused(kernel_case, singa_device, request):
         singa_device.exec(KernelCall(singa_device, case.kernel, f_ins, outs, attrs),
                           [x.block for x in f_ins], [o.block for o in outs], fd.name)
         for k, (o, e) in enumerate(zip(outs, expected)):
-            got, want = o.to_numpy(), e.to_numpy()
-            if not np.array_equal(got, want, equal_nan=True):
-                bad = np.flatnonzero(~((got == want) | (np.isnan(got) & np.isnan(want))))
-                raise AssertionError(
-                    f"fused kernel {fd.name} on {singa_device.name}, output {k}: differs from "
-                    f"its ops run one after the other at {bad.size} of {got.size} elements "
-                    f"(first at flat index {bad[0]}: {got.flat[bad[0]]!r} vs "
-                    f"{want.flat[bad[0]]!r}; {checks.describe_case(arrays, attrs)})")
+            _assert_bitwise(o.to_numpy(), e.to_numpy(),
+                            f"fused kernel {fd.name} on {singa_device.name}, output {k}: "
+                            "differs from its ops run one after the other", arrays, attrs)
 
     _hypothesis(request, case, "fused", body)
 
@@ -617,14 +622,9 @@ def test_bound(kernel_case, singa_device, request):
             bound(nat_in, nat_out, attrs)
             dev.synchronize()
             for k, (o, w) in enumerate(zip(outs, want)):
-                got = o.to_numpy()
-                if not np.array_equal(got, w, equal_nan=True):
-                    bad = np.flatnonzero(~((got == w) | (np.isnan(got) & np.isnan(w))))
-                    raise AssertionError(
-                        f"bound kernel {case.name} on {dev.name}, output {k}, {round_}: "
-                        f"differs from the general kernel at {bad.size} of {got.size} "
-                        f"elements (first at flat index {bad[0]}: {got.flat[bad[0]]!r} vs "
-                        f"{w.flat[bad[0]]!r}; {checks.describe_case(arrays, attrs)})")
+                _assert_bitwise(o.to_numpy(), w,
+                                f"bound kernel {case.name} on {dev.name}, output {k}, "
+                                f"{round_}: differs from the general kernel", arrays, attrs)
 
     _hypothesis(request, case, "bound", body)
 
