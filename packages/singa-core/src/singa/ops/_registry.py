@@ -30,9 +30,10 @@ Optional kernel attributes (set with :func:`kernel_attrs`):
   strides, dtypes and buffers fixed: geometry computed, code path chosen, views and scratch
   sizes prepared once), which the replays call instead, or None to keep the general kernel.
   The bound kernel must give bitwise what the general one gives on the same arrays, whatever
-  their contents; it runs inside the device's ``around_replay`` graph stages, and unlike a
-  general kernel it may keep the arrays it was bound to. The conformance kit's
-  ``test_bound`` checks it.
+  their contents; in a replay it runs inside the device's ``around_replay`` graph stages (the
+  conformance kit's ``test_bound``, which checks it, calls it outside them, so it must not
+  depend on them for correctness), and unlike a general kernel it may keep the arrays it was
+  bound to.
 """
 
 from __future__ import annotations
