@@ -263,3 +263,61 @@ def test_what_a_stage_made_for_a_plan_is_freed_before_its_arena(dev, stages):
     assert arena > 0 and dev.pool.current_bytes <= with_arena - arena  # arena returned after
     dev.ResetGraph()
     assert len(released) == 1  # once per plan
+
+
+# ---------------------------------------------------------------------- kernels bound to a plan
+def _with_bind(dev, name, bind):
+    """``dev``'s kernel for ``name`` with a ``bind`` attribute (a fresh function object)."""
+    fn, contig, dtypes = dev.kernels[name]
+
+    def kernel(ins, outs, attrs):
+        fn(ins, outs, attrs)
+
+    kernel.bind = bind
+    dev.kernels[name] = (kernel, contig, dtypes)
+    return kernel
+
+
+def test_a_bound_kernel_replaces_the_general_one_in_every_replay(dev, stages):
+    """bind is called once per plan with the natives every replay passes; the replays run
+    what it returned, on new input values each time."""
+    binds, runs = [], []
+
+    def bind(ins, outs, attrs):
+        binds.append((ins, outs))
+        x, out = ins[0], outs[0]
+
+        def bound(i, o, a):
+            assert i is ins and o is outs  # the very lists (and arrays) it was bound to
+            runs.append(1)
+            np.negative(x, out=out)
+
+        return bound
+
+    general = _with_bind(dev, "Neg", bind)
+    x = tensor(dev, X)
+    y = record(dev, lambda: op("Neg", x))
+    for k in range(3):
+        x.copy_from_numpy(X * (k + 1))
+        dev.RunGraph()
+        np.testing.assert_array_equal(y.to_numpy(), -X * (k + 1))
+    assert len(binds) == 1 and len(runs) == 3
+    (call,) = dev._graph.plan.calls
+    assert call[0] is not general and call[0].__name__ == "bound"
+    assert binds[0][0] is call[1] and binds[0][1] is call[2]
+
+
+def test_bind_may_decline_and_must_return_a_kernel(dev, stages):
+    general = _with_bind(dev, "Neg", lambda ins, outs, attrs: None)
+    x = tensor(dev, X)
+    y = record(dev, lambda: op("Neg", x))
+    dev.RunGraph()
+    np.testing.assert_array_equal(y.to_numpy(), -X)
+    assert [c[0] for c in dev._graph.plan.calls] == [general]
+
+    _with_bind(dev, "Mul", lambda ins, outs, attrs: "not a kernel")
+    record(dev, lambda: op("Mul", x, x))
+    pool = dev.pool.current_bytes
+    with pytest.raises(GraphError, match="Mul kernel's bind returned str"):
+        dev.RunGraph()
+    assert dev.pool.current_bytes <= pool  # the plan's arena went back
