@@ -210,6 +210,17 @@ class single_threaded_blas:
 PARALLEL_MIN_MACS = 8 << 20
 
 
+def serial_matmul(a, b, out) -> None:
+    """``np.matmul(a, b, out=out)`` with numpy's BLAS on the calling thread; inside a parallel
+    section or a CPU graph's replay (which already hold it single-threaded) without setting
+    it again (kernels bound to a replay's arrays call this every replay)."""
+    if _depth:
+        np.matmul(a, b, out=out)
+    else:
+        with single_threaded_blas():
+            np.matmul(a, b, out=out)
+
+
 def matmul(a, b, out) -> None:
     """``np.matmul(a, b, out=out)`` with single-threaded BLAS, split across
     :func:`num_threads` threads when it is big: by columns of the output when it is wider than

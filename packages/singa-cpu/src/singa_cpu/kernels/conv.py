@@ -283,23 +283,13 @@ def _lean(g, itemsize) -> bool:
             and g.o * rows * hw < _threads.PARALLEL_MIN_MACS)
 
 
-def _bind_lean(ws, ins, outs, attrs, relu, pooled):
-    """The lean forward (see :func:`_lean`) of exactly these arrays, or None when the general
-    kernel takes another path: the geometry, the padding and column shapes, the views and the
-    compiled loops resolved once, for a graph's replays (see ``bind`` in
-    singa.ops._registry). The same loops and GEMM as the general kernel, so the same bits."""
-    x, w, y = ins[0], ins[1], outs[0]
-    b = ins[2] if len(ins) > 2 else None
+def _lean_forward(ws, x, w, b, y, g, relu, pooled):
+    """The forward of :func:`_lean` geometry ``g`` on exactly these arrays, as a function of no
+    arguments: the padding and column shapes, the views and the compiled loops resolved here,
+    per call only the padding, im2col, the GEMM (single-threaded BLAS), the epilogue (bias,
+    ``relu``) and, with ``pooled``, a 2x2 max pooling. The general kernel calls it once per
+    call; a graph's bound kernel builds it once and calls it every replay."""
     dt = x.dtype
-    if (dt not in (np.float32, np.float64) or any(a.dtype != dt for a in (*ins, *outs))
-            or not all(a.flags.c_contiguous for a in (*ins, *outs))):
-        return None
-    g = conv2d_geometry("Conv2d", x.shape, w.shape, attrs)
-    if winograd.eligible(g) or _is_pointwise(g) or not _lean(g, x.itemsize):
-        return None
-    if pooled is not None and not pool.is_2x2_max(
-            pool2d_geometry("Pooling2d", y.shape, attrs.get("second", EMPTY))):
-        return None
     rows, hw = g.c * g.kh * g.kw, g.ho * g.wo
     pad_shape = _padded_shape(g, 1)
     padded = pad_shape[2:] != x.shape[2:]
@@ -312,7 +302,7 @@ def _bind_lean(ws, ins, outs, attrs, relu, pooled):
     geometry = (g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, 0, g.ho, g.wo)
     pt, pl, ho = g.pt, g.pl, pooled.shape[2] if pooled is not None else 0
 
-    def bound(_ins, _outs, _attrs):
+    def run():
         if padded:
             xp = ws.flat("xpad", pad_size, dt).reshape(pad_shape)
             pad(x, xp, 0, 1, pt, pl)
@@ -320,17 +310,33 @@ def _bind_lean(ws, ins, outs, attrs, relu, pooled):
             xp = x
         col = ws.flat("col", rows * hw, dt)
         im2col(xp, col, rows * hw, hw, 1, *geometry)
-        if _threads._depth:  # inside a replay: BLAS is single-threaded already
-            np.matmul(w2, col.reshape(rows, hw), out=y2)
-        else:
-            with single_threaded_blas():
-                np.matmul(w2, col.reshape(rows, hw), out=y2)
+        _threads.serial_matmul(w2, col.reshape(rows, hw), y2)
         if has_bias or relu:
             epilogue(y3, bias, 0, hw, has_bias, relu)
         if pooled is not None:
             pool2(y, pooled, 0, ho)
 
-    return bound
+    return run
+
+
+def _bind_lean(ws, ins, outs, attrs, relu, pooled):
+    """The lean forward (:func:`_lean_forward`) bound to exactly these arrays, or None when the
+    general kernel takes another path (see ``bind`` in singa.ops._registry): the same code as
+    the general kernel's, so the same bits."""
+    x, w, y = ins[0], ins[1], outs[0]
+    b = ins[2] if len(ins) > 2 else None
+    dt = x.dtype
+    if (dt not in (np.float32, np.float64) or any(a.dtype != dt for a in (*ins, *outs))
+            or not all(a.flags.c_contiguous for a in (*ins, *outs))):
+        return None
+    g = conv2d_geometry("Conv2d", x.shape, w.shape, attrs)
+    if winograd.eligible(g) or _is_pointwise(g) or not _lean(g, x.itemsize):
+        return None
+    if pooled is not None and not pool.is_2x2_max(
+            pool2d_geometry("Pooling2d", y.shape, attrs.get("second", EMPTY))):
+        return None
+    run = _lean_forward(ws, x, w, b, y, g, relu, pooled)
+    return lambda _ins, _outs, _attrs: run()
 
 
 def kernels(device) -> dict:
@@ -380,12 +386,7 @@ def kernels(device) -> dict:
         if _lean(g, x.itemsize):
             # one small image (batch-1 inference of a small net): the chunk below, without
             # the chunk machinery (spans, a section, the split decision): ~10 us per call
-            col = _columns(ws, x, g, 0, 1, True)
-            np.matmul(w2, col[0], out=y3[0])
-            if b is not None or relu:
-                _epilogue(y3, bias, 0, hw, b is not None, relu)
-            if pooled is not None:
-                pool.max_2x2(y, pooled)
+            _lean_forward(ws, x, w2, b, y, g, relu, pooled)()
             return
         bands = _bands(g, x.itemsize) if per_image else None
         if bands:

@@ -204,17 +204,28 @@ def _relu_backward(ins, outs, attrs):
         np.multiply(dy, x > 0, out=out)
 
 
+def _add_relu_pass(a, b, out):
+    """``(loop, args)``: Add+ReLU's one-pass numba loop over these arrays (flat when nothing
+    broadcasts, by rows when b is broadcast over a's rows), or None (no one-pass loop)."""
+    if _flat(a, b, out):
+        return _add_relu_loop.serial(), (a.reshape(-1), b.reshape(-1), out.reshape(-1))
+    if (b.ndim < a.ndim and b.shape == a.shape[a.ndim - b.ndim:] and _flat(a, out)
+            and b.dtype == a.dtype and b.flags.c_contiguous):
+        return _add_relu_rows.serial(), (a.reshape(-1, b.size), b.reshape(-1),
+                                         out.reshape(-1, b.size))
+    return None
+
+
 def _add_relu(ins, outs, attrs):
     """The fused Add+ReLU of graph mode (a residual join, a bias and its activation; see
-    singa.ops.FUSIONS): one pass when nothing broadcasts, else numpy's sum and the ReLU loop
-    in place."""
+    singa.ops.FUSIONS): one pass when nothing broadcasts or b is a bias over a's rows, else
+    numpy's sum and the ReLU loop in place."""
     a, b = ins
     out = outs[0]
-    if _flat(a, b, out):
-        _add_relu_loop(a.reshape(-1), b.reshape(-1), out.reshape(-1))
-    elif (b.ndim < a.ndim and b.shape == a.shape[a.ndim - b.ndim:] and _flat(a, out)
-          and b.dtype == a.dtype and b.flags.c_contiguous):  # b broadcast over a's rows
-        _add_relu_rows(a.reshape(-1, b.size), b.reshape(-1), out.reshape(-1, b.size))
+    one_pass = _add_relu_pass(a, b, out)
+    if one_pass is not None:
+        loop, args = one_pass
+        loop(*args)
     else:
         np.add(a, b, out=out)
         _relu(out, out)
@@ -256,16 +267,10 @@ def _bind_add_relu(ins, outs, attrs):
     loop resolved once."""
     a, b = ins
     out = outs[0]
-    if out.size >= PARALLEL_MIN_ITEMS:
+    one_pass = _add_relu_pass(a, b, out) if out.size < PARALLEL_MIN_ITEMS else None
+    if one_pass is None:
         return None
-    if _flat(a, b, out):
-        loop, args = _add_relu_loop.serial(), (a.reshape(-1), b.reshape(-1), out.reshape(-1))
-    elif (b.ndim < a.ndim and b.shape == a.shape[a.ndim - b.ndim:] and _flat(a, out)
-          and b.dtype == a.dtype and b.flags.c_contiguous):
-        loop = _add_relu_rows.serial()
-        args = (a.reshape(-1, b.size), b.reshape(-1), out.reshape(-1, b.size))
-    else:
-        return None
+    loop, args = one_pass
     return lambda _ins, _outs, _attrs: loop(*args)
 
 

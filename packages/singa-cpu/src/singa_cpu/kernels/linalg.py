@@ -32,14 +32,7 @@ def _bind_matmul(ins, outs, attrs):
             or out.size * a.shape[-1] >= _threads.PARALLEL_MIN_MACS):
         return None
 
-    def bound(_ins, _outs, _attrs):
-        if _threads._depth:  # inside a replay: BLAS is single-threaded already
-            np.matmul(a, b, out=out)
-        else:
-            with single_threaded_blas():
-                np.matmul(a, b, out=out)
-
-    return bound
+    return lambda _ins, _outs, _attrs: _threads.serial_matmul(a, b, out)
 
 
 _matmul.bind = _bind_matmul
