@@ -558,6 +558,15 @@ def _assert_bitwise(got, want, what: str, arrays, attrs) -> None:
             f"{checks.describe_case(arrays, attrs)})")
 
 
+def _general_outputs(case: KernelCase, dev, ins, attrs, shapes) -> list:
+    """Host copies of the outputs (``shapes``: ``[(shape, dtype)]``) of the case's kernel, the
+    general one (not bound), run on ``ins`` through the device."""
+    outs = [CTensor(shp, dev, dt) for shp, dt in shapes]
+    dev.exec(KernelCall(dev, case.kernel, ins, outs, attrs), [x.block for x in ins],
+             [o.block for o in outs], case.name)
+    return [o.to_numpy() for o in outs]
+
+
 def test_fused(kernel_case, singa_device, request):
     """Each fused kernel gives bitwise what the device's own kernels give one after the
     other."""
@@ -567,23 +576,14 @@ def test_fused(kernel_case, singa_device, request):
     def body(g):
         arrays, f_ins, attrs = _fused_case(g, case, singa_device)
         expected = _compose(fd.name, f_ins, attrs)
-        outs = [CTensor(o.shp, singa_device, o.dt) for o in expected]
-        singa_device.exec(KernelCall(singa_device, case.kernel, f_ins, outs, attrs),
-                          [x.block for x in f_ins], [o.block for o in outs], fd.name)
-        for k, (o, e) in enumerate(zip(outs, expected)):
-            _assert_bitwise(o.to_numpy(), e.to_numpy(),
+        got = _general_outputs(case, singa_device, f_ins, attrs,
+                               [(e.shp, e.dt) for e in expected])
+        for k, (o, e) in enumerate(zip(got, expected)):
+            _assert_bitwise(o, e.to_numpy(),
                             f"fused kernel {fd.name} on {singa_device.name}, output {k}: "
                             "differs from its ops run one after the other", arrays, attrs)
 
     _hypothesis(request, case, "fused", body)
-
-
-def _general_outputs(case: KernelCase, dev, ins, attrs, shapes) -> list:
-    """Host copies of the outputs of the general (unbound) kernel on ``ins``."""
-    outs = [CTensor(shp, dev, dt) for shp, dt in shapes]
-    dev.exec(KernelCall(dev, case.kernel, ins, outs, attrs), [x.block for x in ins],
-             [o.block for o in outs], case.name)
-    return [o.to_numpy() for o in outs]
 
 
 def test_bound(kernel_case, singa_device, request):
