@@ -26,6 +26,8 @@ partial dW per thread.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from singa.backend import EMPTY, conv2d_geometry, kernel_attrs, pool2d_geometry
 
@@ -293,7 +295,7 @@ def _lean_forward(ws, x, w, b, y, g, relu, pooled):
     rows, hw = g.c * g.kh * g.kw, g.ho * g.wo
     pad_shape = _padded_shape(g, 1)
     padded = pad_shape[2:] != x.shape[2:]
-    pad_size = int(np.prod(pad_shape))
+    pad_size = math.prod(pad_shape)
     pad, im2col = _pad_into.serial(), _im2col.serial()
     epilogue, pool2 = _epilogue.serial(), pool.max_2x2_serial()
     w2, y2, y3 = w.reshape(g.o, rows), y.reshape(g.o, hw), y.reshape(1, g.o, hw)
