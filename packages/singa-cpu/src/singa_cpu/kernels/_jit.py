@@ -26,7 +26,7 @@ def vectorize_float(fn):
 def njit(**options):
     """``numba.njit(**options)`` applied on first call; ``fn.serial()`` returns the
     compiled numba dispatcher itself (compiling it if needed), which kernels bound to their
-    arrays call directly (see ``bind`` in :mod:`singa.ops._registry`)."""
+    arrays call directly (see ``bind`` in docs/plugin-authoring.md)."""
 
     def deco(fn):
         compiled = None

@@ -66,7 +66,7 @@ def pjit(**options):
     runs inside a chunk of :func:`._threads.run_chunks` (which already uses the cores). The
     kernels release the GIL, so chunks on several threads run their numba loops at once.
     ``fn.serial()`` returns the serial compilation's dispatcher itself, for kernels bound to
-    small arrays (see ``bind`` in :mod:`singa.ops._registry`) to call directly.
+    small arrays (see ``bind`` in docs/plugin-authoring.md) to call directly.
     """
 
     def deco(fn):

@@ -326,7 +326,7 @@ def split_flat(kernel, min_items, whole=()):
         run_ranges(part, out.size)
 
     def bind(ins, outs, attrs):
-        """Bound to a graph's arrays (see ``bind`` in singa.ops._registry): an output below
+        """Bound to a graph's arrays (see ``bind`` in docs/plugin-authoring.md): an output below
         ``min_items()`` (read once, when the plan is built) runs ``kernel`` directly."""
         return kernel if outs[0].size < min_items() else None
 

@@ -323,7 +323,7 @@ def _lean_forward(ws, x, w, b, y, g, relu, pooled):
 
 def _bind_lean(ws, ins, outs, attrs, relu, pooled):
     """The lean forward (:func:`_lean_forward`) bound to exactly these arrays, or None when the
-    general kernel takes another path (see ``bind`` in singa.ops._registry): the same code as
+    general kernel takes another path (see ``bind`` in docs/plugin-authoring.md): the same code as
     the general kernel's, so the same bits."""
     x, w, y = ins[0], ins[1], outs[0]
     b = ins[2] if len(ins) > 2 else None

@@ -262,7 +262,7 @@ for _name in ("ReLU", "ReLUBackward", "Add", "Add+ReLU", "Sub", "Mul", "AddScala
 
 
 def _bind_add_relu(ins, outs, attrs):
-    """Add+ReLU bound to its arrays (see ``bind`` in singa.ops._registry) when the general
+    """Add+ReLU bound to its arrays (see ``bind`` in docs/plugin-authoring.md) when the general
     kernel would run one of its numba loops on one thread: the flat views and the compiled
     loop resolved once."""
     a, b = ins

@@ -25,7 +25,7 @@ def _matmul(ins, outs, attrs):
 
 def _bind_matmul(ins, outs, attrs):
     """A 2-D product that :func:`._threads.matmul` would not split (see ``bind`` in
-    singa.ops._registry): numpy's matmul on the bound arrays, nothing decided per call."""
+    docs/plugin-authoring.md): numpy's matmul on the bound arrays, nothing decided per call."""
     a, b = ins
     out = outs[0]
     if (out.ndim != 2 or a.ndim != 2 or b.ndim != 2
