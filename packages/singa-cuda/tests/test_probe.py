@@ -20,7 +20,7 @@ def test_a_working_machine_has_no_problem():
 
 @pytest.mark.parametrize("facts_, reason, in_fix", [
     (CudaFacts(cupy_error="ModuleNotFoundError: No module named 'cupy'"), "no-cupy",
-     "singa[cuda]"),
+     "./packages/singa-cuda[cuda13]"),
     (CudaFacts(driver_version=0, runtime_version=12090), "no-driver", "NVIDIA driver"),
     (CudaFacts(driver_version=11080, runtime_version=12090, device_count=1), "old-driver",
      "upgrade the driver"),
@@ -36,6 +36,32 @@ def test_each_problem_is_named_with_its_fix(facts_, reason, in_fix):
     err = explain(facts_)
     assert err is not None and err.reason == reason
     assert in_fix in err.fix and in_fix in str(err)
+
+
+@pytest.mark.parametrize("facts_, reason, in_fix", [
+    (CudaFacts(driver_version=13000, runtime_version=13020, device_count=1,
+               nvrtc_error="FileNotFoundError: cuda_fp16.h"), "no-nvrtc",
+     '"nvidia-cuda-nvrtc>=13,<14" "nvidia-cuda-runtime>=13,<14"'),
+    (CudaFacts(driver_version=13000, runtime_version=13020, device_count=1,
+               cudnn_error="ModuleNotFoundError: No module named 'cudnn'"), "no-cudnn",
+     "nvidia-cudnn-cu13 nvidia-cudnn-frontend"),
+    # a CUDA 12 driver under cupy-cuda13x: upgrade, or the CUDA 12 stack
+    (CudaFacts(driver_version=12080, runtime_version=13020, device_count=1), "old-driver",
+     '"./packages/singa-cuda[cuda12]"'),
+])
+def test_fixes_name_the_installed_stack(facts_, reason, in_fix):
+    err = explain(facts_)
+    assert err is not None and err.reason == reason
+    assert in_fix in err.fix, err.fix
+    assert "-cu12" not in err.fix  # never the other stack's wheels
+
+
+def test_stack_comes_from_the_runtime_then_the_cupy_wheel():
+    assert CudaFacts(runtime_version=12090).stack == 12
+    assert CudaFacts(runtime_version=13020).stack == 13
+    # no runtime version (cupy failed to import): the installed wheel decides
+    assert CudaFacts(cupy_error="x", cupy_dist="cupy-cuda12x 14.2.0").stack == 12
+    assert CudaFacts(cupy_error="x", cupy_dist="cupy-cuda13x 14.2.0").stack == 13
 
 
 def test_minor_version_compatibility_is_not_an_old_driver():
@@ -63,12 +89,16 @@ needs_no_gpu = pytest.mark.skipif(
 
 @needs_no_gpu
 def test_probe_here_fails_for_the_real_reason():
+    # with cupy, NVRTC and the runtime headers of either stack installed and no driver, the
+    # probe blames the driver, and never NVRTC (CUDA 13's headers are in nvidia/cu13)
     import cupy
 
     err = explain(facts())
     if cupy.cuda.runtime.driverGetVersion() == 0:
         assert err.reason == "no-driver"
     assert not cupy.cuda.is_available()
+    assert facts().nvrtc_error is None, facts().nvrtc_error
+    assert "NVRTC" not in str(err)
 
 
 @needs_no_gpu

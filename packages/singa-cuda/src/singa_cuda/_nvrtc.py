@@ -15,18 +15,60 @@ hashed. The host build of the tests writes the same texts next to its copy of th
 from __future__ import annotations
 
 import hashlib
+import importlib
 import os
 import re
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-#: Architectures CI compiles every source for (Volta, Ampere, Hopper).
-CHECKED_ARCHS = (70, 80, 90)
+#: Architectures CI compiles every source for, where the installed NVRTC supports them: Volta
+#: (NVRTC 12 only; NVRTC 13 dropped it), Turing, Ampere, Hopper, Blackwell.
+WANTED_ARCHS = (70, 75, 80, 90, 100, 120)
+
+
+def supported_archs() -> tuple[int, ...]:
+    """The ``sm_XY`` architectures the installed NVRTC compiles for (``nvrtcGetSupportedArchs``:
+    NVRTC 12 lists 50-90, NVRTC 13 starts at 75)."""
+    from cupy_backends.cuda.libs import nvrtc
+
+    return tuple(sorted(int(a) for a in nvrtc.getSupportedArchs()))
+
+
+def checked_archs() -> tuple[int, ...]:
+    """:data:`WANTED_ARCHS` that the installed NVRTC supports (what CI compiles for)."""
+    have = set(supported_archs())
+    return tuple(a for a in WANTED_ARCHS if a in have)
+
+
+def target_arch(device_arch: int, supported=None) -> tuple[int, bool]:
+    """``(arch, sass)`` to compile for a GPU of compute capability ``device_arch``: its own SASS
+    when NVRTC supports it; for a GPU newer than every architecture NVRTC knows, PTX of the
+    newest one below it (the driver compiles it at load). A GPU older than NVRTC's oldest
+    architecture (Volta under CUDA 13) cannot run its output: :class:`NvrtcArchError`."""
+    archs = tuple(supported) if supported is not None else supported_archs()
+    if device_arch in archs:
+        return device_arch, True
+    older = [a for a in archs if a <= device_arch]
+    if older:
+        return max(older), False
+    raise NvrtcArchError(device_arch, archs)
 
 
 class NvrtcCompileError(RuntimeError):
     """A ``.cu`` source failed to compile; the message holds NVRTC's log."""
+
+
+class NvrtcArchError(RuntimeError):
+    """The installed NVRTC cannot compile for this GPU's architecture."""
+
+    def __init__(self, device_arch: int, supported):
+        self.device_arch, self.supported = device_arch, tuple(supported)
+        super().__init__(
+            f"this GPU is sm_{device_arch} but the installed NVRTC compiles for sm_"
+            f"{min(self.supported)} and newer only (CUDA 13 dropped Volta and older); install "
+            "the CUDA 12 stack: pip install \"singa-cuda[cuda12]\" (cupy-cuda12x, "
+            "nvidia-cuda-nvrtc-cu12, nvidia-cuda-runtime-cu12, nvidia-cudnn-cu12)")
 
 
 def _shipped(suffix: str) -> dict[str, str]:
@@ -58,17 +100,44 @@ def kernel_names(source: str) -> list[str]:
     return sorted(set(names))
 
 
+def _header_dirs():
+    """Candidate folders holding ``cuda_fp16.h``, most specific first: ``cuda.pathfinder``
+    (a cupy 14 dependency that knows every wheel layout and conda), the CUDA 12 wheel
+    (``nvidia/cuda_runtime/include``), the CUDA 13 wheel (``nvidia/cu13/include``), then a
+    toolkit named by ``CUDA_PATH`` / ``CUDA_HOME``."""
+    try:
+        pathfinder = importlib.import_module("cuda.pathfinder")
+        found = pathfinder.find_nvidia_header_directory("cudart")
+        if found:
+            yield Path(found)
+    except Exception:  # not installed, or a version without this function
+        pass
+    try:
+        import nvidia
+    except ImportError:
+        nvidia = None
+    for base in getattr(nvidia, "__path__", []):
+        yield Path(base) / "cuda_runtime" / "include"
+        yield from sorted(Path(base).glob("cu[0-9]*/include"), reverse=True)
+    for var in ("CUDA_PATH", "CUDA_HOME"):
+        if os.environ.get(var):
+            yield Path(os.environ[var]) / "include"
+
+
 @lru_cache(maxsize=1)
 def include_dir() -> str:
-    """``nvidia/cuda_runtime/include`` of the nvidia-cuda-runtime-cu12 wheel (cuda_fp16.h)."""
-    import nvidia.cuda_runtime as rt
-
-    for base in rt.__path__:
-        inc = Path(base) / "include"
+    """The folder with CUDA's ``cuda_fp16.h`` (and the runtime headers it includes), searched
+    in :func:`_header_dirs`' order."""
+    tried = []
+    for inc in _header_dirs():
         if (inc / "cuda_fp16.h").is_file():
             return str(inc)
-    raise FileNotFoundError("cuda_fp16.h not found in the nvidia-cuda-runtime-cu12 wheel; "
-                            "pip install nvidia-cuda-runtime-cu12")
+        tried.append(str(inc))
+    raise FileNotFoundError(
+        "CUDA's runtime headers (cuda_fp16.h) were not found (looked in: "
+        f"{', '.join(tried) or 'no candidate folder'}); install the runtime-header wheel of "
+        "your CUDA stack: pip install nvidia-cuda-runtime-cu12 (CUDA 12) or "
+        "\"nvidia-cuda-runtime>=13,<14\" (CUDA 13), or set CUDA_PATH to a CUDA toolkit")
 
 
 def options(arch: int, sass: bool, extra=()) -> list[str]:
@@ -116,21 +185,23 @@ def cache_key(source: str, include: dict[str, str], arch: int, nvrtc_version) ->
     return h.hexdigest()[:24]
 
 
-def cubin_path(file: str, arch: int) -> Path:
-    """Where the cubin of shipped source ``file`` for ``arch`` is cached."""
+def image_path(file: str, arch: int, sass: bool = True) -> Path:
+    """Where the compiled image (cubin, or PTX) of shipped source ``file`` for ``arch`` is
+    cached."""
     from cupy_backends.cuda.libs import nvrtc
 
     key = cache_key(sources()[file], headers(), arch, nvrtc.getVersion())
-    return _cache_dir() / f"sm_{arch}" / f"{file}.{key}.cubin"
+    return _cache_dir() / f"sm_{arch}" / f"{file}.{key}.{'cubin' if sass else 'ptx'}"
 
 
-def cubin(file: str, arch: int) -> bytes:
-    """The cubin of shipped source ``file`` for ``arch``, from the disk cache when present."""
+def image(file: str, arch: int, sass: bool = True) -> bytes:
+    """What ``cuModuleLoadData`` loads for shipped source ``file``: the cubin for ``arch``, or
+    (``sass=False``) its NUL-terminated PTX, from the disk cache when present."""
     src, include = sources()[file], headers()
-    path = cubin_path(file, arch)
+    path = image_path(file, arch, sass)
     if path.is_file():
         return path.read_bytes()
-    data = compile_source(src, file, arch, sass=True, include=include)
+    data = loadable(compile_source(src, file, arch, sass=sass, include=include), sass)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
@@ -139,3 +210,8 @@ def cubin(file: str, arch: int) -> bytes:
     except OSError:  # a read-only home: compile again next time
         pass
     return data
+
+
+def loadable(data: bytes, sass: bool) -> bytes:
+    """``compile_source``'s output as ``cuModuleLoadData`` takes it (PTX must end in NUL)."""
+    return data if sass or data.endswith(b"\0") else data + b"\0"

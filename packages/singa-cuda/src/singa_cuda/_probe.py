@@ -10,7 +10,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-INSTALL = 'pip install "singa[cuda]"   (singa-cuda[cuda12]: cupy-cuda12x, NVRTC, cuDNN wheels)'
+#: The wheels of each CUDA stack (major version -> what to install). CUDA 13's NVRTC and
+#: runtime-header wheels carry no ``-cu13`` suffix (their headers are in ``nvidia/cu13``).
+STACKS = {
+    12: {"cupy": "cupy-cuda12x", "extra": "cuda12",
+         "nvrtc": "nvidia-cuda-nvrtc-cu12 nvidia-cuda-runtime-cu12",
+         "cudnn": "nvidia-cudnn-cu12 nvidia-cudnn-frontend", "nccl": "nvidia-nccl-cu12",
+         "driver": "R525 or newer"},
+    13: {"cupy": "cupy-cuda13x", "extra": "cuda13",
+         "nvrtc": '"nvidia-cuda-nvrtc>=13,<14" "nvidia-cuda-runtime>=13,<14"',
+         "cudnn": "nvidia-cudnn-cu13 nvidia-cudnn-frontend", "nccl": "nvidia-nccl-cu13",
+         "driver": "R580 or newer"},
+}
+#: The stack assumed when none is installed yet (what current drivers run).
+DEFAULT_STACK = 13
+INSTALL = ('pip install "./packages/singa-cuda[cuda13]" from a singa checkout (driver R580+, '
+           'CUDA 13), or "[cuda12]" for a CUDA 12 driver (R525+)')
 
 
 class CudaUnavailableError(RuntimeError):
@@ -35,6 +50,23 @@ class CudaFacts:
     device_error: str | None = None
     nvrtc_error: str | None = None
     cudnn_error: str | None = None
+    cupy_dist: str | None = None  # the installed cupy wheel: "cupy-cuda13x 14.2.0"
+
+    @property
+    def stack(self) -> int:
+        """The CUDA major version of the installed cupy (its runtime), else
+        :data:`DEFAULT_STACK`."""
+        if self.runtime_version:
+            return self.runtime_version // 1000
+        for major, names in STACKS.items():
+            if self.cupy_dist and self.cupy_dist.startswith(names["cupy"] + " "):
+                return major
+        return DEFAULT_STACK
+
+    @property
+    def wheels(self) -> dict:
+        """:data:`STACKS`' entry of this stack (CUDA 13's for an unknown newer one)."""
+        return STACKS.get(self.stack, STACKS[max(STACKS)])
 
 
 def _ver(v: int) -> str:
@@ -60,9 +92,9 @@ def _old_driver(f: CudaFacts):
     if f.driver_version // 1000 < f.runtime_version // 1000:
         return ("old-driver", f"the NVIDIA driver supports CUDA {_ver(f.driver_version)} but "
                 f"cupy's runtime is CUDA {_ver(f.runtime_version)}",
-                f"upgrade the driver to one for CUDA {f.runtime_version // 1000}.x (R525 or "
-                "newer for CUDA 12), or install the cupy wheel of your driver's CUDA major "
-                "version")
+                f"upgrade the driver to one for CUDA {f.stack}.x ({f.wheels['driver']}), or "
+                f"use the CUDA {f.driver_version // 1000} stack: "
+                + _other_stack_fix(f.driver_version // 1000))
 
 
 def _no_device(f: CudaFacts):
@@ -75,14 +107,24 @@ def _no_device(f: CudaFacts):
 
 def _no_nvrtc(f: CudaFacts):
     if f.nvrtc_error:
-        return ("no-nvrtc", f"NVRTC (the run-time CUDA compiler) is missing ({f.nvrtc_error})",
-                "pip install nvidia-cuda-nvrtc-cu12 nvidia-cuda-runtime-cu12")
+        return ("no-nvrtc", f"NVRTC (the run-time CUDA compiler) or CUDA's runtime headers are "
+                f"missing for CUDA {f.stack} ({f.nvrtc_error})",
+                f"pip install {f.wheels['nvrtc']}")
 
 
 def _no_cudnn(f: CudaFacts):
     if f.cudnn_error:
-        return ("no-cudnn", f"cuDNN or its frontend is missing ({f.cudnn_error})",
-                "pip install nvidia-cudnn-cu12 nvidia-cudnn-frontend")
+        return ("no-cudnn", f"cuDNN or its frontend is missing for CUDA {f.stack} "
+                f"({f.cudnn_error})", f"pip install {f.wheels['cudnn']}")
+
+
+def _other_stack_fix(major: int) -> str:
+    names = STACKS.get(major)
+    if names is None:
+        return "a driver this old has no supported stack"
+    cupys = " ".join(n["cupy"] for n in STACKS.values())
+    return (f'pip uninstall -y {cupys} && pip install "./packages/singa-cuda'
+            f'[{names["extra"]}]" from a singa checkout')
 
 
 #: Checks of the machine, in order: only the first failing one is reported (no driver implies
@@ -113,11 +155,12 @@ def explain(facts: CudaFacts) -> CudaUnavailableError | None:
 
 def gather() -> CudaFacts:
     """Ask cupy, the driver, NVRTC and cuDNN (creates no context and no handle)."""
+    dist = _cupy_dist()
     try:
         import cupy  # noqa: F401
         from cupy.cuda import runtime
     except Exception as exc:  # ImportError, or a broken install raising anything
-        return CudaFacts(cupy_error=f"{type(exc).__name__}: {exc}")
+        return CudaFacts(cupy_error=f"{type(exc).__name__}: {exc}", cupy_dist=dist)
     driver = _call(runtime.driverGetVersion, 0)
     rt = _call(runtime.runtimeGetVersion, 0)
     count, dev_err = 0, None
@@ -143,7 +186,30 @@ def gather() -> CudaFacts:
         cudnn.backend_version()
     except Exception as exc:
         cudnn_err = f"{type(exc).__name__}: {exc}"
-    return CudaFacts(None, driver, rt, count, dev_err, nvrtc_err, cudnn_err)
+    return CudaFacts(None, driver, rt, count, dev_err, nvrtc_err, cudnn_err, dist)
+
+
+def _cupy_dist() -> str | None:
+    """``"cupy-cuda13x 14.2.0"``: the installed cupy wheel (several: all, comma-separated)."""
+    from importlib import metadata
+
+    found = []
+    for names in STACKS.values():
+        try:
+            found.append(f"{names['cupy']} {metadata.version(names['cupy'])}")
+        except metadata.PackageNotFoundError:
+            pass
+    return ", ".join(found) or None
+
+
+def stack_name(f: CudaFacts | None = None) -> str:
+    """The installed CUDA stack in words: ``"CUDA 13.0 (cupy-cuda13x 14.2.0), driver 13.0"``."""
+    f = f if f is not None else facts()
+    if f.cupy_error:
+        return f"no cupy ({f.cupy_error})"
+    rt = _ver(f.runtime_version) if f.runtime_version else "?"
+    drv = _ver(f.driver_version) if f.driver_version else "none"
+    return f"CUDA {rt} ({f.cupy_dist or 'cupy'}), driver {drv}"
 
 
 def _call(fn, default):

@@ -89,15 +89,18 @@ class ChainCompiler:
 
 
 def gpu_builder(device):
-    """``build`` for a CudaGPU: NVRTC to SASS for its architecture, launched on its stream."""
+    """``build`` for a CudaGPU: NVRTC for its compile target (``device.target``), launched on
+    its stream."""
     import cupy
 
     from ._events import launch_config
-    from ._nvrtc import compile_source
+    from ._nvrtc import compile_source, loadable
+
+    arch, sass = device.target
 
     def build(src: str, name: str):
         mod = cupy.cuda.function.Module()
-        mod.load(compile_source(src, "chain.cu", device.arch, sass=True, extra=OPTIONS))
+        mod.load(loadable(compile_source(src, "chain.cu", arch, sass=sass, extra=OPTIONS), sass))
         fn = mod.get_function(name)
 
         def launch(args, n_items):

@@ -25,7 +25,7 @@ import numpy as np
 from singa.backend import kernel_attrs, pool2d_geometry
 
 from ._events import launch_config
-from ._nvrtc import cubin
+from ._nvrtc import image
 
 #: dtype name -> suffix of the kernel instantiations
 SUFFIX = {"float32": "f32", "float16": "f16", "float64": "f64", "int32": "i32"}
@@ -65,7 +65,8 @@ def disjoint_windows(geom: np.ndarray) -> bool:
 
 class CuModules:
     """The loaded modules of one device: ``function(file, name)`` compiles ``file`` for the
-    device's architecture on first use (or takes it from the disk cache) and loads it."""
+    device's compile target (``device.target``: its SASS, or PTX where NVRTC does not know the
+    GPU) on first use (or takes it from the disk cache) and loads it."""
 
     def __init__(self, device):
         self.device = device
@@ -80,7 +81,7 @@ class CuModules:
                 import cupy
 
                 mod = cupy.cuda.function.Module()
-                mod.load(cubin(file, self.device.arch))
+                mod.load(image(file, *self.device.target))
                 self._modules[file] = mod
             fn = self._functions[(file, name)] = mod.get_function(name)
         return fn

@@ -24,6 +24,17 @@ from .xp._module import cupy_module
 from .xp.random import PhiloxState
 
 
+def _compile_target(arch: int) -> tuple[int, bool]:
+    from singa.errors import DeviceUnavailableError
+
+    from ._nvrtc import NvrtcArchError, target_arch
+
+    try:
+        return target_arch(arch)
+    except NvrtcArchError as exc:
+        raise DeviceUnavailableError(str(exc)) from None
+
+
 class CudaGPU(Device):
     """One CUDA GPU (SINGA's CudaGPU); ``id()`` is its ordinal."""
 
@@ -44,6 +55,8 @@ class CudaGPU(Device):
         self.am = cupy_module()
         self.rng = PhiloxState()
         self.arch = int(self.cuda_device.compute_capability)
+        #: (architecture, SASS?) that NVRTC compiles this GPU's kernels for
+        self.target = _compile_target(self.arch)
         self.events = EventPool(cupy.cuda.Event, cupy.cuda.get_elapsed_time)
         self.staging = cupy_staging()
 
