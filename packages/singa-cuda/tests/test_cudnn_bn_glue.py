@@ -1,12 +1,11 @@
 """The conversions around cuDNN's batch-norm graphs (singa_cuda.cudnn_bn), on numpy: NCHW ->
 NHWC and back, statistics to float32 (1, C, 1, 1) and back to the input's dtype, SINGA's
-momentum to cuDNN's, the inference's inverse standard deviation, aliasing of the running
-statistics. The graph itself is replaced by ``cudnn_model``: the formulas cuDNN's frontend
-documents for ``batchnorm`` (PyTorch's momentum: the weight of the batch statistic; unbiased
-running variance; ``saved_inv_var = 1/sqrt(var + eps)``), ``batchnorm_inference`` and
-``batchnorm_backward``, written here from that documentation and independently of SINGA's op
-table, on channels-last float32 data. The glue's results are checked against the op table's
-references. What cuDNN's engines do on a GPU is not tested here (docs/cuda.md)."""
+momentum to cuDNN's, aliasing of the running statistics. The graph itself is replaced by
+``cudnn_model``: the formulas cuDNN's frontend documents for ``batchnorm`` (PyTorch's momentum:
+the weight of the batch statistic; unbiased running variance; ``saved_inv_var = 1/sqrt(var +
+eps)``) and ``batchnorm_backward``, written here from that documentation and independently of
+SINGA's op table, on channels-last float32 data. The glue's results are checked against the op
+table's references. What cuDNN's engines do on a GPU is not tested here (docs/cuda.md)."""
 
 from __future__ import annotations
 
@@ -35,8 +34,6 @@ def cudnn_model(key, inputs, outputs, scalars):
         outputs["out_mean"][...] = ((1 - mom) * vec["in_mean"] + mom * mean).reshape(1, -1, 1, 1)
         outputs["out_var"][...] = ((1 - mom) * vec["in_var"] + mom * var * m / (m - 1)
                                    ).reshape(1, -1, 1, 1)
-    elif key.kind == "infer":
-        outputs["y"][...] = (x - vec["mean"]) * vec["inv_var"] * vec["scale"] + vec["bias"]
     else:
         dy = inputs["dy"].astype(np.float64)
         m = x.size // x.shape[3]
@@ -69,9 +66,7 @@ TOL = {np.float32: 2e-5, np.float16: 3e-3}
 def test_glue_gives_the_op_tables_results(op, dtype):
     rng = np.random.default_rng(3)
     ins = draw(rng, op, dtype)
-    attrs = {"momentum": 0.8, "eps": 1e-3} if op == "BatchNormTrain" else {"eps": 1e-3}
-    if op == "BatchNormBackward":
-        attrs = {}
+    attrs = {"momentum": 0.8, "eps": 1e-3} if op == "BatchNormTrain" else {}
     kind, glue = cudnn_bn.GLUE[op]
     x = ins[1] if kind == "backward" else ins[0]
     key = cudnn_bn.bn_key(kind, x.shape, x.dtype.name)
@@ -113,6 +108,7 @@ def test_calls_cudnn_is_not_used_for():
     assert cudnn_bn.bn_key("train", (2, 3, 4, 4), "float64") is None
     assert cudnn_bn.bn_key("train", (8, 3), "float32") is None  # 2-D: shared code
     assert cudnn_bn.bn_key("train", (1, 3, 1, 1), "float32") is None  # m == 1
-    assert cudnn_bn.bn_key("infer", (1, 3, 1, 1), "float32") is not None
+    assert cudnn_bn.bn_key("backward", (1, 3, 1, 1), "float32") is not None
+    assert "BatchNormInfer" not in cudnn_bn.GLUE  # the shared code's one pass
     assert cudnn_bn.bn_key("backward", (2, 3, 4, 4), "float16") == cudnn_bn.BnKey(
         "backward", (2, 3, 4, 4), "float16")

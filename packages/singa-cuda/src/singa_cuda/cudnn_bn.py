@@ -1,17 +1,19 @@
-"""Batch normalisation through the cuDNN frontend (``cudnn.pygraph``: ``batchnorm``,
-``batchnorm_inference``, ``batchnorm_backward``), with the shared array-module code as fallback.
+"""Training batch normalisation through the cuDNN frontend (``cudnn.pygraph``: ``batchnorm``,
+``batchnorm_backward``), with the shared array-module code as fallback.
 
 cuDNN's normalisation engines work on channels-last tensors with float32 statistics, while
 SINGA's tensors are NCHW with statistics in the input's dtype. So :func:`kernels` moves x
 (and dy) to NHWC and the per-channel vectors to float32 ``(1, C, 1, 1)`` on the device, runs the
 graph, and writes the results back in SINGA's layout and dtype; the conversions are plain
-array-module code (:func:`train`, :func:`infer`, :func:`backward`) that a test runs on numpy
+array-module code (:func:`train`, :func:`backward`) that a test runs on numpy
 against the op table's references with a numpy model of the documented cuDNN formulas.
 
-What cuDNN computes differs from SINGA's op in two conventions, handled here: its momentum is
-the weight of the *batch* statistic (PyTorch's), SINGA's the weight of the running one, so
-cuDNN gets ``1 - momentum``; its inference takes ``inv_variance`` rather than the running
-variance, so ``1 / sqrt(running_var + eps)`` is computed first. Shapes cuDNN is not used for
+What cuDNN computes differs from SINGA's op in a convention, handled here: its momentum is the
+weight of the *batch* statistic (PyTorch's), SINGA's the weight of the running one, so cuDNN
+gets ``1 - momentum``. Inference (``BatchNormInfer``) is one elementwise pass that the shared
+code runs as it is: cuDNN 9.19 proposed no engine for a ``batchnorm_inference`` graph of an
+ordinary (8, 16, 12, 12) float32 input on an H200 (docs/cuda.md), and its layout changes would
+cost two more passes. Shapes cuDNN is not used for
 (not 4-D, float64, one value per channel: the unbiased running variance would divide by zero)
 and graphs cuDNN refuses to build go to the shared kernels; a refused graph is remembered per
 key (``CudnnBatchNorm.refused``) so it is tried once.
@@ -29,7 +31,7 @@ from .cudnn_conv import CudnnGraphs
 class BnKey:
     """Everything a batch-norm graph depends on."""
 
-    kind: str  # "train", "infer", "backward"
+    kind: str  # "train", "backward"
     shape: tuple  # (N, C, H, W)
     dtype: str
 
@@ -92,18 +94,6 @@ def train(xp, run, key, ins, outs, attrs) -> None:
         out[...] = res[role].reshape(c)
 
 
-def infer(xp, run, key, ins, outs, attrs) -> None:
-    """BatchNormInfer: cuDNN takes the inverse standard deviation, computed in float32."""
-    x, scale, bias, rmean, rvar = ins
-    n, c, h, w = key.shape
-    inv = 1.0 / xp.sqrt(_param(xp, rvar) + xp.float32(attrs.get("eps", 1e-5)))
-    inputs = {"x": _nhwc(xp, x), "mean": _param(xp, rmean), "inv_var": inv.astype(xp.float32),
-              "scale": _param(xp, scale), "bias": _param(xp, bias)}
-    res = {"y": xp.empty((n, h, w, c), x.dtype)}
-    run(key, inputs, res, {})
-    _nchw_into(outs[0], res["y"])
-
-
 def backward(xp, run, key, ins, outs, attrs) -> None:
     """BatchNormBackward: (dy, x, scale, saved_mean, saved_inv_std) -> (dx, dscale, dbias)."""
     dy, x, scale, smean, sinv = ins
@@ -120,8 +110,7 @@ def backward(xp, run, key, ins, outs, attrs) -> None:
     dbias[...] = res["dbias"].reshape(c)
 
 
-GLUE = {"BatchNormTrain": ("train", train), "BatchNormInfer": ("infer", infer),
-        "BatchNormBackward": ("backward", backward)}
+GLUE = {"BatchNormTrain": ("train", train), "BatchNormBackward": ("backward", backward)}
 
 
 # ----------------------------------------------------------------- the cuDNN graphs (GPU only)
@@ -166,14 +155,6 @@ class CudnnBatchNorm(CudnnGraphs):
                 outs = graph.batchnorm(norm_forward_phase=cudnn.norm_forward_phase.TRAINING,
                                        **kw)
             roles = ("y", "saved_mean", "saved_inv_var", "out_mean", "out_var")
-        elif key.kind == "infer":
-            ports.update(x=big("x"), mean=vec("mean"), inv_var=vec("inv_var"),
-                         scale=vec("scale"), bias=vec("bias"))
-            outs = (graph.batchnorm_inference(input=ports["x"], mean=ports["mean"],
-                                              inv_variance=ports["inv_var"],
-                                              scale=ports["scale"], bias=ports["bias"],
-                                              name="bn_infer"),)
-            roles = ("y",)
         else:
             ports.update(dy=big("dy"), x=big("x"), scale=vec("scale"), mean=vec("mean"),
                          inv_var=vec("inv_var"))
@@ -222,7 +203,7 @@ class CudnnBatchNorm(CudnnGraphs):
 
 
 def kernels(device, fallback: dict) -> dict:
-    """BatchNormTrain, BatchNormInfer and BatchNormBackward for ``device``: cuDNN graphs where
+    """BatchNormTrain and BatchNormBackward for ``device``: cuDNN graphs where
     :func:`bn_key` and cuDNN accept the call, else ``fallback`` (the shared kernels). Nothing
     GPU-side happens before the first call."""
     from singa.backend import kernel_attrs

@@ -22,9 +22,9 @@ XP, CUDNN, CU = "xp", "cudnn", "cu"
 PLAN: dict[str, tuple[str, tuple | None]] = {name: (XP, None) for name in OPS}
 PLAN.update({
     "Conv2d": (CUDNN, None), "Conv2dBackwardX": (CUDNN, None), "Conv2dBackwardW": (CUDNN, None),
-    # 4-D float32/float16 through cuDNN graphs, the rest (and refused graphs) shared code
-    "BatchNormTrain": (CUDNN, None), "BatchNormInfer": (CUDNN, None),
-    "BatchNormBackward": (CUDNN, None),
+    # 4-D float32/float16 through cuDNN graphs, the rest (and refused graphs) shared code;
+    # inference is the shared code's one elementwise pass (cudnn_bn's docstring says why)
+    "BatchNormTrain": (CUDNN, None), "BatchNormBackward": (CUDNN, None),
     "Pooling2d": (CU, None), "Pooling2dBackward": (CU, None),
     "SoftmaxCrossEntropy": (CU, None), "SoftmaxCrossEntropyBackward": (CU, None),
     "CrossEntropyFwd": (CU, None), "ScatterAdd": (CU, None),

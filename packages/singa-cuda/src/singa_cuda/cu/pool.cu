@@ -52,7 +52,8 @@ __device__ void pool_bwd(const T* dy, const T* x, T* dx, PoolGeom g) {
 }
 
 // Pooling2dBackward+ReLUBackward: dx = pool_backward(dy, x) * (relu_x > 0), rounded to T once
-// as the two kernels would (multiplying by 0 or 1 is exact).
+// as the two kernels would. A product, as ReLUBackward's multiply is, not a select: by 0 it
+// gives -0.0 for a negative gradient and NaN for a NaN one (multiplying by 0 or 1 is exact).
 template <typename T>
 __device__ void pool_bwd_relu(const T* dy, const T* x, const T* relu_x, T* dx, PoolGeom g) {
     long long total = (long long)g.n * g.c * g.h * g.w;
@@ -60,7 +61,7 @@ __device__ void pool_bwd_relu(const T* dy, const T* x, const T* relu_x, T* dx, P
          e += (long long)gridDim.x * blockDim.x) {
         T rounded;
         st(&rounded, 0, pool_bwd_cell(dy, x, g, e));
-        st(dx, e, ld(relu_x, e) > 0 ? ld(&rounded, 0) : 0);
+        st(dx, e, ld(&rounded, 0) * (ld(relu_x, e) > 0 ? 1 : 0));
     }
 }
 

@@ -26,10 +26,16 @@ def kernels(am: ArrayModule) -> dict:
         xp.multiply(x, -1, out=out)
 
     def sigmoid(x, out):
-        xp.multiply(x, -1, out=out)
-        xp.exp(out, out=out)
-        out += 1
-        xp.reciprocal(out, out=out)
+        # float16 in float32, rounded once: three half roundings (exp, +1, 1/x) drift past an
+        # ulp, and cupy's half exp is not correctly rounded
+        wide = am.acc_dtype(x.dtype)
+        res = out if wide is None else xp.empty(x.shape, wide)
+        xp.multiply(x, -1, out=res)
+        xp.exp(res, out=res)
+        res += 1
+        xp.reciprocal(res, out=res)
+        if res is not out:
+            out[...] = res
 
     def relu(x, out):
         xp.maximum(x, 0, out=out)

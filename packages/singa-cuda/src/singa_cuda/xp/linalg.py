@@ -26,8 +26,12 @@ def kernels(am: ArrayModule) -> dict:
         a, b, c = ins
         a = a.T if attrs.get("transA") else a
         b = b.T if attrs.get("transB") else b
-        prod = product(a, b)  # a new array: out may alias c
         alpha, beta = attrs.get("alpha", 1.0), attrs.get("beta", 0.0)
+        if a.dtype == xp.float16 and (alpha != 1.0 or beta != 0.0):
+            # the scaling and the sum in float32 too, rounded once: cuBLAS's half result is
+            # already rounded, and two more half roundings drift past an ulp
+            a, b = a.astype(xp.float32), b.astype(xp.float32)
+        prod = product(a, b)  # a new array: out may alias c
         if alpha != 1.0:
             prod *= alpha
         if beta != 0.0:

@@ -35,7 +35,9 @@ def kernels(am: ArrayModule) -> dict:
     def extremum(fn):
         def kernel(ins, outs, attrs):
             x = ins[0]
-            fn(x, axis=_axes(x, attrs), keepdims=attrs.get("keepdims", False), out=outs[0])
+            # not out=: cupy 14.2's CUB path of a full min reduction with out= raises
+            # TypeError (comparing an array with a dtype in _cub_reduce_dtype_compatible)
+            outs[0][...] = fn(x, axis=_axes(x, attrs), keepdims=attrs.get("keepdims", False))
 
         return kernel
 
