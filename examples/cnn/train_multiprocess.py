@@ -5,8 +5,9 @@
 The launcher creates an NCCL unique id (``singa_dist.NcclIdHolder``) and starts ``-w``
 processes with ``multiprocessing``; process ``i`` trains on GPU ``i`` with
 ``opt.DistOpt(sgd, nccl_id=..., local_rank=i, world_size=w)``. Flags are train_mpi.py's plus
-``-w/--world-size``. Needs CUDA GPUs, ``pip install singa[dist] singa[cuda]
-nvidia-nccl-cu12``; on machines without GPUs use ``mpiexec -n N python train_mpi.py`` (MPI
+``-w/--world-size``. Needs CUDA GPUs and, from a singa checkout, ``pip install
+"./packages/singa-cuda[cuda13]" "./packages/singa-dist[cuda13]"`` (``[cuda12]`` both for a CUDA
+12 driver); on machines without GPUs use ``mpiexec -n N python train_mpi.py`` (MPI
 over any device). A process that fails makes the launcher stop the others and exit non-zero.
 """
 
@@ -58,9 +59,8 @@ def main(argv=None):
     except Exception as exc:
         raise SystemExit(
             f"error: train_multiprocess.py needs CUDA GPUs and NCCL ({type(exc).__name__}: "
-            f"{exc}). fix: pip install singa[dist] singa[cuda] nvidia-nccl-cu12 on a GPU host, "
-            "or on CPUs run: mpiexec -n 2 python examples/cnn/train_mpi.py with the same "
-            "flags") from None
+            f"{exc}). On CPUs run instead: mpiexec -n 2 python examples/cnn/train_mpi.py with "
+            "the same flags") from None
     ctx = multiprocessing.get_context("spawn")  # CUDA cannot be used in forked children
     procs = [ctx.Process(target=_worker, args=(args, i, args.world_size, nccl_id),
                          name=f"rank{i}") for i in range(args.world_size)]

@@ -70,49 +70,53 @@ def start_all_reduce(comm, cts, op, half, inplace, overlap) -> Work:
             if specs and comm._device_arrays_usable(dev) else [])
     state: dict = {}
 
+    # both run in the communicator's device context (Communicator._device_context), entered
+    # inside rather than by a wrapper: the graph finds the buffers a node holds in its closure
     def start():
-        staged = [comm._stage(dev, c) for c in cts]
-        if bufs:
-            arrs = [dev.native(b).reshape(-1) for b in bufs]
-        else:
-            arrs = [comm._take_host(m, _dtype.NP_DTYPE[d]) for m, d in specs]
-        parts = [a.reshape(-1) for a, _ in staged]
-        if half:
-            send, recv = arrs
-            comm._pack_half(send, parts)  # straight into the wire buffer
-            reqs = [comm._iallgather(send[lo:hi], recv[n * lo:n * hi].reshape(n, hi - lo))
-                    for lo, hi in comm._half_chunks(total)]
-        else:
-            flat = parts[0] if own else _pack(arrs[0], parts)
-            reqs = [comm._iallreduce(flat[s:s + comm.buff_size], "sum")
-                    for s in range(0, total, comm.buff_size)]
-        state.update(arrs=arrs, staged=staged, parts=parts, reqs=reqs)
-        comm._pending.extend(reqs)
+        with comm._device_context(dev):
+            staged = [comm._stage(dev, c) for c in cts]
+            if bufs:
+                arrs = [dev.native(b).reshape(-1) for b in bufs]
+            else:
+                arrs = [comm._take_host(m, _dtype.NP_DTYPE[d]) for m, d in specs]
+            parts = [a.reshape(-1) for a, _ in staged]
+            if half:
+                send, recv = arrs
+                comm._pack_half(send, parts)  # straight into the wire buffer
+                reqs = [comm._iallgather(send[lo:hi], recv[n * lo:n * hi].reshape(n, hi - lo))
+                        for lo, hi in comm._half_chunks(total)]
+            else:
+                flat = parts[0] if own else _pack(arrs[0], parts)
+                reqs = [comm._iallreduce(flat[s:s + comm.buff_size], "sum")
+                        for s in range(0, total, comm.buff_size)]
+            state.update(arrs=arrs, staged=staged, parts=parts, reqs=reqs)
+            comm._pending.extend(reqs)
 
     def finish():
-        for r in state["reqs"]:
-            r.wait()
-        arrs, parts = state["arrs"], state["parts"]
-        div = n if op == "mean" else None  # the mean divides while copying back: one pass
-        if half:
-            recv = arrs[1]
-            for lo, hi in comm._half_chunks(total):
-                acc = comm._scratch(hi - lo, np.float32, "acc")
-                comm._half_accumulate(recv[n * lo:n * hi].reshape(n, hi - lo), acc)
-                _unpack(acc, lo, parts, div)
-        elif not own:
-            _unpack(arrs[0], 0, parts, div)
-        elif div:
-            _divide(parts[0], n)
-        for c, (a, s) in zip(cts, state["staged"]):
-            if s:
-                dev.numpy_into_native(a, dev.native(c))
-        if not bufs:
-            for a in arrs:
-                comm._give_host(a)
-        done = {id(r) for r in state["reqs"]}
-        comm._pending[:] = [r for r in comm._pending if id(r) not in done]
-        state.clear()
+        with comm._device_context(dev):
+            for r in state["reqs"]:
+                r.wait()
+            arrs, parts = state["arrs"], state["parts"]
+            div = n if op == "mean" else None  # the mean divides while copying back: one pass
+            if half:
+                recv = arrs[1]
+                for lo, hi in comm._half_chunks(total):
+                    acc = comm._scratch(hi - lo, np.float32, "acc")
+                    comm._half_accumulate(recv[n * lo:n * hi].reshape(n, hi - lo), acc)
+                    _unpack(acc, lo, parts, div)
+            elif not own:
+                _unpack(arrs[0], 0, parts, div)
+            elif div:
+                _divide(parts[0], n)
+            for c, (a, s) in zip(cts, state["staged"]):
+                if s:
+                    dev.numpy_into_native(a, dev.native(c))
+            if not bufs:
+                for a in arrs:
+                    comm._give_host(a)
+            done = {id(r) for r in state["reqs"]}
+            comm._pending[:] = [r for r in comm._pending if id(r) not in done]
+            state.clear()
 
     blocks = [c.block for c in cts]
     inflight = [b.block for b in bufs]

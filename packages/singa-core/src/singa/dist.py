@@ -14,7 +14,9 @@ and writes the tensor blocks it touches (so graph mode records it as a node and 
 profiles show it), plus a per-device token block that every communication node reads and
 writes, which keeps collectives in recorded order in any schedule (every rank must issue
 them in the same order). A tensor on a device whose buffers the communicator cannot use in
-place is staged through host memory.
+place is staged through host memory. The op's body runs inside the backend's
+``_device_context(dev)`` (a no-op by default; the NCCL communicator makes the device's stream
+current there and orders its collectives against that stream).
 
 Math (``n`` ranks, ``x_r`` the tensor on rank ``r``):
 
@@ -29,6 +31,7 @@ Math (``n`` ranks, ``x_r`` the tensor on rank ``r``):
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 from abc import ABC, abstractmethod
@@ -147,6 +150,15 @@ class Communicator(ABC):
         """Terminate every rank (a failed rank must never leave the others hanging)."""
         raise SystemExit(code)
 
+    def _device_context(self, dev):
+        """The context every ``Dist`` op on ``dev`` runs its body in (entered inside the op, so
+        also when a graph replays it): the primitives and the shared array code between them
+        (packing, dividing) run there. The default does nothing. A backend whose arrays live
+        on a device that queues its kernels on a stream of its own enters that stream here
+        (the device's ``stream`` attribute), so that its work is ordered with the device's
+        kernels: singa-dist's NCCL communicator does."""
+        return contextlib.nullcontext()
+
     def host_buffer(self, n: int, dtype):
         """A flat array the primitives accept (host memory for MPI, device memory for NCCL)."""
         return self.xp.empty(n, dtype)
@@ -180,12 +192,13 @@ class Communicator(ABC):
         tok = self._token(dev)
 
         def fn():
-            staged = [self._stage(dev, c) for c in cts]
-            body([a for a, _ in staged])
-            if write:
-                for c, (a, s) in zip(cts, staged):
-                    if s:
-                        dev.numpy_into_native(a, dev.native(c))
+            with self._device_context(dev):
+                staged = [self._stage(dev, c) for c in cts]
+                body([a for a, _ in staged])
+                if write:
+                    for c, (a, s) in zip(cts, staged):
+                        if s:
+                            dev.numpy_into_native(a, dev.native(c))
 
         blocks = [c.block for c in cts]
         reads = blocks + [tok.block] + [c.block for c in extra_reads]
@@ -449,12 +462,13 @@ class Communicator(ABC):
         tok = self._token(dev)
 
         def fn():
-            staged_in = [self._stage(dev, c)[0] for c in ins]
-            staged_out = [self._stage(dev, c) for c in outs]
-            body(staged_in + [a for a, _ in staged_out])
-            for c, (a, s) in zip(outs, staged_out):
-                if s:
-                    dev.numpy_into_native(a, dev.native(c))
+            with self._device_context(dev):
+                staged_in = [self._stage(dev, c)[0] for c in ins]
+                staged_out = [self._stage(dev, c) for c in outs]
+                body(staged_in + [a for a, _ in staged_out])
+                for c, (a, s) in zip(outs, staged_out):
+                    if s:
+                        dev.numpy_into_native(a, dev.native(c))
 
         dev.exec(fn, [c.block for c in ins] + [tok.block],
                  [c.block for c in outs] + [tok.block], "Dist." + name)

@@ -1,9 +1,11 @@
 """The NCCL communicator: singa.dist's primitives on ``cupy.cuda.nccl`` for CUDA tensors.
 
-Written against the documented cupy/NCCL API; no GPU exists on the machines this project is
-developed and tested on, so this module has never run on hardware. Everything it shares with
-the MPI communicator (bucketing, fused buffers, half precision, sparsification, DistOpt) is the
-array-generic code in :mod:`singa.dist`, tested there with numpy buffers.
+The machines this project is developed and tested on have no GPU: there its tests skip. On one
+GPU (an H200; cupy-cuda13x 14.2, nvidia-nccl-cu13 2.32; world size 1, multiprocess mode)
+``tests/dist/test_nccl.py`` and the ops, DistOpt and overlap suites with this communicator
+passed; more than one GPU has never been run. Everything it shares with the MPI communicator
+(bucketing, fused buffers, half precision, sparsification, DistOpt) is the array-generic code
+in :mod:`singa.dist`, tested there with numpy buffers.
 
 Two ways to form the group, as in SINGA:
 
@@ -12,58 +14,83 @@ Two ways to form the group, as in SINGA:
 * multiprocess mode: the launcher creates an :class:`NcclIdHolder` and passes it with
   ``local_rank`` (the GPU) and ``world_size`` to each process it starts.
 
-Collectives run on a dedicated communication stream; the compute stream waits for it through
-events (so ``Work.wait`` and the blocking calls order communication after the kernels that
-produced the data, and the kernels after it that read the result).
+Collectives run on the communicator's own stream, each ordered with events against the stream
+of the device that owns the tensors (:mod:`singa_dist._streams`): the device's kernels that
+wrote a buffer finish before the collective reads it, and its kernels after the collective
+(for a started one, after ``Work.wait``) see the result. singa.dist enters
+:meth:`NcclCommunicator._device_context` around every ``Dist`` op, which makes the device's
+stream current for the array code between the collectives.
 """
 
 from __future__ import annotations
 
 import pickle
+from contextlib import contextmanager
 
 import numpy as np
 from singa.dist import Communicator, DistError
 
+from ._stack import cuda_major, install_hint, nccl_fix
+from ._streams import StreamOrder
+
 
 def _cupy():
-    import cupy
-
+    try:
+        import cupy
+    except ImportError as exc:
+        raise ImportError(f"cupy cannot be imported ({exc}); fix: {install_hint(None)}") from exc
     return cupy
 
 
 def _nccl():
+    """``cupy.cuda.nccl``, or a RuntimeError naming the NCCL wheel of cupy's CUDA stack."""
     from cupy.cuda import nccl
 
+    # without NCCL's library cupy (14) still imports the module, as a stub: available is
+    # False and it has neither get_unique_id nor NcclCommunicator
+    if not getattr(nccl, "available", True) or not hasattr(nccl, "get_unique_id"):
+        major = cuda_major()
+        stack = f"CUDA {major}" if major else "an unknown CUDA version"
+        raise RuntimeError(f"cupy ({stack}) cannot load NCCL's library (libnccl.so.2), so "
+                           f"cupy.cuda.nccl is a stub; fix: {nccl_fix(major)}")
     return nccl
 
 
 def probe() -> None:
-    """Raise unless cupy, NCCL and at least one CUDA GPU are usable."""
+    """Raise unless cupy, NCCL and at least one CUDA GPU are usable (the message names the
+    install command for the CUDA stack of the installed cupy)."""
     cupy = _cupy()
     _nccl()
     if not cupy.cuda.is_available():
         raise RuntimeError("no CUDA GPU is visible (cupy.cuda.is_available() is False)")
 
 
+def _mpi_world(comm):
+    """``(MPI, comm or the world)``: the group over which MPI mode shares the NCCL id."""
+    try:
+        from mpi4py import MPI
+    except ImportError as exc:
+        raise DistError(f"NCCL's MPI mode (nccl_id=None) shares the NCCL id over MPI, and "
+                        f"mpi4py cannot be imported ({exc}); fix: pip install "
+                        '"singa-dist[mpi]", or pass nccl_id=NcclIdHolder(), local_rank and '
+                        "world_size (multiprocess mode)") from exc
+    return MPI, comm if comm is not None else MPI.COMM_WORLD
+
+
+def _id_bytes(uid) -> bytes:
+    """An NCCL unique id as cupy (14 and newer) takes it: bytes. A sequence of chars, as
+    cupy 13 returned (signed), converts."""
+    if isinstance(uid, bytes):
+        return uid
+    return bytes(int(c) & 0xFF for c in uid)
+
+
 class NcclIdHolder:
     """A picklable NCCL unique id (SINGA's ``singa_wrap.NcclIdHolder``): create it in the
-    launcher and pass it to every process."""
+    launcher and pass it to every process. ``id`` is 128 bytes."""
 
     def __init__(self, uid=None):
-        self.id = tuple(uid) if uid is not None else tuple(_nccl().get_unique_id())
-
-
-class _Event:
-    """A started NCCL collective: done when its event on the communication stream is."""
-
-    def __init__(self, event):
-        self.event = event
-
-    def test(self) -> bool:
-        return self.event.done
-
-    def wait(self) -> None:
-        _cupy().cuda.get_current_stream().wait_event(self.event)
+        self.id = _id_bytes(uid if uid is not None else _nccl().get_unique_id())
 
 
 class NcclCommunicator(Communicator):
@@ -77,14 +104,12 @@ class NcclCommunicator(Communicator):
         cupy, nccl = _cupy(), _nccl()
         self.xp = cupy
         if nccl_id is None:
-            from mpi4py import MPI
-
-            mpi = comm if comm is not None else MPI.COMM_WORLD
+            MPI, mpi = _mpi_world(comm)
             self.rank, self.world_size = mpi.Get_rank(), mpi.Get_size()
             local = mpi.Split_type(MPI.COMM_TYPE_SHARED, key=self.rank)
             self.local_rank = local.Get_rank()
             local.Free()
-            uid = mpi.bcast(tuple(nccl.get_unique_id()) if self.rank == 0 else None, root=0)
+            uid = mpi.bcast(nccl.get_unique_id() if self.rank == 0 else None, root=0)
         else:
             if local_rank is None or world_size is None:
                 raise DistError("NCCL multiprocess mode needs local_rank and world_size "
@@ -95,7 +120,8 @@ class NcclCommunicator(Communicator):
         self.device = cupy.cuda.Device(self.local_rank)
         self.device.use()
         self.stream = cupy.cuda.Stream(non_blocking=True)
-        self.comm = nccl.NcclCommunicator(self.world_size, tuple(uid), self.rank)
+        self.order = StreamOrder(self.stream, _event_factory(cupy), cupy.cuda.Stream.null)
+        self.comm = nccl.NcclCommunicator(self.world_size, _id_bytes(uid), self.rank)
         self._types = {np.dtype(np.float32): nccl.NCCL_FLOAT32,
                        np.dtype(np.float16): nccl.NCCL_FLOAT16,
                        np.dtype(np.float64): nccl.NCCL_FLOAT64,
@@ -103,6 +129,9 @@ class NcclCommunicator(Communicator):
                        np.dtype(np.int8): nccl.NCCL_INT8,
                        np.dtype(np.uint8): nccl.NCCL_UINT8}
         self._ops = {"sum": nccl.NCCL_SUM, "max": nccl.NCCL_MAX, "min": nccl.NCCL_MIN}
+
+    def __repr__(self) -> str:
+        return f"<NcclCommunicator rank {self.rank}/{self.world_size} on GPU {self.local_rank}>"
 
     def accepts(self, arr) -> bool:
         return isinstance(arr, self.xp.ndarray) and arr.flags.c_contiguous
@@ -112,54 +141,60 @@ class NcclCommunicator(Communicator):
                         f"{dev.name}. Move it with x.to_device(device.create_cuda_gpu_on("
                         f"{self.local_rank})) or use the MPI communicator (SINGA_COMMUNICATOR=mpi)")
 
+    @contextmanager
+    def _device_context(self, dev):
+        """This rank's GPU current and ``dev``'s stream bound and current (see
+        :class:`singa_dist._streams.StreamOrder`) for one ``Dist`` op."""
+        if getattr(dev, "backend", None) == "cuda" and dev.index != self.local_rank:
+            raise DistError(f"the NCCL communicator of rank {self.rank} runs on GPU "
+                            f"{self.local_rank}, but this tensor is on {dev.name}; create it "
+                            f"on device.create_cuda_gpu_on({self.local_rank})")
+        with self.device, self.order.on(dev):
+            yield
+
     def _type(self, a):
         try:
             return self._types[a.dtype]
         except KeyError:
             raise DistError(f"NCCL has no datatype for {a.dtype}") from None
 
-    def _after_compute(self):
-        # communication starts after the kernels already queued on the compute stream
-        ev = self.xp.cuda.get_current_stream().record()
-        self.stream.wait_event(ev)
+    def _op(self, op):
+        try:
+            return self._ops[op]
+        except KeyError:
+            raise DistError(f"unknown reduction {op!r}") from None
 
-    def _before_compute(self):
-        self.xp.cuda.get_current_stream().wait_event(self.stream.record())
-
+    # each primitive is one NCCL call that the StreamOrder issues on the NCCL stream
     def _allreduce(self, buf, op):
-        self._after_compute()
-        self.comm.allReduce(buf.data.ptr, buf.data.ptr, buf.size, self._type(buf),
-                            self._ops[op], self.stream.ptr)
-        self._before_compute()
+        self.order.run(self._allreduce_call(buf, op))
 
     def _iallreduce(self, buf, op):
-        self._after_compute()
-        self.comm.allReduce(buf.data.ptr, buf.data.ptr, buf.size, self._type(buf),
-                            self._ops[op], self.stream.ptr)
-        return _Event(self.stream.record())
+        return self.order.start(self._allreduce_call(buf, op))
+
+    def _allreduce_call(self, buf, op):
+        ptr, n, dt, red = buf.data.ptr, buf.size, self._type(buf), self._op(op)
+        return lambda s: self.comm.allReduce(ptr, ptr, n, dt, red, s.ptr)
+
+    def _allgather(self, send, recv):
+        self.order.run(self._allgather_call(send, recv))
 
     def _iallgather(self, send, recv):
-        self._after_compute()
-        self.comm.allGather(send.data.ptr, recv.data.ptr, send.size, self._type(send),
-                            self.stream.ptr)
-        return _Event(self.stream.record())
+        return self.order.start(self._allgather_call(send, recv))
+
+    def _allgather_call(self, send, recv):
+        src, dst, n, dt = send.data.ptr, recv.data.ptr, send.size, self._type(send)
+        return lambda s: self.comm.allGather(src, dst, n, dt, s.ptr)
 
     def _progress(self, requests):
         return None  # NCCL progresses on its own stream
 
     def _bcast(self, buf, root):
-        self._after_compute()
-        self.comm.bcast(buf.data.ptr, buf.size, self._type(buf), root, self.stream.ptr)
-        self._before_compute()
-
-    def _allgather(self, send, recv):
-        self._after_compute()
-        self.comm.allGather(send.data.ptr, recv.data.ptr, send.size, self._type(send),
-                            self.stream.ptr)
-        self._before_compute()
+        ptr, n, dt = buf.data.ptr, buf.size, self._type(buf)
+        self.order.run(lambda s: self.comm.bcast(ptr, n, dt, root, s.ptr))
 
     def _allgatherv(self, send, recv, counts):
-        # NCCL has no all-gather-v: gather max(counts) per rank, then compact (as SINGA did)
+        # NCCL has no all-gather-v: gather max(counts) per rank, then compact (as SINGA did);
+        # the padding and compaction run on the device's stream (current in a Dist op)
         cupy = self.xp
         most = max(counts) if counts else 0
         if most == 0:
@@ -174,37 +209,47 @@ class NcclCommunicator(Communicator):
             pos += c
 
     def _send(self, buf, dest, tag):
-        self._after_compute()
-        self.comm.send(buf.data.ptr, buf.size, self._type(buf), dest, self.stream.ptr)
-        self.stream.synchronize()
+        # the device's later kernels wait for the send (they may overwrite buf): no host wait
+        ptr, n, dt = buf.data.ptr, buf.size, self._type(buf)
+        self.order.run(lambda s: self.comm.send(ptr, n, dt, dest, s.ptr))
 
     def _recv(self, buf, source, tag):
-        self._after_compute()
-        self.comm.recv(buf.data.ptr, buf.size, self._type(buf), source, self.stream.ptr)
-        self._before_compute()
+        ptr, n, dt = buf.data.ptr, buf.size, self._type(buf)
+        self.order.run(lambda s: self.comm.recv(ptr, n, dt, source, s.ptr))
 
+    # barrier and control messages touch no tensor: they run on the NCCL stream alone, in
+    # buffers of their own, and the host waits for that stream
     def _barrier(self):
-        one = self.xp.ones(1, np.int32)
-        self._allreduce(one, "sum")
-        self.stream.synchronize()
+        with self.device, self.stream:
+            one = self.xp.ones(1, np.int32)
+            self.comm.allReduce(one.data.ptr, one.data.ptr, 1, self._type(one),
+                                self._op("sum"), self.stream.ptr)
+            self.stream.synchronize()
 
     def _allgather_object(self, obj):
-        cupy = self.xp
         raw = np.frombuffer(pickle.dumps(obj), np.uint8)
-        sizes = cupy.empty(self.world_size, np.int32)
-        self._allgather(cupy.asarray([raw.size], np.int32), sizes)
-        sizes = cupy.asnumpy(sizes)
+        sizes = self._gather_host(np.array([raw.size], np.int32))
         most = int(sizes.max())
-        pad = cupy.zeros(most, np.uint8)
-        pad[:raw.size] = cupy.asarray(raw)
-        full = cupy.empty(most * self.world_size, np.uint8)
-        self._allgather(pad, full)
-        host = cupy.asnumpy(full)
-        return [pickle.loads(host[r * most:r * most + int(n)].tobytes())
+        pad = np.zeros(most, np.uint8)
+        pad[:raw.size] = raw
+        full = self._gather_host(pad)
+        return [pickle.loads(full[r * most:r * most + int(n)].tobytes())
                 for r, n in enumerate(sizes)]
 
+    def _gather_host(self, host):
+        """Every rank's host array ``host`` (one size on all ranks), concatenated in rank
+        order, on the host."""
+        cupy = self.xp
+        with self.device, self.stream:
+            send = cupy.asarray(host)
+            recv = cupy.empty(host.size * self.world_size, host.dtype)
+            self.comm.allGather(send.data.ptr, recv.data.ptr, send.size, self._type(send),
+                                self.stream.ptr)
+            return cupy.asnumpy(recv, stream=self.stream)  # waits for the NCCL stream
+
     def wait(self) -> None:
-        self._before_compute()
+        """SINGA's ``wait``: the host waits for every collective issued so far."""
+        self.stream.synchronize()
 
     def abort(self, message: str, code: int = 1) -> None:
         import sys
@@ -212,3 +257,8 @@ class NcclCommunicator(Communicator):
         sys.stderr.write(message.rstrip() + "\n")
         self.comm.abort()
         raise SystemExit(code)
+
+
+def _event_factory(cupy):
+    """New CUDA events for ordering only (no timing: cheaper to record and wait on)."""
+    return lambda: cupy.cuda.Event(block=False, disable_timing=True)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from singa.backend import BACKEND_API_VERSION, CommunicatorSpec, hookimpl
 
+from ._stack import cuda_major, install_hint
+
 
 def _create_mpi(**options):
     from .mpi import MpiCommunicator
@@ -37,8 +39,7 @@ def singa_communicators():
                          options={"buffSize": "fused buffer elements", "comm": "mpi4py comm"}),
         CommunicatorSpec(name="nccl", api_version=BACKEND_API_VERSION, create=_create_nccl,
                          probe=_probe_nccl,
-                         install_hint="pip install singa[dist] singa[cuda] nvidia-nccl-cu12 "
-                                      "(and a CUDA GPU)",
+                         install_hint=install_hint(cuda_major(load_cupy=False)),
                          options={"nccl_id": "NcclIdHolder", "local_rank": "GPU index",
                                   "world_size": "ranks", "buffSize": "fused buffer elements"}),
     ]
