@@ -103,7 +103,9 @@ def singa_model(name):
     return m
 
 
-def torch_model(name):
+def torch_model(name, device=None):
+    """The PyTorch net of ``name`` with its parameters on ``device`` (default: the CPU), and
+    its SGD."""
     import torch
     from torch import nn
 
@@ -138,6 +140,8 @@ def torch_model(name):
             cin = cout
         layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(512, 10)]
         net = nn.Sequential(*layers)
+    if device is not None:
+        net.to(device)  # before building its optimizer, as torch.optim asks
     sgd = torch.optim.SGD(net.parameters(), lr=LR, momentum=MOMENTUM, weight_decay=WD)
     return net, sgd
 
