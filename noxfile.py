@@ -37,9 +37,11 @@ BACKENDS = {
         ["tests/backend", "tests/nn", "packages/singa-opencl/tests"],
     ),
     # only where an NVIDIA GPU and driver exist: not in the default sessions (see above); its
-    # preflight fails with the probe's reason anywhere else
+    # preflight fails with the probe's reason anywhere else. SINGA_CUDA_STACK=12 for a CUDA 12
+    # driver (default 13). On a GPU node without network: tools/gpu_check.py
     "cuda": (
-        [CORE, "./packages/singa-cpu", "./packages/singa-cuda[cuda12]", ".[examples]"],
+        [CORE, "./packages/singa-cpu",
+         f"./packages/singa-cuda[cuda{os.environ.get('SINGA_CUDA_STACK', '13')}]", ".[examples]"],
         ["tests/backend", "tests/nn", "packages/singa-cuda/tests"],
     ),
 }
@@ -160,21 +162,58 @@ def template(session: nox.Session) -> None:
 
 # What the CUDA backend can verify without a GPU: only the small wheels (cupy imports without a
 # driver; NVRTC and the runtime headers compile kernels), never the 2.8 GB cuDNN/full extra.
-CUDA_CHECK_DEPS = ["cupy-cuda12x", "nvidia-cuda-nvrtc-cu12", "nvidia-cuda-runtime-cu12"]
+# Both stacks users have: CUDA 12 (NVRTC 12 compiles for sm_70 up to sm_90) and CUDA 13 (NVRTC
+# 13: sm_75 up to sm_121; its NVRTC/runtime wheels have no -cu13 suffix).
+CUDA_CHECK_DEPS = {
+    "12": ["cupy-cuda12x>=14", "nvidia-cuda-nvrtc-cu12", "nvidia-cuda-runtime-cu12"],
+    "13": ["cupy-cuda13x>=14", "nvidia-cuda-nvrtc>=13,<14", "nvidia-cuda-runtime>=13,<14"],
+}
 
 
 @nox.session
-def cuda(session: nox.Session) -> None:
-    """singa-cuda without a GPU: every .cu kernel compiles with NVRTC for sm_70/80/90, the kernel
-    plan covers the op table and every fusion, the shared array-module kernels pass the
-    conformance kit on numpy, the .cu kernels built for the CPU pass it too (fused ones bitwise),
-    graph mode runs over the whole CUDA table on the CPU, the struct arguments match the C layout
-    under NVRTC and g++, the pure-Python parts (pinned staging included) have unit tests, and the
-    probe, get_device("cuda") and the doctor name why CUDA cannot run. GPU-only tests skip with
-    their reason (on a GPU machine they run, with the conformance kit on ``cuda``)."""
+@nox.parametrize("stack", list(CUDA_CHECK_DEPS))
+def cuda(session: nox.Session, stack: str) -> None:
+    """singa-cuda without a GPU, once per CUDA stack: every .cu kernel and every elementwise
+    chain compiles with that stack's NVRTC for every architecture it supports of
+    ``WANTED_ARCHS``, the kernel plan covers the op table and every fusion, the shared
+    array-module kernels pass the conformance kit on numpy, the .cu kernels built for the CPU
+    pass it too (fused ones bitwise), graph mode runs over the whole CUDA table on the CPU, the
+    struct arguments match the C layout under NVRTC and g++, the pure-Python parts (pinned
+    staging included) have unit tests, the probe finds the stack's headers and blames only the
+    missing driver, get_device("cuda") and the doctor say so, and tools/gpu_check.py installs
+    from built wheels and reports each step. GPU-only tests skip with their reason (on a GPU
+    machine they run, with the conformance kit on ``cuda``)."""
     session.install(*TEST_DEPS, CORE, "./packages/singa-cpu", "./packages/singa-cuda",
-                    *CUDA_CHECK_DEPS)
+                    *CUDA_CHECK_DEPS[stack])
+    session.run("python", "-c", "from singa_cuda import _probe, _nvrtc; f = _probe.facts(); "
+                f"assert f.stack == {stack}, _probe.stack_name(f); "
+                "print(_probe.stack_name(f), 'NVRTC archs', _nvrtc.supported_archs(), "
+                "'checked', _nvrtc.checked_archs())")
     session.run("pytest", "-q", "packages/singa-cuda/tests", *session.posargs)
+
+
+# The cuDNN frontend for the Python that GPU images ship (the node has cuDNN, cupy, NCCL, torch):
+# its wheel is platform-specific, so it is fetched here for the node's Python and platform.
+WHEEL_PYTHON = os.environ.get("SINGA_WHEEL_PYTHON", "3.12")
+WHEEL_PLATFORMS = ["manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64",
+                   "manylinux2014_x86_64"]
+
+
+@nox.session
+def wheels(session: nox.Session) -> None:
+    """wheelhouse/: the wheels of every package of this checkout and NVIDIA's cuDNN frontend
+    for Python ``SINGA_WHEEL_PYTHON`` (default 3.12) on x86-64 Linux: everything
+    ``tools/gpu_check.py`` installs on a GPU node without network (copy the folder there)."""
+    out = "wheelhouse"
+    session.run("python", "-c", f"import shutil; shutil.rmtree({out!r}, ignore_errors=True)")
+    session.install("pip>=23")
+    session.run("pip", "wheel", "-q", "--no-deps", "-w", out, CORE, "./packages/singa-cpu",
+                "./packages/singa-cuda", "./packages/singa-dist", "./packages/singa-onnx")
+    session.run("pip", "download", "-q", "--no-deps", "--only-binary=:all:", "-d", out,
+                "--python-version", WHEEL_PYTHON, "--implementation", "cp",
+                *(a for p in WHEEL_PLATFORMS for a in ("--platform", p)),
+                "nvidia-cudnn-frontend")
+    session.run("python", "-c", f"import os; print(sorted(os.listdir({out!r})))")
 
 
 @nox.session
