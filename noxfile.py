@@ -14,8 +14,8 @@ import nox
 
 # `nox` runs these; "tests(backend='cuda')" needs a GPU and runs only when named
 # (`nox -s "tests(backend='cuda')"`); the `cuda` session is what a machine without one verifies
-nox.options.sessions = ["lint", "tests(backend='cpu')", "tests(backend='opencl')", "template",
-                        "cuda", "dist", "onnx"]
+nox.options.sessions = ["lint", "install", "tests(backend='cpu')", "tests(backend='opencl')",
+                        "template", "cuda", "dist", "onnx"]
 nox.options.reuse_existing_virtualenvs = False
 nox.options.error_on_missing_interpreters = True
 
@@ -121,6 +121,61 @@ def lint(session: nox.Session) -> None:
     env = {"PYTHONPATH": os.pathsep.join(IMPORT_ROOTS)}
     session.run("lint-imports", "--no-cache", env=env)
     session.run("pytest", "-q", "tests/lint", env=env)
+
+
+# extra -> the distributions (and wheels of other projects) a resolution of it must include
+EXTRAS_RESOLVED = {
+    "cuda12": ["singa-cuda", "singa-dist", "cupy-cuda12x", "nvidia-nccl-cu12",
+               "nvidia-cudnn-cu12"],
+    "cuda13": ["singa-cuda", "singa-dist", "cupy-cuda13x", "nvidia-nccl-cu13",
+               "nvidia-cudnn-cu13"],
+    "cuda": ["singa-cuda", "cupy-cuda12x"],
+    "all": ["singa-cuda", "singa-dist", "singa-opencl", "singa-onnx", "cupy-cuda12x", "mpich",
+            "scikit-learn"],
+}
+SIBLINGS = ("singa", "singa-core", "singa-cpu", "singa-cuda", "singa-dist", "singa-onnx",
+            "singa-opencl")
+RESOLUTION_CHECK = """
+import json, sys
+report, clone, want, siblings = sys.argv[1], sys.argv[2], *(a.split(",") for a in sys.argv[3:5])
+got = {i["metadata"]["name"]: i for i in json.load(open(report))["install"]}
+missing = [w for w in want if w not in got]
+assert not missing, f"the extra did not bring {missing}"
+for name in set(siblings) & set(got):
+    url = got[name]["download_info"]["url"]
+    assert url.startswith("file://" + clone), f"{name} would come from {url}, not the clone"
+print(len(got), "distributions; from the clone:", sorted(set(siblings) & set(got)))
+"""
+
+
+@nox.session
+def install(session: nox.Session) -> None:
+    """The README's installs from a fresh clone of this repository's HEAD: every extra of the
+    meta-package resolves its sibling packages from the clone, never from the package index.
+    OpenCL, dist, ONNX and the examples are installed for real into this session's fresh venv
+    and imported; the CUDA extras (gigabytes of wheels) and ``all`` are resolved with
+    ``pip install --dry-run --report``."""
+    import tempfile
+
+    tmp = tempfile.mkdtemp(prefix="singa-install-")
+    clone = os.path.join(tmp, "singa")
+    session.run("git", "clone", "--quiet", os.getcwd(), clone, external=True)
+    session.install("pip>=23")
+    session.install(f"{clone}[opencl,dist,onnx,examples]")
+    session.run("python", "-c", (
+        "import json, importlib.metadata as md, singa, singa_cpu, singa_opencl, singa_dist, "
+        "singa_onnx, sklearn\n"
+        f"for n in {SIBLINGS[1:]!r}:\n"
+        "    if n == 'singa-cuda': continue\n"
+        "    url = json.loads(md.distribution(n).read_text('direct_url.json'))['url']\n"
+        f"    assert url.startswith('file://{clone}'), (n, url)\n"
+        "print('installed from the clone:', singa.__version__)"))
+    for extra, want in EXTRAS_RESOLVED.items():
+        report = os.path.join(tmp, f"{extra}.json")
+        session.run("pip", "install", "-q", "--dry-run", "--ignore-installed", "--report",
+                    report, f"{clone}[{extra}]")
+        session.run("python", "-c", RESOLUTION_CHECK, report, clone, ",".join(want),
+                    ",".join(SIBLINGS))
 
 
 @nox.session

@@ -8,8 +8,8 @@ Each rank trains on its shard of the data (``partition``) with ``opt.DistOpt`` a
 metrics are summed over the ranks, and rank 0 prints and writes the checkpoint. The flags are
 train_cnn.py's plus SINGA's ``-d/--dist-option`` (plain, half, partialUpdate, sparseTopK,
 sparseThreshold; ``partial`` and ``sparse`` are accepted for partialUpdate and sparseTopK) and
-``-s/--sparsification`` (the threshold or the top-K fraction). Needs ``pip install
-singa[dist]`` (mpi4py and the mpich wheel: ``mpiexec`` is then in the venv).
+``-s/--sparsification`` (the threshold or the top-K fraction). Needs ``pip install ".[dist]"``
+in the singa checkout (mpi4py and the mpich wheel: ``mpiexec`` is then in the venv).
 """
 
 from __future__ import annotations

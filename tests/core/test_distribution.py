@@ -60,12 +60,28 @@ def test_backends_depend_on_singa_core_never_on_singa():
         assert "singa" not in names, f"{dist.metadata['Name']} depends on 'singa'"
 
 
-def test_the_meta_package_in_this_checkout_pins_our_packages():
-    import tomllib
+def test_the_meta_package_in_this_checkout_takes_our_packages_from_it():
+    """Every sibling the meta-package requires, in its dependencies and in every extra, is a
+    direct reference to its folder in this checkout (never a name the index could serve, where
+    an unrelated ``singa`` exists); an extra may name the meta-package itself only with
+    extras (``singa[cuda12]``), which pip resolves to this project."""
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        from pip._vendor import tomli as tomllib
 
-    root = Path(__file__).resolve().parents[2] / "pyproject.toml"
-    project = tomllib.loads(root.read_text())["project"]
+    root = Path(__file__).resolve().parents[2]
+    project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
     assert project["name"] == "singa" and project["version"] == "0.1.0"
-    deps = project["dependencies"]
-    assert f"singa-core=={project['version']}" in deps
-    assert all(not d.startswith("singa ") and d != "singa" for d in deps)
+    reqs = list(project["dependencies"])
+    for extra in project["optional-dependencies"].values():
+        reqs += extra
+    assert "singa-core @ {root:uri}/packages/singa-core" in project["dependencies"]
+    for req in reqs:
+        name = req.split("@")[0].split("[")[0].split(">")[0].split("=")[0].strip()
+        if name == "singa":
+            assert req.startswith("singa[") and "@" not in req, req
+        elif name.startswith("singa-"):
+            folder = req.split("@", 1)[1].strip()
+            assert folder == f"{{root:uri}}/packages/{name}", req
+            assert (root / "packages" / name / "pyproject.toml").is_file(), req

@@ -208,7 +208,7 @@ def test_missing_backend_error_names_request_available_and_fix(make_registry):
     assert "'cuda' was requested" in msg
     assert "no installed plugin provides backend 'cuda'" in msg
     assert "available backends: fake" in msg
-    assert "fix: pip install singa[cuda]" in msg
+    assert 'fix: pip install ".[cuda13]" in the singa checkout' in msg
     assert "python -m singa info" in msg
 
 
@@ -236,7 +236,7 @@ def test_missing_communicator_names_the_fix(make_registry):
         reg.communicator("mpi")
     msg = str(exc.value)
     assert "'mpi' was requested" in msg and "fakecomm" in msg
-    assert "pip install singa[dist]" in msg
+    assert 'pip install ".[dist]" in the singa checkout' in msg
 
 
 # ---------------------------------------------------------------------- environment

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 mpi4py = pytest.importorskip(
-    "mpi4py", reason="mpi4py is not installed: pip install singa[dist] (mpi4py + mpich)")
+    "mpi4py", reason='mpi4py is not installed: pip install ".[dist]" in the singa checkout '
+    "(mpi4py + mpich)")
 
 
 @pytest.fixture(scope="session")

@@ -17,7 +17,8 @@ def mpiexec_or_skip(comm):
     exe = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or shutil.which(
         "mpiexec")
     if exe is None:
-        pytest.skip("no mpiexec: pip install singa[dist] (the mpich wheel provides it)")
+        pytest.skip('no mpiexec: pip install ".[dist]" in the singa checkout (the mpich wheel '
+                    "provides it)")
     return exe
 
 

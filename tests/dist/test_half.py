@@ -13,7 +13,8 @@ import pytest
 
 half = pytest.importorskip("singa_dist.half")
 if not half.available():
-    pytest.skip("numba is not installed (pip install singa[dist])", allow_module_level=True)
+    pytest.skip('numba is not installed (pip install ".[dist]" in the singa checkout)',
+                allow_module_level=True)
 
 
 def _boundaries():

@@ -20,7 +20,7 @@ def test_a_working_machine_has_no_problem():
 
 @pytest.mark.parametrize("facts_, reason, in_fix", [
     (CudaFacts(cupy_error="ModuleNotFoundError: No module named 'cupy'"), "no-cupy",
-     "./packages/singa-cuda[cuda13]"),
+     '".[cuda13]"'),
     (CudaFacts(driver_version=0, runtime_version=12090), "no-driver", "NVIDIA driver"),
     (CudaFacts(driver_version=11080, runtime_version=12090, device_count=1), "old-driver",
      "upgrade the driver"),
@@ -47,7 +47,7 @@ def test_each_problem_is_named_with_its_fix(facts_, reason, in_fix):
      "nvidia-cudnn-cu13 nvidia-cudnn-frontend"),
     # a CUDA 12 driver under cupy-cuda13x: upgrade, or the CUDA 12 stack
     (CudaFacts(driver_version=12080, runtime_version=13020, device_count=1), "old-driver",
-     '"./packages/singa-cuda[cuda12]"'),
+     '".[cuda12]"'),
 ])
 def test_fixes_name_the_installed_stack(facts_, reason, in_fix):
     err = explain(facts_)

@@ -65,7 +65,7 @@ def create_cpu_device():
 
 
 def create_cuda_gpu(set_default: bool = False):
-    """CUDA GPU 0 (needs ``pip install singa[cuda]`` and an NVIDIA GPU)."""
+    """CUDA GPU 0 (needs ``pip install ".[cuda13]"`` in the singa checkout and an NVIDIA GPU)."""
     return create_cuda_gpu_on(0, set_default)
 
 

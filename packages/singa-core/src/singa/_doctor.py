@@ -74,7 +74,7 @@ def report() -> str:
     w("")
     w("Plugins (entry-point group 'singa')")
     if not reg.plugins and not reg.failures and not reg.skipped:
-        w("  none found: pip install singa  (installs singa-core and the CPU backend)")
+        w("  none found: pip install . in the singa checkout (singa-core and the CPU backend)")
     for name, prov in reg.plugins.items():
         w(f"  {name:<10} {prov.dist or '?'} {prov.version or ''}")
     for name, why in reg.skipped.items():
@@ -117,7 +117,7 @@ def report() -> str:
         else:
             w("           smoke: FAIL - backend unavailable (see above)")
     if not reg.backends:
-        w("  none: pip install singa")
+        w("  none: pip install . in the singa checkout")
     w("")
     w("Environment variables")
     for var, typ, value, _doc in config.describe():

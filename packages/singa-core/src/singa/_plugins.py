@@ -20,14 +20,14 @@ from .errors import DeviceUnavailableError, PluginConflictError, PluginError
 
 #: Where each well-known backend comes from, for "not installed" messages.
 KNOWN_BACKENDS = {
-    "cpu": "pip install singa   (or: pip install ./packages/singa-cpu from a checkout)",
-    "cuda": "pip install singa[cuda]",
-    "opencl": "pip install singa[opencl]",
+    "cpu": 'pip install . in the singa checkout (singa-core and the CPU backend)',
+    "cuda": 'pip install ".[cuda13]" in the singa checkout (".[cuda12]" for a CUDA 12 driver)',
+    "opencl": 'pip install ".[opencl]" in the singa checkout',
 }
 KNOWN_COMMUNICATORS = {
-    "mpi": "pip install singa[dist]",
-    "nccl": "pip install singa[dist] singa[cuda]",
-    "socket": "pip install singa[dist]",
+    "mpi": 'pip install ".[dist]" in the singa checkout',
+    "nccl": 'pip install ".[cuda13]" in the singa checkout (".[cuda12]" for a CUDA 12 driver)',
+    "socket": 'pip install ".[dist]" in the singa checkout',
 }
 
 

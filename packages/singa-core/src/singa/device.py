@@ -4,7 +4,7 @@
 Accelerators are created with ``create_cuda_gpu*``/``create_opencl_device`` as in SINGA, or by
 device string with :func:`get_device` (``"cuda:0"``, ``"opencl:0"``). A device whose backend is
 not installed or has no hardware raises :class:`singa.errors.DeviceUnavailableError` with the
-cause and the ``pip install singa[...]`` command; there is never a silent fallback to the CPU.
+cause and the ``pip install ".[...]"`` command; there is never a silent fallback to the CPU.
 """
 
 from ._device import Device

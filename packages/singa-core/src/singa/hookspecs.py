@@ -93,5 +93,5 @@ def singa_communicators() -> Iterable[CommunicatorSpec]:
         def singa_communicators():
             return [CommunicatorSpec(name="mpi", api_version=BACKEND_API_VERSION,
                                      create=lambda **kw: MpiCommunicator(**kw),
-                                     install_hint="pip install singa[dist]")]
+                                     install_hint='pip install ".[dist]"')]
     """

@@ -393,7 +393,7 @@ class AdamW(Adam):
 
 
 # DistOpt is written in core against the singa.dist.Communicator interface; the MPI and NCCL
-# communicators come from the singa-dist plugin (pip install singa[dist]).
+# communicators come from the singa-dist plugin (pip install ".[dist]" in the singa checkout).
 from . import _distopt  # noqa: E402
 
 

@@ -21,8 +21,7 @@ def _impl():
     except ImportError as exc:
         raise ExtensionUnavailableError(
             f"singa.sonnx needs the singa-onnx package, which is not installed here ({exc}). "
-            "Install it with: pip install singa[onnx] (from this repository: "
-            "pip install ./packages/singa-onnx)") from exc
+            'Install it with: pip install ".[onnx]" in the singa checkout') from exc
     return singa_onnx
 
 

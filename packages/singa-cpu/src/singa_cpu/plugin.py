@@ -42,7 +42,7 @@ def singa_backends():
             kernels=_kernels,
             device_count=lambda: 1,
             aliases=("host", "cppcpu"),
-            install_hint="pip install singa   (the meta-package installs singa-cpu)",
+            install_hint="pip install . in the singa checkout (the meta-package installs singa-cpu)",
             describe=_describe,
         )
     ]

@@ -24,8 +24,8 @@ STACKS = {
 }
 #: The stack assumed when none is installed yet (what current drivers run).
 DEFAULT_STACK = 13
-INSTALL = ('pip install "./packages/singa-cuda[cuda13]" from a singa checkout (driver R580+, '
-           'CUDA 13), or "[cuda12]" for a CUDA 12 driver (R525+)')
+INSTALL = ('pip install ".[cuda13]" in the singa checkout (driver R580+, CUDA 13), or '
+           '".[cuda12]" for a CUDA 12 driver (R525+)')
 
 
 class CudaUnavailableError(RuntimeError):
@@ -123,8 +123,8 @@ def _other_stack_fix(major: int) -> str:
     if names is None:
         return "a driver this old has no supported stack"
     cupys = " ".join(n["cupy"] for n in STACKS.values())
-    return (f'pip uninstall -y {cupys} && pip install "./packages/singa-cuda'
-            f'[{names["extra"]}]" from a singa checkout')
+    return (f'pip uninstall -y {cupys} && pip install ".[{names["extra"]}]" in the singa '
+            'checkout')
 
 
 #: Checks of the machine, in order: only the first failing one is reported (no driver implies

@@ -1,6 +1,6 @@
 """SINGA's distributed training: communicators over MPI (mpi4py) and NCCL (cupy).
 
-Install with ``pip install singa[dist]`` (mpi4py and the mpich wheel). The communicators
+Install with ``pip install ".[dist]"`` in the singa checkout (mpi4py and the mpich wheel). The communicators
 register through the ``singa_communicators`` hook (entry point ``singa_dist.plugin``); use
 them through :func:`singa.dist.get_communicator` and :class:`singa.opt.DistOpt`.
 """

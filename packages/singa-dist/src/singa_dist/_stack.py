@@ -50,12 +50,12 @@ def nccl_fix(major: str | None) -> str:
 
 
 def install_hint(major: str | None) -> str:
-    """The command that installs the NCCL communicator's stack for CUDA ``major`` from a singa
-    checkout: singa's CUDA backend and singa-dist's extra of that major (CUDA 13's, what
-    current drivers run, when unknown). Paths, never ``singa[...]``: the package index's
+    """The command that installs the NCCL communicator's stack for CUDA ``major`` in a singa
+    checkout: the meta-package's extra of that major (singa-cuda and singa-dist's NCCL; CUDA
+    13's, what current drivers run, when unknown). Never ``singa[...]``: the package index's
     ``singa`` is an unrelated project."""
     known = major in CUPY_WHEELS
     m = major if known else "13"
-    hint = (f'pip install "./packages/singa-cuda[cuda{m}]" "./packages/singa-dist[cuda{m}]" '
-            f"from a singa checkout ({CUPY_WHEELS[m]}, nvidia-nccl-cu{m}), and a CUDA GPU")
-    return hint if known else hint + "; the cuda12 extras for a CUDA 12 driver"
+    hint = (f'pip install ".[cuda{m}]" in the singa checkout (singa-cuda and singa-dist with '
+            f"{CUPY_WHEELS[m]}, nvidia-nccl-cu{m}), and a CUDA GPU")
+    return hint if known else hint + '; ".[cuda12]" for a CUDA 12 driver'

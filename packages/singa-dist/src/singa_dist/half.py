@@ -14,7 +14,7 @@ compiled code:
   exactly through a 65536-entry table that numpy made, so the sum is bitwise the one of
   ``out[...] = recv[0]; out += recv[1]; ...``.
 
-numba is optional (it comes with singa-cpu and with ``singa[dist]``); without it the
+numba is optional (it comes with singa-cpu and with the ``".[dist]"`` extra); without it the
 communicator keeps numpy's conversions. One thread: each rank of a data-parallel job owns its
 cores.
 """

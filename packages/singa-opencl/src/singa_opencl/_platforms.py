@@ -35,7 +35,7 @@ from singa.backend import DeviceUnavailableError
 
 from . import _icd
 
-INSTALL_HINT = "pip install singa[opencl]"
+INSTALL_HINT = 'pip install ".[opencl]" in the singa checkout'
 
 _SMOKE_SOURCE = "__kernel void singa_smoke(__global float* y) { y[get_global_id(0)] = 1.0f; }"
 

@@ -47,7 +47,7 @@ def singa_backends():
             kernels=_kernels,
             probe=_probe,
             device_count=_device_count,
-            install_hint="pip install singa[opencl]",
+            install_hint='pip install ".[opencl]" in the singa checkout',
             describe=_describe,
         )
     ]
