@@ -29,6 +29,6 @@ def apply_update(optimizer, loss, dist_option="plain", spars=None):
                          f"{dist_option!r}") from None
     if dist_option != "plain" and not hasattr(optimizer, "backward_and_update_half"):
         raise TypeError(f"dist_option {dist_option!r} needs a distributed optimizer "
-                        f"(singa.opt.DistOpt, pip install ".[dist]" in the singa checkout); got "
+                        f'(singa.opt.DistOpt, pip install ".[dist]" in the singa checkout); got '
                         f"{type(optimizer).__name__}")
     update(optimizer, loss, spars)

@@ -45,7 +45,8 @@ class BackendSpec:
     aliases:
         Other device-string prefixes accepted for this backend (e.g. ``"gpu"``).
     install_hint:
-        The command that installs this backend (``'pip install ".[cuda13]" in the singa checkout'``).
+        The command that installs this backend
+        (``'pip install ".[cuda13]" in the singa checkout'``).
     host_fallback:
         Opt in to running ops without a kernel on the host through the op's numpy reference
         (copy in, compute, copy back); warns once per op and is counted in the device stats.

@@ -42,7 +42,7 @@ def singa_backends():
             kernels=_kernels,
             device_count=lambda: 1,
             aliases=("host", "cppcpu"),
-            install_hint="pip install . in the singa checkout (the meta-package installs singa-cpu)",
+            install_hint="pip install . in the singa checkout (singa-core and singa-cpu)",
             describe=_describe,
         )
     ]

@@ -1,8 +1,9 @@
 """SINGA's distributed training: communicators over MPI (mpi4py) and NCCL (cupy).
 
-Install with ``pip install ".[dist]"`` in the singa checkout (mpi4py and the mpich wheel). The communicators
-register through the ``singa_communicators`` hook (entry point ``singa_dist.plugin``); use
-them through :func:`singa.dist.get_communicator` and :class:`singa.opt.DistOpt`.
+Install with ``pip install ".[dist]"`` in the singa checkout (mpi4py and the mpich wheel). The
+communicators register through the ``singa_communicators`` hook (entry point
+``singa_dist.plugin``); use them through :func:`singa.dist.get_communicator` and
+:class:`singa.opt.DistOpt`.
 """
 
 from __future__ import annotations

@@ -35,7 +35,8 @@ def _probe_nccl():
 def singa_communicators():
     return [
         CommunicatorSpec(name="mpi", api_version=BACKEND_API_VERSION, create=_create_mpi,
-                         probe=_probe_mpi, install_hint='pip install ".[dist]" in the singa checkout',
+                         probe=_probe_mpi,
+                         install_hint='pip install ".[dist]" in the singa checkout',
                          options={"buffSize": "fused buffer elements", "comm": "mpi4py comm"}),
         CommunicatorSpec(name="nccl", api_version=BACKEND_API_VERSION, create=_create_nccl,
                          probe=_probe_nccl,
