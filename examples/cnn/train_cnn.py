@@ -10,9 +10,10 @@ Datasets: digits (the 8x8 digits inside scikit-learn, upsampled to the model's i
 mnist (the four idx files) and cifar10 (binary or python batches) from ``--data-dir``. Images
 whose size differs from the model's input are resized (bilinear) batch by batch.
 
-Outputs go to ``--out-dir`` (default ``examples/cnn/runs``): ``<model>_<data>_checkpoint.zip``
-(``Model.save_states``, rewritten after every epoch), ``<model>_<data>_curves.png`` and
-``<model>_<data>_history.json``.
+Outputs go to ``--out-dir`` (default ``examples/cnn/runs``; ``train_mpi.py``'s default is
+``examples/cnn/runs/mpi``): ``<model>_<data>_checkpoint.zip`` (``Model.save_states``, rewritten
+after every epoch), ``<model>_<data>_curves.png`` and ``<model>_<data>_history.json``; the last
+lines of a run say where they are.
 """
 
 from __future__ import annotations
@@ -277,11 +278,12 @@ def run(global_rank, world_size, local_rank, max_epoch, batch_size, model, data,
             json.dump({"model": model, "data": data, "batch_size": batch_size,
                        "precision": precision, "graph": graph, **history}, fh, indent=1)
         result.plot = plot_history(history, stem + "_curves.png", f"{model} on {data}", say)
-    if not quiet and global_rank == 0:
+    if not quiet and global_rank == 0 and verbosity > 0:
         dev.PrintTimeProfiling()
     if max_epoch:
         say(f"final validation accuracy {history['val_acc'][-1]:.4f}; "
             f"total time {result.wall_time:.1f} s; checkpoint {result.checkpoint}")
+        say(f"learning curves {result.plot or '(not plotted)'}; history {result.history_file}")
     return result
 
 

@@ -26,6 +26,7 @@ from singa import opt  # noqa: E402
 from singa.errors import DeviceUnavailableError  # noqa: E402
 
 ALIASES = {"partial": "partialUpdate", "sparse": "sparseTopK"}
+MPI_OUT_DIR = os.path.join(train_cnn.DEFAULT_OUT_DIR, "mpi")
 
 
 def build_parser():
@@ -39,6 +40,8 @@ def build_parser():
                         "(sparseTopK); default 0.05")
     p.add_argument("--no-overlap", action="store_false", dest="overlap",
                    help="all-reduce gradients after backward instead of during it")
+    # its own run folder: never overwrites a single-process run's checkpoint
+    p.set_defaults(out_dir=MPI_OUT_DIR)
     return p
 
 
