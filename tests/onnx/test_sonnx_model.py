@@ -180,5 +180,6 @@ def test_singa_sonnx_without_the_package(monkeypatch):
     from singa.errors import ExtensionUnavailableError
 
     monkeypatch.setitem(sys.modules, "singa_onnx", None)
-    with pytest.raises(ExtensionUnavailableError, match=r"pip install singa\[onnx\]"):
+    with pytest.raises(ExtensionUnavailableError,
+                       match=r'pip install "\.\[onnx\]" in the singa checkout'):
         sonnx.prepare  # noqa: B018

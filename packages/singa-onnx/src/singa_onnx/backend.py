@@ -96,7 +96,9 @@ def _problems(node: _Node) -> list[str]:
         return [f"op {p.op_type}"]
     bad = [f"{p.op_type} attribute {k!r}" for k in node.attrs if k not in h.attrs]
     if h.check is not None and not bad:
-        bad += [f"{p.op_type} {why}" for why in h.check(node.attrs)]
+        # checks see what the handler will see at run time, the number of outputs included
+        attrs = {**node.attrs, "__noutputs__": len([o for o in node.outputs if o])}
+        bad += [f"{p.op_type} {why}" for why in h.check(attrs)]
     return bad
 
 
@@ -544,6 +546,7 @@ class SingaBackend(Backend):
         graph = onnx.helper.make_graph([node], "run_node", graph_inputs, outs)
         model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("",
                                                                                       opset)])
+        validate.check_opsets(model)
         rep = _build(model, _resolve_device(device),
                      kwargs.get("max_elements", DEFAULT_MAX_ELEMENTS))
         return rep.run(list(inputs))

@@ -2,13 +2,15 @@
 
 In order, before anything is computed: parse (truncated or garbage files fail here), refuse
 external data outside the model's folder (the path-traversal class of CVE-2024-27318/27319),
-check every tensor's stated size against the bytes it holds, run ``onnx.checker`` in full
-mode, upgrade opsets older than 11 with ``onnx.version_converter``, and sort the graph (a cycle
-or a missing input names the node). Every problem is a :class:`SingaONNXError`.
+check every tensor's stated size against the bytes it holds, refuse opsets newer than the
+installed onnx knows, run ``onnx.checker`` in full mode, upgrade opsets older than 11 with
+``onnx.version_converter``, and sort the graph (a cycle or a missing input names the node).
+Every problem is a :class:`SingaONNXError`.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 
 import numpy as np
@@ -18,7 +20,8 @@ from singa.errors import SingaONNXError
 
 from .handlers._registry import onnx_to_np
 
-__all__ = ["load_model", "check_model", "topological_order", "MIN_OPSET", "UPGRADE_TO"]
+__all__ = ["load_model", "check_model", "check_opsets", "known_opsets", "topological_order",
+           "MIN_OPSET", "UPGRADE_TO"]
 
 MIN_OPSET = 11  # oldest opset handled natively; older models are upgraded
 UPGRADE_TO = 13
@@ -164,8 +167,39 @@ def check_tensors(model, base_dir, max_elements: int) -> None:
             raise SingaONNXError(f"{what}: holds {count} values but dims {dims} need {n}")
 
 
+@functools.lru_cache(maxsize=1)
+def known_opsets() -> dict:
+    """{domain: the newest opset the installed onnx defines} for the operator domains onnx
+    versions as a whole (the default one, under both of its names, and ai.onnx.ml)."""
+    default = onnx.defs.onnx_opset_version()
+    return {"": default, "ai.onnx": default, "ai.onnx.ml": onnx.defs.onnx_ml_opset_version()}
+
+
+def check_opsets(model: onnx.ModelProto) -> None:
+    """Refuse opset imports newer than the installed onnx knows.
+
+    Such a model was written for operator definitions that do not exist here: its ops may
+    have changed meaning, and onnx's checker and shape inference pass them unchecked (as
+    onnxruntime does, this refuses them instead of guessing). Other domains (onnx's preview
+    ones, vendor ops) are left to the op check, which refuses every node outside the default
+    domain by name.
+    """
+    known = known_opsets()
+    for o in model.opset_import:
+        newest = known.get(o.domain)
+        if newest is not None and o.version > newest:
+            name = o.domain or "ai.onnx"
+            raise SingaONNXError(
+                f"the model imports opset {o.version} of domain {name!r}, but the installed "
+                f"onnx {onnx.__version__} knows opsets of {name!r} up to {newest}: upgrade "
+                f"onnx (pip install -U onnx) to a release that defines opset {o.version}, or "
+                f"re-export the model with opset {newest} or older")
+
+
 def check_model(model: onnx.ModelProto) -> onnx.ModelProto:
-    """``onnx.checker`` in full mode, then the opset upgrade; returns the model to use."""
+    """Opsets known, ``onnx.checker`` in full mode, then the opset upgrade; returns the model
+    to use."""
+    check_opsets(model)
     try:
         onnx.checker.check_model(model, full_check=True)
     except Exception as exc:  # ValidationError, InferenceError, or anything the checker hits
@@ -174,6 +208,9 @@ def check_model(model: onnx.ModelProto) -> onnx.ModelProto:
                              + " ".join(msg)[:2000]) from None
     opset = default_opset(model)
     if any(o.domain in ("", "ai.onnx") for o in model.opset_import) and opset < MIN_OPSET:
+        resized = {n.output[0]: n.op_type for n in model.graph.node
+                   if n.op_type in ("Resize", "Upsample") and n.domain in ("", "ai.onnx")
+                   and n.output}
         try:
             model = onnx.version_converter.convert_version(model, UPGRADE_TO)
             onnx.checker.check_model(model)
@@ -181,7 +218,46 @@ def check_model(model: onnx.ModelProto) -> onnx.ModelProto:
             raise SingaONNXError(f"the model uses opset {opset}; upgrading it to opset "
                                  f"{UPGRADE_TO} with onnx.version_converter failed: {exc}; "
                                  "re-export it with opset >= 11") from None
+        _keep_asymmetric_resize(model, resized)
     return model
+
+
+def _keep_asymmetric_resize(model, outputs: dict) -> None:
+    """Give the Resize nodes the converter made from Upsample and Resize-10 (``outputs``:
+    {output name: the old op}) their old coordinate mapping, which Resize-13's defaults would
+    change.
+
+    Before opset 11 an output index i reads input coordinate i / scale (``asymmetric``), and
+    nearest mode rounds it down on an upsampled axis and up on a downsampled one (what
+    onnxruntime does; Upsample's scales are at least 1); the converter writes neither, so the
+    nodes would default to ``half_pixel`` and ``round_prefer_floor``.
+    """
+    consts = {t.name: t for t in model.graph.initializer}
+    consts.update({n.output[0]: a.t for n in model.graph.node if n.op_type == "Constant"
+                   for a in n.attribute if a.name == "value"})
+    for n in model.graph.node:
+        if n.op_type != "Resize" or not n.output or n.output[0] not in outputs:
+            continue
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute}
+        if "coordinate_transformation_mode" in attrs:  # a converter that keeps the mapping
+            continue
+        n.attribute.append(onnx.helper.make_attribute("coordinate_transformation_mode",
+                                                      "asymmetric"))
+        if attrs.get("mode", b"nearest") != b"nearest":
+            continue
+        scales = consts.get(n.input[2]) if len(n.input) > 2 else None
+        s = onnx.numpy_helper.to_array(scales).reshape(-1) if scales is not None else None
+        if outputs[n.output[0]] == "Upsample" or (s is not None and np.all(s >= 1)):
+            rounding = "floor"
+        elif s is not None and np.all(s <= 1):
+            rounding = "ceil"
+        else:
+            raise SingaONNXError(f"node {n.name or n.output[0]!r}: a nearest Resize before "
+                                 "opset 11 whose scales are not constant, or that upsamples "
+                                 "some axes and downsamples others, has no opset-13 form "
+                                 "(its rounding differs per axis); re-export the model with "
+                                 "opset >= 11")
+        n.attribute.append(onnx.helper.make_attribute("nearest_mode", rounding))
 
 
 def default_opset(model) -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import onnx
 from singa import autograd
 
 from ._registry import register
@@ -75,6 +76,11 @@ def attention(ctx, attrs, q, k, v, mask=None, past_k=None, past_v=None, nonpad=N
             bias = bias + _pad_mask(m, length)
         else:
             runtime_mask = ctx.tensor(mask, like=q)
+            if len(ctx.in_types) > 3 and ctx.in_types[3] == onnx.TensorProto.BOOL:
+                # singa holds the boolean mask as 0/1: True attends (0), False hides (-inf)
+                runtime_mask = autograd.where(ctx.tensor(np.float32(0), like=q),
+                                              ctx.tensor(np.float32(-np.inf), like=q),
+                                              runtime_mask.data)
             if runtime_mask.shape[-1] < length:
                 raise ctx.error("Attention: a runtime attn_mask shorter than the keys")
     if attrs.get("is_causal", 0):

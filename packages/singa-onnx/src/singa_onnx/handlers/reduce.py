@@ -1,7 +1,10 @@
 """Reductions, arg-max/min, TopK and CumSum.
 
 Axes come from the ``axes`` attribute (opset < 13, or < 18 for all but ReduceSum) or the
-``axes`` input; with none, every axis is reduced unless ``noop_with_empty_axes``.
+``axes`` input; with none, every axis is reduced unless ``noop_with_empty_axes``, which
+reduces over no axis: what remains is the reduction's elementwise part (|x| for L1 and L2,
+x^2 for SumSquare, log x for LogSum, x itself for the others), as onnx's reference and
+onnxruntime compute it.
 """
 
 from __future__ import annotations
@@ -22,14 +25,15 @@ def _reduce_axes(ctx, attrs, x, axes):
     return sorted({int(i) % nd for i in a})
 
 
-def _reduction(body):
-    """A reduce handler from ``body(ctx, x, axes, keepdims)``."""
+def _reduction(body, over_no_axis=autograd.identity):
+    """A reduce handler from ``body(ctx, x, axes, keepdims)``; ``over_no_axis(x)`` is the
+    reduction over an empty set of axes (``noop_with_empty_axes``)."""
 
     def handler(ctx, attrs, x, axes=None):
         x = ctx.tensor(x)
         ax = _reduce_axes(ctx, attrs, x, axes)
         if ax is None:
-            return autograd.identity(x)
+            return over_no_axis(x)
         keep = attrs.get("keepdims", 1)
         y = body(ctx, x, ax, keep)
         want = [1 if i in ax else d for i, d in enumerate(x.shape)] if keep else \
@@ -113,8 +117,13 @@ _REDUCERS = {"ReduceSum": _sum, "ReduceMean": _mean, "ReduceMax": _max, "ReduceM
              "ReduceL1": _l1, "ReduceL2": _l2, "ReduceSumSquare": _sum_square,
              "ReduceLogSum": _log_sum, "ReduceLogSumExp": _log_sum_exp, "ReduceProd": _prod}
 
+# the elementwise part each reduction keeps when it reduces over no axis (identity otherwise)
+_OVER_NO_AXIS = {"ReduceL1": autograd.abs, "ReduceL2": autograd.abs,
+                 "ReduceSumSquare": lambda x: autograd.mul(x, x), "ReduceLogSum": autograd.log}
+
 for _op, _body in _REDUCERS.items():
-    register(_op, attrs=_REDUCE_ATTRS, static_inputs=(1,))(_reduction(_body))
+    register(_op, attrs=_REDUCE_ATTRS, static_inputs=(1,))(
+        _reduction(_body, _OVER_NO_AXIS.get(_op, autograd.identity)))
 
 
 def _arg(negate):

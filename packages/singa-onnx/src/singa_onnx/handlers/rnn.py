@@ -50,7 +50,10 @@ def _run(op, ctx, attrs, x, w, r, b, seq_lens, h0, c0=None, p=None):
     if p is not None:
         raise ctx.error(f"{op}: peephole weights P are not supported")
     if attrs.get("layout", 0):
+        # batch-major: X (batch, seq, in) and the initial states (batch, dirs, hidden)
         x = autograd.identity(autograd.transpose(x, [1, 0, 2]))
+        h0, c0 = (None if s is None else autograd.identity(
+            autograd.transpose(ctx.tensor(s, like=x), [1, 0, 2])) for s in (h0, c0))
     seq, batch, _ = x.shape
     if seq_lens is not None and np.any(ctx.host(seq_lens) != seq):
         raise ctx.error(f"{op}: sequence_lens shorter than the sequence are not supported")
