@@ -7,7 +7,10 @@ Part 1, ``sync`` (2 ranks): the gradients of the benchmark ResNet-18 (CIFAR, 11.
 parameters) synchronised by DistOpt's code path (SINGA's buckets, non-blocking fused
 all-reduce, mean) against raw mpi4py ``Allreduce`` of one buffer of the same bytes, in the
 same run; plus the blocking fused all-reduce (``buffSize`` 4194304) against one all-reduce per
-tensor, float16 on the wire, and sparse top-K at 1% with error feedback. Median of ``--reps``.
+tensor, float16 on the wire, and sparse top-K at 1% with error feedback; and the cost of the
+ranks' agreement check (``Communicator.validate``: one small all-gather per call, done by
+DistOpt on its first step only) on the per-tensor all-reduce and on DistOpt's buckets.
+Median of ``--reps``.
 
 Part 2, ``scale``: training step time of 2 ranks x 1 thread (DistOpt) against 1 rank x 1
 thread (plain SGD) at the same per-rank batch (weak scaling), for the seed CNN (batch 64) and
@@ -73,14 +76,25 @@ def sync_worker(reps):
     # (the raw sums double this buffer per call: float32 does not overflow in these calls)
     world = MPI.COMM_WORLD
 
-    def distopt_sync(half=False):
-        # what DistOpt does after backward (overlap off); the values stay bounded (mean)
+    def distopt_sync(half=False, check=False):
+        # what DistOpt does after backward (overlap off); the values stay bounded (mean).
+        # check=True: what its first step does (every bucket's call compared across ranks)
         works = []
         d._buckets(iter(pairs), 2097152, lambda b: works.append(
-            comm.start_all_reduce([g for _, g in b], "mean", half=half, check=False,
+            comm.start_all_reduce([g for _, g in b], "mean", half=half, check=check,
                                   inplace=True)))
         for w in works:
             w.wait()
+
+    def checked(fn):
+        """``fn`` with the ranks' agreement checked before every call (comm.validate)."""
+        def run():
+            comm.validate = True
+            try:
+                fn()
+            finally:
+                comm.validate = False
+        return run
 
     residuals = {}
 
@@ -101,6 +115,9 @@ def sync_worker(reps):
                                                                                    "mean"),
         "all_reduce per tensor (unfused), mean": lambda: [comm.all_reduce(g, "mean")
                                                            for g in grads],
+        "all_reduce per tensor, mean, calls checked": checked(
+            lambda: [comm.all_reduce(g, "mean") for g in grads]),
+        "DistOpt sync, buckets checked (first step)": lambda: distopt_sync(check=True),
         "DistOpt sync half (float16 on the wire)": lambda: distopt_sync(True),
         "sparse top-K 1% + error feedback": sparse_sync,
     }

@@ -43,8 +43,12 @@ def test_non_integer_shapes_are_refused(shape):
         tensor.Tensor(shape)
 
 
-def test_integral_float_and_numpy_int_shapes_still_work():
-    assert tensor.Tensor((2.0, np.int64(3))).shape == (2, 3)
+def test_numpy_int_shapes_work_and_integral_floats_are_refused():
+    """Issue 29: one shape rule (``singa.tensor.check_shape``) for Tensor, reshape and
+    checkpoints: integers only. 2.0 is refused like 2.5 (as SINGA's SWIG layer refused it)."""
+    assert tensor.Tensor((np.int32(2), np.int64(3))).shape == (2, 3)
+    with pytest.raises(ShapeError, match="must be an integer, got 2.0"):
+        tensor.Tensor((2.0, 3))
 
 
 # ---------------------------------------------------------------- item 12

@@ -31,7 +31,7 @@ def test_embedding_in_range_still_works(cpu):
 @pytest.mark.parametrize("bad", [100_000_000, 4])
 def test_gather_out_of_range(cpu, bad):
     x = tensor.from_numpy(np.ones((4, 2), np.float32), cpu)
-    with pytest.raises(IndexOutOfRangeError, match="Take"):
+    with pytest.raises(IndexOutOfRangeError, match="Gather|Take"):
         autograd.gather(x, 0, _ids(cpu, [bad, 1]))
 
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import IndexOutOfRangeError
+from .errors import DtypeMismatchError, IndexOutOfRangeError
 
-__all__ = ["check_indices"]
+__all__ = ["check_indices", "integer_indices"]
 
 
 def check_indices(op: str, idx: np.ndarray, n: int, negative: bool = True,
@@ -45,3 +45,27 @@ def check_indices(op: str, idx: np.ndarray, n: int, negative: bool = True,
         f"({int(bad.sum())} of {idx.size} values are outside {valid}); check the ids against "
         "the size they index (e.g. Embedding's vocabulary size, the number of classes)"
     )
+
+
+def integer_indices(op: str, values) -> np.ndarray:
+    """``values`` (a list, an array, a tensor's host copy) as an int64 array of indices.
+
+    Integer values pass; so do floats that hold whole numbers (SINGA's tensors default to
+    float32, so ids often arrive as 1.0, 2.0). A fractional, infinite or NaN value, a bool or
+    a non-numeric value raises :class:`~singa.errors.DtypeMismatchError` naming it: 1.9 is
+    never truncated to 1.
+    """
+    arr = np.asarray(values)
+    if arr.dtype.kind in "iu" or arr.size == 0:
+        return arr.astype(np.int64)
+    if arr.dtype.kind == "f":
+        whole = np.isfinite(arr) & (np.floor(arr) == arr)
+        if whole.all():
+            return arr.astype(np.int64)
+        bad = arr[~whole].flat[0].item()
+        raise DtypeMismatchError(
+            f"{op}: index {bad!r} is not a whole number ({int((~whole).sum())} of {arr.size} "
+            f"{arr.dtype} indices are not); indices are integers: pass ints or an int32 tensor "
+            "(round or floor the values first if that is what you mean)")
+    raise DtypeMismatchError(f"{op}: indices must be integers, got {arr.dtype} values "
+                             f"{arr.ravel()[:3].tolist()}; pass ints or an int32 tensor")

@@ -13,6 +13,7 @@ import os
 import numpy as np
 
 from . import _dtype
+from ._shapes import check_shape
 from .errors import DeviceMismatchError, GraphError, OutOfMemoryError, ShapeError
 
 __all__ = ["CTensor", "contiguous_strides"]
@@ -54,23 +55,9 @@ def _default_device():
     return get_default_device()
 
 
-def _dim(d, shape) -> int:
-    if isinstance(d, (int, np.integer)) and not isinstance(d, (bool, np.bool_)):
-        return int(d)
-    if isinstance(d, (float, np.floating)) and float(d).is_integer():
-        return int(d)
-    raise ShapeError(f"shape {shape!r} holds {d!r}; every dimension must be an integer")
-
-
 def _check_shape(shape) -> tuple:
-    try:
-        dims = list(shape)
-    except TypeError:
-        raise ShapeError(f"shape must be a sequence of ints, got {shape!r}") from None
-    shape = tuple(_dim(d, shape) for d in dims)
-    if any(d < 0 for d in shape):
-        raise ShapeError(f"shape {shape} has a negative dimension")
-    return shape
+    """A user's shape: see :func:`singa._shapes.check_shape` (integers, non-negative)."""
+    return check_shape(shape, "Tensor")
 
 
 _I32 = np.iinfo(np.int32)
@@ -145,7 +132,7 @@ class CTensor:
             from ._device_api import get_device
 
             device = get_device(device)
-        shape = _check_shape(shape if not isinstance(shape, int) else (shape,))
+        shape = _check_shape(shape)
         dt = _dtype.code_of(dtype)
         dev = device if device is not None else _default_device()
         self.shp = shape

@@ -395,3 +395,12 @@ class Device:
         """Release cached (unused) pool memory back to the backend."""
         self.synchronize()
         self.pool.empty_cache()
+
+
+def _register_with_the_loader() -> None:
+    from ._plugins import expect_device_class
+
+    expect_device_class(Device)  # the type the loader requires of a plugin's create_device
+
+
+_register_with_the_loader()

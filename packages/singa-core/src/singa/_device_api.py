@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from . import config
 from ._plugins import on_registry_change, registry
-from .errors import DeviceUnavailableError
+from .errors import DeviceUnavailableError, PluginError
 
 _default = None
 
@@ -94,8 +94,7 @@ def create_opencl_device(index: int | None = None):
 
 
 def _count(name: str) -> int:
-    reg = registry()
-    return reg.backend(name).spec.device_count()
+    return registry().device_count(name)
 
 
 def get_num_gpus() -> int:
@@ -119,9 +118,7 @@ def device_query(device_id: int, verbose: bool = False) -> str:
 
 
 def get_num_opencl_platforms() -> int:
-    reg = registry()
-    spec = reg.backend("opencl").spec
-    return len({line.split(":")[0] for line in (spec.describe() if spec.describe else [])})
+    return len({line.split(":")[0] for line in registry().describe("opencl")})
 
 
 def get_num_opencl_devices() -> int:
@@ -136,13 +133,20 @@ def enable_lazy_alloc(enable: bool) -> None:
 
 
 def list_devices() -> list[str]:
-    """Device strings of every usable device of every installed backend."""
+    """Device strings of every usable device of every installed backend (a backend whose
+    plugin fails to count its devices is left out and reported by ``python -m singa info``;
+    ``SINGA_STRICT_PLUGINS=1`` raises its PluginError instead)."""
     reg = registry()
     out = []
     for name in reg.available_backends():
-        spec = reg.backends[name].spec
         if name == "cpu":
             out.append("cpu")
             continue
-        out.extend(f"{name}:{i}" for i in range(spec.device_count()))
+        try:
+            count = reg.device_count(name)
+        except PluginError:
+            if config.get("SINGA_STRICT_PLUGINS"):
+                raise
+            continue
+        out.extend(f"{name}:{i}" for i in range(count))
     return out

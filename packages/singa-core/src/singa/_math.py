@@ -6,13 +6,13 @@ contiguous tensor, transpose, broadcast, slicing) and otherwise dispatches one o
 
 from __future__ import annotations
 
-import math
 from numbers import Number
 
 import numpy as np
 
 from . import _dtype
 from ._ctensor import CTensor, contiguous_strides
+from ._shapes import as_int, check_shape
 from .errors import ShapeError
 from .ops import EMPTY, OPS, run
 from .ops._rules import broadcast_shapes, check_axis, normalize_axes
@@ -219,22 +219,15 @@ def to_device(x: CTensor, dev) -> CTensor:
 def reshape(x: CTensor, shape) -> CTensor:
     """A tensor of ``shape`` with x's elements (a view when x is contiguous).
 
-    One dimension may be -1 (inferred); 0 is a literal zero-size dimension.
+    One dimension may be -1 (inferred); 0 is a literal zero-size dimension. Dimensions are
+    integers (:func:`singa._shapes.check_shape`: a bool, a float or any other negative value is
+    a ShapeError).
     """
-    shape = tuple(int(d) for d in shape)
-    n = x.size
-    if -1 in shape:
-        if shape.count(-1) > 1:
-            raise ShapeError(f"reshape: at most one -1 allowed, got {shape}")
-        known = math.prod(d for d in shape if d != -1)
-        if known == 0 or n % known:
-            raise ShapeError(f"reshape: cannot infer -1 in {shape} for {n} elements")
-        shape = tuple(n // known if d == -1 else d for d in shape)
-    if math.prod(shape) != n:
-        raise ShapeError(
-            f"reshape: cannot reshape {x.shp} ({n} elements) to {shape} "
-            f"({math.prod(shape)} elements)"
-        )
+    try:
+        shape = check_shape(shape, "reshape", infer=True, size=x.size)
+    except ShapeError as exc:
+        raise ShapeError(f"{exc} (reshaping a tensor of shape {x.shp}, {x.size} "
+                         "elements)") from None
     if not x.contig:
         x = copy(x)
     return x._view_as(shape, contiguous_strides(shape))
@@ -245,7 +238,11 @@ def transpose(x: CTensor, axes=None) -> CTensor:
     nd = len(x.shp)
     if axes is None:
         axes = tuple(range(nd - 1, -1, -1))
-    axes = tuple(int(a) % nd if nd else 0 for a in axes)
+    axes = tuple(as_int(a, "transpose: axis") for a in axes)
+    if any(not -nd <= a < nd for a in axes):
+        raise ShapeError(f"transpose: axes {axes} name an axis outside [-{nd}, {nd}) of the "
+                         f"{nd}-D tensor of shape {x.shp}")
+    axes = tuple(a % nd for a in axes)
     if sorted(axes) != list(range(nd)):
         raise ShapeError(f"transpose: {axes} is not a permutation of the {nd} axes of {x.shp}")
     return x._view_as(tuple(x.shp[a] for a in axes), tuple(x.strd[a] for a in axes))
@@ -275,9 +272,11 @@ def slice_view(x: CTensor, starts, stops, steps=None, axes=None) -> CTensor:
     steps = [1] * len(axes) if steps is None else list(steps)
     shape, strides, off = list(x.shp), list(x.strd), x.off
     for ax, st, sp, step in zip(axes, starts, stops, steps):
+        step = as_int(step, "slice: step")
         if step == 0:
             raise ShapeError("slice: step cannot be zero")
-        start, stop, step = slice(st, sp, step).indices(x.shp[ax])
+        start, stop, step = slice(as_int(st, "slice: start"), as_int(sp, "slice: stop"),
+                                  step).indices(x.shp[ax])
         n = len(range(start, stop, step))
         off += start * x.strd[ax] if n else 0
         shape[ax] = n
@@ -309,9 +308,9 @@ def concat(xs, axis: int) -> CTensor:
 
 def repeat(x: CTensor, repeats, axis=None) -> CTensor:
     """numpy.repeat; ``axis=None`` repeats the flattened tensor."""
-    if isinstance(repeats, (int, np.integer)):
-        repeats = (int(repeats),)
-    repeats = tuple(int(r) for r in repeats)
+    if not isinstance(repeats, (list, tuple, range, np.ndarray)):
+        repeats = (repeats,)
+    repeats = tuple(as_int(r, "repeat: repeat count") for r in repeats)
     if any(r < 0 for r in repeats):
         raise ShapeError(f"repeat: repeat counts must be >= 0, got {repeats}")
     if axis is None:

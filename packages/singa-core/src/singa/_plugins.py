@@ -7,16 +7,17 @@ device (or by ``python -m singa info``). See :mod:`singa.hookspecs` for the cont
 
 from __future__ import annotations
 
+import operator
 import sys
 import threading
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from . import config
 from ._spec import BACKEND_API_VERSION, BackendSpec, CommunicatorSpec
-from .errors import DeviceUnavailableError, PluginConflictError, PluginError
+from .errors import DeviceUnavailableError, PluginConflictError, PluginError, SingaError
 
 #: Where each well-known backend comes from, for "not installed" messages.
 KNOWN_BACKENDS = {
@@ -32,10 +33,63 @@ KNOWN_COMMUNICATORS = {
 
 
 
-#: What a plugin's code (import, hooks, probes) may raise that the loader records instead of
-#: dying: every exception, plus SystemExit (a plugin calling sys.exit() at import must not end
-#: the user's program) and GeneratorExit. KeyboardInterrupt still propagates.
+#: What a plugin's code (import, hooks, probes, factories) may raise that the loader turns into
+#: a PluginError instead of dying: every exception, plus SystemExit (a plugin calling
+#: sys.exit() must not end the user's program) and GeneratorExit. KeyboardInterrupt still
+#: propagates. :meth:`PluginRegistry.call` is the one place that catches them.
 PLUGIN_FAULTS = (Exception, SystemExit, GeneratorExit)
+
+#: The class every ``create_device`` must return an instance of. ``singa._device`` sits above
+#: this module in the stack, so it registers its ``Device`` here when it is imported (no
+#: object can be a Device before that module is loaded).
+_DEVICE_BASE: list[type] = []
+
+
+def expect_device_class(cls: type) -> None:
+    """Make ``cls`` the type that :meth:`PluginRegistry.device` requires of a new device."""
+    _DEVICE_BASE[:] = [cls]
+
+
+def _brief(value: Any) -> str:
+    """``value`` for a message: its type and a short repr."""
+    text = repr(value)
+    return f"{type(value).__name__} {text[:60] + '...' if len(text) > 60 else text}"
+
+
+def _returns_none(value: Any) -> str | None:
+    return None if value is None else "a probe returns None when it can run, else raises"
+
+
+def _returns_count(value: Any) -> str | None:
+    if not isinstance(value, bool) and type(value).__name__ != "bool_":
+        try:
+            if operator.index(value) >= 0:  # an int or a numpy integer
+                return None
+        except TypeError:
+            pass
+    return "device_count() must return a non-negative int"
+
+
+def _returns_device(value: Any) -> str | None:
+    if any(isinstance(value, base) for base in _DEVICE_BASE):
+        return None
+    return "create_device(index) must return a singa.backend.Device"
+
+
+def _returns_kernel_table(value: Any) -> str | None:
+    if not isinstance(value, Mapping):
+        return "kernels(device) must return a mapping {op_name: kernel}"
+    for key, fn in value.items():
+        if not isinstance(key, str) or not callable(fn):
+            return (f"kernels(device) must map op names to callables; entry {key!r} maps to "
+                    f"{_brief(fn)}")
+    return None
+
+
+def _returns_lines(value: Any) -> str | None:
+    if isinstance(value, (list, tuple)) and all(isinstance(x, str) for x in value):
+        return None
+    return "describe() must return a list of str, one line per device"
 
 class SingaPluginWarning(UserWarning):
     """A plugin was skipped (API version mismatch) or misbehaved without being fatal."""
@@ -101,6 +155,62 @@ class PluginRegistry:
     _probe_errors: dict[str, BaseException | None] = field(default_factory=dict)
     _lock: Any = field(default_factory=threading.RLock)
 
+    # ------------------------------------------------------------------ the guard
+    def call(self, provider: Provider, what: str, fn: Callable, args: tuple = (),
+             kwargs: Mapping[str, Any] | None = None, *,
+             returns: Callable[[Any], str | None] | None = None,
+             passthrough: tuple[type[BaseException], ...] = (SingaError,)) -> Any:
+        """``fn(*args, **kwargs)``, where ``fn`` is plugin code: the one place that calls into a
+        plugin (import, hooks, probes, device_count, create_device, kernels, describe,
+        communicator probe and create).
+
+        Exceptions of the types in ``passthrough`` propagate unchanged (a singa error already
+        names its problem; a probe's exception is how it says "cannot run here"). Anything
+        else the call raises (any exception, SystemExit, GeneratorExit) and a result that
+        ``returns`` refuses (it returns what was expected, or None to accept) become a
+        :class:`~singa.errors.PluginError` naming the plugin and ``what``, recorded in
+        :attr:`failures` (stage ``what``) so that ``python -m singa info`` reports it. The
+        process, the other backends and the doctor keep working. KeyboardInterrupt
+        propagates.
+        """
+        try:
+            result = fn(*args, **(kwargs or {}))
+            problem = returns(result) if returns is not None else None
+        except passthrough:
+            raise
+        except PLUGIN_FAULTS as exc:
+            raise self._fault(provider, what, exc) from exc
+        if problem is not None:
+            said = f"returned {_brief(result)}; {problem}"
+            raise self._fault(provider, what, TypeError(said), said)
+        return result
+
+    def _fault(self, provider: Provider, what: str, exc: BaseException,
+               said: str | None = None) -> PluginError:
+        """Record ``exc`` as ``provider``'s failure at ``what``; the PluginError to raise
+        (``said``: what the call did, when it raised nothing)."""
+        import traceback
+
+        trace = traceback.format_exc() if exc.__traceback__ is not None else ""
+        failure = PluginFailure(provider, what, exc, trace)
+        if not any(f.provider.plugin == provider.plugin and f.stage == what
+                   for f in self.failures):
+            self.failures.append(failure)
+        self._trace(failure.summary())
+        if said is None and isinstance(exc, SystemExit):
+            said = f"called sys.exit({exc.code!r})"
+        elif said is None:
+            said = f"raised {type(exc).__name__}: {exc}"
+        err = PluginError(
+            f"{provider}: {what} {said}. singa stopped it there: the process and the other "
+            f"backends keep working. If the plugin is at fault, report it to its authors or "
+            f"disable it with SINGA_DISABLE_PLUGINS={provider.plugin}")
+        err.plugin, err.call = provider.plugin, what
+        return err
+
+    def _strict(self) -> bool:
+        return bool(config.get("SINGA_STRICT_PLUGINS"))
+
     # ------------------------------------------------------------------ loading
     def load(self) -> PluginRegistry:
         """Discover and register plugins (once)."""
@@ -144,22 +254,23 @@ class PluginRegistry:
                 continue
             self._trace(f"load {provider}: {ep.value}")
             try:
-                module = ep.load()
-            except PLUGIN_FAULTS as exc:
-                self._fail(provider, "import", exc, strict)
+                module = self.call(provider, "import", ep.load, passthrough=())
+            except PluginError as err:
+                self._fail(provider, "import", err.__cause__ or err, strict)
+                continue
+            if pm.is_registered(module):
+                self._trace(f"{provider}: module already registered, no-op")
                 continue
             try:
-                if pm.is_registered(module):
-                    self._trace(f"{provider}: module already registered, no-op")
-                    continue
                 if pm.get_plugin(ep.name) is not None:
                     raise PluginConflictError(
                         f"two plugins use the entry-point name {ep.name!r}: "
                         f"{self.plugins.get(ep.name)} and {provider}"
                     )
-                pm.register(module, name=ep.name)
-            except PLUGIN_FAULTS as exc:
-                self._fail(provider, "register", exc, strict)
+                self.call(provider, "register", pm.register, (module,), {"name": ep.name},
+                          passthrough=())
+            except PluginError as err:
+                self._fail(provider, "register", err.__cause__ or err, strict)
                 continue
             self.plugins[ep.name] = provider
             for impl in pm.hook.singa_backends.get_hookimpls():
@@ -170,15 +281,20 @@ class PluginRegistry:
                     self._collect(
                         provider, impl.function, CommunicatorSpec, self._add_communicator, strict
                     )
-        try:
-            pm.check_pending()
-        except PLUGIN_FAULTS as exc:  # a plugin implements a hook that does not exist
-            self._fail(Provider("<pending>", None, None), "validate", exc, strict)
+        pending = Provider("<pending>", None, None)
+        try:  # a plugin implements a hook that does not exist
+            self.call(pending, "validate", pm.check_pending, passthrough=())
+        except PluginError as err:
+            self._fail(pending, "validate", err.__cause__ or err, strict)
 
     def _fail(self, provider: Provider, stage: str, exc: BaseException, strict: bool) -> None:
+        """Record a load-time failure (the guard may have recorded it already); re-raise it in
+        strict mode."""
         import traceback
 
         failure = PluginFailure(provider, stage, exc, traceback.format_exc())
+        self.failures[:] = [f for f in self.failures
+                            if not (f.provider.plugin == provider.plugin and f.stage == stage)]
         self.failures.append(failure)
         self._trace(failure.summary())
         if strict:
@@ -188,22 +304,25 @@ class PluginRegistry:
             ) from exc
 
     def _collect(self, provider, hook, record_type, add, strict) -> None:
+        def records():  # a hook may return a generator: iterating it runs plugin code too
+            out = hook()
+            return list(out) if out is not None else []
+
         try:
-            records = hook()
-            records = list(records) if records is not None else []
-        except PLUGIN_FAULTS as exc:
-            self._fail(provider, "hook", exc, strict)
+            records = self.call(provider, "hook", records, passthrough=())
+        except PluginError as err:
+            self._fail(provider, "hook", err.__cause__ or err, strict)
             return
         for rec in records:
+            if not isinstance(rec, record_type):
+                self._fail(provider, "validate", TypeError(
+                    f"{hook.__name__} must return {record_type.__name__} records, "
+                    f"got {type(rec).__name__}"), strict)
+                continue
             try:
-                if not isinstance(rec, record_type):
-                    raise TypeError(
-                        f"{hook.__name__} must return {record_type.__name__} records, "
-                        f"got {type(rec).__name__}"
-                    )
-                rec.validate()
-            except PLUGIN_FAULTS as exc:
-                self._fail(provider, "validate", exc, strict)
+                self.call(provider, "validate", rec.validate, passthrough=())
+            except PluginError as err:
+                self._fail(provider, "validate", err.__cause__ or err, strict)
                 continue
             if rec.api_version != BACKEND_API_VERSION:
                 reason = (
@@ -271,17 +390,29 @@ class PluginRegistry:
         if entry is None:
             raise DeviceUnavailableError(self._missing_message(name, None))
         cause = self._probe(name)
+        if isinstance(cause, PluginError):  # the probe exited or returned something
+            raise PluginError(self._missing_message(name, cause)) from cause
         if cause is not None:
             raise DeviceUnavailableError(self._missing_message(name, cause))
         return entry
 
     def _probe(self, name: str) -> BaseException | None:
-        """Run backend ``name``'s probe once; the exception it raised, or None."""
+        """Run backend ``name``'s probe once; the exception it raised, or None.
+
+        An exception is the probe's way to say "cannot run here"; a probe that exits or
+        returns something else is a fault of the plugin (a PluginError as the cause, raised in
+        strict mode)."""
         if name not in self._probe_errors:
+            entry = self.backends[name]
             try:
-                self.backends[name].spec.probe()
+                self.call(entry.provider, "probe", entry.spec.probe, returns=_returns_none,
+                          passthrough=(Exception,))
                 self._probe_errors[name] = None
-            except PLUGIN_FAULTS as exc:
+            except PluginError as exc:
+                self._probe_errors[name] = exc
+                if self._strict():
+                    raise
+            except Exception as exc:  # noqa: BLE001  (the probe's answer, kept as the cause)
                 self._probe_errors[name] = exc
         return self._probe_errors[name]
 
@@ -293,9 +424,29 @@ class PluginRegistry:
             try:
                 self.backend(name)
                 names.append(name)
-            except PLUGIN_FAULTS:
-                pass
+            except SingaError:
+                if self._strict() and name in self._faulty():
+                    raise
         return names
+
+    def _faulty(self) -> set[str]:
+        """Backends whose plugin failed a call (not merely unavailable here)."""
+        bad = {f.provider.plugin for f in self.failures}
+        return {n for n, e in self.backends.items() if e.provider.plugin in bad}
+
+    def device_count(self, name: str) -> int:
+        """Devices of backend ``name`` (``spec.device_count()`` through the guard)."""
+        entry = self.backend(name)
+        return int(self.call(entry.provider, "device_count", entry.spec.device_count,
+                             returns=_returns_count))
+
+    def describe(self, name: str) -> list[str]:
+        """The doctor's lines of backend ``name`` (``spec.describe()`` through the guard)."""
+        entry = self.backend(name)
+        if entry.spec.describe is None:
+            return []
+        return list(self.call(entry.provider, "describe", entry.spec.describe,
+                              returns=_returns_lines))
 
     def _missing_message(self, name: str, cause: BaseException | None) -> str:
         usable = []
@@ -349,15 +500,19 @@ class PluginRegistry:
             if dev is not None:
                 return dev
             entry = self.backend(name)
-            count = entry.spec.device_count()
-            if not 0 <= index < max(count, 0):
+            count = self.device_count(name)
+            if not 0 <= index < count:
                 raise DeviceUnavailableError(
                     f"device {key[0]}:{index} was requested but backend {key[0]!r} has "
                     f"{count} device(s) (valid indices: 0..{count - 1}). "
                     "List devices with singa.device.list_devices() or python -m singa info."
                 )
-            dev = entry.spec.create_device(index)
-            dev._attach(entry.spec, entry.spec.kernels(dev))
+            prov, spec = entry.provider, entry.spec
+            dev = self.call(prov, f"create_device({index})", spec.create_device, (index,),
+                            returns=_returns_device)
+            table = self.call(prov, "kernels(device)", spec.kernels, (dev,),
+                              returns=_returns_kernel_table)
+            self.call(prov, "Device._attach", dev._attach, (spec, table))
             self._devices[key] = dev
             return dev
 
@@ -372,13 +527,24 @@ class PluginRegistry:
                 f"available communicators: {avail}. fix: {hint}"
             )
         try:
-            entry.spec.probe()
-        except PLUGIN_FAULTS as exc:
+            self.call(entry.provider, "communicator probe", entry.spec.probe,
+                      returns=_returns_none, passthrough=(Exception,))
+        except PluginError:
+            raise  # the probe exited or returned something: the plugin's fault
+        except Exception as exc:  # noqa: BLE001  (the probe's answer: cannot run here)
             raise DeviceUnavailableError(
                 f"communicator {name!r} ({entry.provider}) cannot run here: "
                 f"{type(exc).__name__}: {exc}. fix: {entry.spec.install_hint}"
             ) from exc
         return entry
+
+    def create_communicator(self, name: str, options: Mapping[str, Any],
+                            returns: Callable[[Any], str | None]) -> Any:
+        """``create(**options)`` of communicator ``name`` through the guard (``returns``
+        checks the result: ``singa.dist`` passes "is a Communicator")."""
+        entry = self.communicator(name)
+        return self.call(entry.provider, "communicator create", entry.spec.create,
+                         kwargs=options, returns=returns)
 
 
 def _installed_entry_points():

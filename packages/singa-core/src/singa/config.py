@@ -71,7 +71,9 @@ _declare(
 _declare(
     "SINGA_STRICT_PLUGINS", _parse_bool, False,
     "1: a plugin that fails to import, returns bad records or conflicts raises at load time "
-    "instead of being recorded and reported later. For plugin developers and CI.", "bool",
+    "instead of being recorded and reported later, and a plugin call that fails (a probe that "
+    "exits, a device_count that raises) raises its PluginError even where singa would skip "
+    "the backend (list_devices). For plugin developers and CI.", "bool",
 )
 _declare(
     "SINGA_TRACE_PLUGINS", _parse_bool, False,

@@ -42,16 +42,13 @@ from . import _distasync, _dtype
 from . import config as _config
 from ._ctensor import CTensor
 from ._distasync import Work, _divide, _unpack
-from .errors import DeviceUnavailableError, SingaError
+from ._distcheck import Call, agree, agree_with_peer, describe_tensors
+from .errors import CollectiveMismatchError, DistError
 
 __all__ = ["Communicator", "Work", "DistError", "get_communicator", "REDUCE_OPS"]
 
 #: Reduction names accepted by :meth:`Communicator.all_reduce`.
 REDUCE_OPS = ("sum", "mean", "max", "min")
-
-
-class DistError(SingaError):
-    """A distributed operation failed (ranks disagree, a peer failed, bad arguments)."""
 
 
 def _ct(x) -> CTensor:
@@ -72,10 +69,13 @@ class Communicator(ABC):
     buff_size:
         Elements of the flat buffer used by :meth:`fused_all_reduce` (SINGA's ``buffSize``).
     validate:
-        When True (default) every public collective first checks that all ranks pass tensors
-        of the same shapes and dtypes (one small all-gather) and raises :class:`DistError`
-        naming both when they differ. A call's ``check`` argument (where it has one)
-        overrides it; DistOpt checks its parameters once and then passes ``check=False``.
+        When True (default) every public operation first checks that the ranks made the same
+        call (:mod:`singa._distcheck`): a collective all-gathers a small description of itself
+        (operation, reduction, root, options, the tensors' dtypes and shapes) and a put or get
+        exchanges one with its peer (dtype, size, tag), before any data moves. A mismatch is
+        a :class:`~singa.errors.CollectiveMismatchError` on every rank naming both ranks'
+        calls. A call's ``check`` argument overrides it; DistOpt checks its first step and
+        then passes ``check=False`` (the check costs one small all-gather per call).
     """
 
     name = "abstract"
@@ -95,6 +95,7 @@ class Communicator(ABC):
         self._usable: dict = {}  # device -> whether the primitives take its arrays in place
         self._free_host: dict = {}  # (elements, dtype) -> idle in-flight host buffers
         self._scratches: dict = {}  # (tag, elements, dtype) -> buffer used within one call
+        self._self_puts: list = []  # Calls of puts to this rank, awaiting their get
 
     # ------------------------------------------------------------------ backend primitives
     def accepts(self, arr) -> bool:
@@ -140,6 +141,36 @@ class Communicator(ABC):
     @abstractmethod
     def _allgather_object(self, obj) -> list:
         """Every rank's small picklable ``obj``, in rank order (control messages)."""
+
+    def _allgather_digest(self, digest: int) -> list:
+        """Every rank's signed 64-bit ``digest``, in rank order (the agreement check's fast
+        path). This default uses :meth:`_allgather_object`; a backend may all-gather one int64
+        buffer instead (MPI does)."""
+        return self._allgather_object(int(digest))
+
+    def _exchange_object(self, obj, peer: int):
+        """Send the small picklable ``obj`` to rank ``peer`` and return the one ``peer`` sent
+        here (control messages of put/get). This default runs on :meth:`_send` and
+        :meth:`_recv` of host buffers, the lower rank sending first; a backend overrides it
+        with its library's exchange (MPI: ``sendrecv`` on a communicator of its own)."""
+        import pickle
+
+        raw = np.frombuffer(pickle.dumps(obj), np.uint8)
+        size = np.array([raw.size], np.int64)
+        got = np.empty(1, np.int64)
+
+        def swap(out, into):
+            if self.rank < peer:
+                self._send(out, peer, 0)
+                self._recv(into, peer, 0)
+            else:
+                self._recv(into, peer, 0)
+                self._send(out, peer, 0)
+
+        swap(size, got)
+        data = np.empty(int(got[0]), np.uint8)
+        swap(raw, data)
+        return pickle.loads(data.tobytes())
 
     def _progress(self, requests) -> None:
         """Let the library advance started requests (MPI progresses only inside calls)."""
@@ -205,34 +236,47 @@ class Communicator(ABC):
         writes = (blocks if write else []) + [tok.block]
         dev.exec(fn, reads, writes, "Dist." + name)
 
-    def check_consistent(self, what: str, cts) -> None:
-        """Raise :class:`DistError` naming both ranks when shapes or dtypes differ."""
-        mine = [(tuple(c.shp), _dtype.name_of(c.dt)) for c in cts]
-        every = self._allgather_object(mine)
-        for r, theirs in enumerate(every):
-            if theirs == mine:
-                continue
-            if len(theirs) != len(mine):
-                raise DistError(f"{what}: rank {self.rank} passes {len(mine)} tensors but rank "
-                                f"{r} passes {len(theirs)}; every rank must pass the same list")
-            for i, (a, b) in enumerate(zip(mine, theirs)):
-                if a != b:
-                    raise DistError(
-                        f"{what}: tensor {i} differs across ranks: rank {self.rank} has "
-                        f"{a[1]} {a[0]} but rank {r} has {b[1]} {b[0]}; every rank must "
-                        "pass tensors of the same shape and dtype")
+    def check_consistent(self, what: str, cts, **params) -> None:
+        """Raise :class:`~singa.errors.CollectiveMismatchError` on every rank, naming both
+        ranks' calls, unless every rank calls ``what`` with the same ``params`` (reduction,
+        root, ...) on tensors of the same shapes and dtypes (one small all-gather)."""
+        call = Call(what, describe_tensors(cts), tuple(params.items()))
+        digests = self._allgather_digest(call.digest())
+        if any(d != digests[0] for d in digests):  # every rank sees it: all exchange calls
+            agree(what, self._allgather_object(call))
 
-    def _checked(self, what, cts, check=None):
+    def _checked(self, what, cts, check=None, **params):
         if (self.validate if check is None else check) and self.world_size > 1:
-            self.check_consistent(what, cts)
+            self.check_consistent(what, cts, **params)
+
+    def _checked_peer(self, what: str, c, peer: int, tag: int, check=None) -> None:
+        """Exchange this put's or get's :class:`~singa._distcheck.Call` with ``peer`` and
+        raise on both ranks unless they pair (see :func:`singa._distcheck.agree_with_peer`).
+        A put to this rank itself waits, as a Call, for the get that takes it."""
+        if not (self.validate if check is None else check):
+            return
+        peer = int(peer)
+        mine = Call(what, describe_tensors([c]), (("peer", peer), ("tag", int(tag))))
+        if peer == self.rank:
+            if what == "put":
+                self._self_puts.append(mine)
+                return
+            if not self._self_puts:
+                raise CollectiveMismatchError(
+                    f"get: rank {self.rank} gets from itself, but it put nothing to itself "
+                    "before; call put(x, dest=rank) first")
+            agree_with_peer(mine, self._self_puts.pop(0), self.rank, peer)
+            return
+        agree_with_peer(mine, self._exchange_object(mine, peer), self.rank, peer)
 
     # ------------------------------------------------------------------ public operations
     def all_reduce(self, x, op: str = "sum") -> None:
         """In place: ``x`` becomes the elementwise sum (mean, max, min) over all ranks."""
+        c = _ct(x)
+        # first: a rank alone with a bad argument raises with the others, never hangs them
+        self._checked("all_reduce", [c], op=op)
         if op not in REDUCE_OPS:
             raise ValueError(f"all_reduce: op must be one of {REDUCE_OPS}, got {op!r}")
-        c = _ct(x)
-        self._checked("all_reduce", [c])
         n = self.world_size
 
         def body(arrs):
@@ -251,11 +295,11 @@ class Communicator(ABC):
         as float16 (SINGA's ``fusedSynchHalf``).
         """
         cts = [_ct(x) for x in xs]
+        self._checked("fused_all_reduce", cts, check, op=op, half=bool(half))
         if not cts:
             return
         if op not in REDUCE_OPS:
             raise ValueError(f"fused_all_reduce: op must be one of {REDUCE_OPS}, got {op!r}")
-        self._checked("fused_all_reduce", cts, check)
         n = self.world_size
         red = "sum" if op == "mean" else op
 
@@ -353,10 +397,10 @@ class Communicator(ABC):
     def all_reduce_half(self, x, op: str = "sum") -> None:
         """All-reduce a float32 tensor with float16 on the wire (SINGA's ``synchHalf``)."""
         c = _ct(x)
+        self._checked("all_reduce_half", [c], op=op)
         if c.dt != _dtype.kFloat32:
             raise DistError(f"all_reduce_half: expects a float32 tensor, got "
                             f"{_dtype.name_of(c.dt)}; use all_reduce for other dtypes")
-        self._checked("all_reduce_half", [c])
         n = self.world_size
 
         def body(arrs):
@@ -376,6 +420,7 @@ class Communicator(ABC):
         accumulation: added to x first, then set to what was not sent.
         """
         grads = [_ct(g) for g in (x if isinstance(x, (list, tuple)) else [x])]
+        self._checked("sparse_all_reduce", grads, check, spars=spars, topK=bool(topK))
         for c in grads:
             if c.dt != _dtype.kFloat32:
                 raise DistError("sparse_all_reduce: expects float32 tensors, got "
@@ -391,7 +436,6 @@ class Communicator(ABC):
                 raise DistError(f"sparse_all_reduce: residual has {r.Size()} elements "
                                 f"({_dtype.name_of(r.dt)}), the tensors {total} (float32)")
             cts.append(r)
-        self._checked("sparse_all_reduce", grads, check)
         ng = len(grads)
 
         def body(arrs):
@@ -438,9 +482,9 @@ class Communicator(ABC):
 
     def broadcast(self, x, root: int = 0) -> None:
         """In place: every rank's ``x`` becomes ``root``'s."""
-        self._check_rank("broadcast", root)
         c = _ct(x)
-        self._checked("broadcast", [c])
+        self._checked("broadcast", [c], root=root)
+        self._check_rank("broadcast", root)
         self._exec("Broadcast", [c], lambda arrs: self._bcast(arrs[0], root))
 
     def all_gather(self, x):
@@ -475,18 +519,24 @@ class Communicator(ABC):
 
     def barrier(self) -> None:
         """Wait for every rank (not recorded in graphs: it touches no tensor)."""
+        self._checked("barrier", [])
         self._barrier()
 
-    def put(self, x, dest: int, tag: int = 0) -> None:
-        """Send ``x`` to rank ``dest`` (the seed's ``put``); pairs with ``get`` there."""
+    def put(self, x, dest: int, tag: int = 0, check=None) -> None:
+        """Send ``x`` to rank ``dest`` (the seed's ``put``); pairs with ``get`` there. With
+        validation (``check``, default :attr:`validate`) the two ranks first exchange what
+        they call, and a get of another dtype, size or tag is an error on both."""
         self._check_rank("put", dest)
         c = _ct(x)
+        self._checked_peer("put", c, dest, tag, check)
         self._exec("Put", [c], lambda arrs: self._send(arrs[0], dest, tag), write=False)
 
-    def get(self, x, source: int, tag: int = 0) -> None:
-        """Receive into ``x`` what rank ``source`` ``put`` (same shape and dtype)."""
+    def get(self, x, source: int, tag: int = 0, check=None) -> None:
+        """Receive into ``x`` what rank ``source`` ``put`` (same dtype and number of
+        elements, checked as in :meth:`put`)."""
         self._check_rank("get", source)
         c = _ct(x)
+        self._checked_peer("get", c, source, tag, check)
         self._exec("Get", [c], lambda arrs: self._recv(arrs[0], source, tag))
 
     def start_all_reduce(self, xs, op: str = "sum", half: bool = False, check=None,
@@ -508,6 +558,8 @@ class Communicator(ABC):
         :meth:`all_reduce_half`.
         """
         cts = [_ct(x) for x in (xs if isinstance(xs, (list, tuple)) else [xs])]
+        # first: a rank alone with a bad argument raises with the others, never hangs them
+        self._checked("start_all_reduce", cts, check, op=op, half=bool(half))
         if op not in ("sum", "mean"):
             raise ValueError(f"start_all_reduce: op must be 'sum' or 'mean', got {op!r}")
         dts = sorted({_dtype.name_of(c.dt) for c in cts})
@@ -518,7 +570,6 @@ class Communicator(ABC):
         if half and cts[0].dt != _dtype.kFloat32:
             raise DistError(f"start_all_reduce(half=True) expects float32 tensors, got "
                             f"{dts[0]}; use half=False for other dtypes")
-        self._checked("start_all_reduce", cts, check)
         return _distasync.start_all_reduce(self, cts, op, half, inplace, overlap)
 
     def _device_arrays_usable(self, dev) -> bool:
@@ -607,7 +658,9 @@ def get_communicator(name: str | None = None, **options) -> Communicator:
     ``"mpi"``), created once per name and options by the plugin that provides it.
 
     Raises :class:`singa.errors.DeviceUnavailableError` naming the install command when no
-    installed plugin provides it or it cannot run here.
+    installed plugin provides it or it cannot run here, and :class:`singa.errors.PluginError`
+    naming the plugin when its ``create`` raises, exits or returns something that is not a
+    :class:`Communicator`.
     """
     name = name or _config.get("SINGA_COMMUNICATOR") or "mpi"
     key = (name, tuple(sorted(options.items(), key=lambda kv: kv[0])))
@@ -617,15 +670,18 @@ def get_communicator(name: str | None = None, **options) -> Communicator:
             return comm
         from ._plugins import registry
 
-        entry = registry().communicator(name)
-        comm = entry.spec.create(**options)
-        if not isinstance(comm, Communicator):
-            raise DeviceUnavailableError(
-                f"communicator {name!r} ({entry.provider}) returned "
-                f"{type(comm).__name__}, not a singa.dist.Communicator")
+        # the plugin's create runs through the loader's guard: an exception, sys.exit() or
+        # a result that is not a Communicator is a PluginError naming the plugin
+        comm = registry().create_communicator(name, options, _returns_communicator)
         if _hashable(key):
             _COMMS[key] = comm
         return comm
+
+
+def _returns_communicator(value) -> str | None:
+    if isinstance(value, Communicator):
+        return None
+    return "a communicator's create(**options) must return a singa.dist.Communicator"
 
 
 def _hashable(key) -> bool:

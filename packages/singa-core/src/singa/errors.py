@@ -13,6 +13,9 @@ __all__ = [
     "MissingKernelError",
     "KernelError",
     "GraphError",
+    "HyperparameterError",
+    "DistError",
+    "CollectiveMismatchError",
     "CheckpointError",
     "IndexOutOfRangeError",
     "DataFileError",
@@ -66,6 +69,28 @@ class KernelError(SingaError, RuntimeError):
 
 class GraphError(SingaError, RuntimeError):
     """Misuse of the computational graph (e.g. reading values while recording)."""
+
+
+class DistError(SingaError):
+    """A distributed operation failed (ranks disagree, a peer failed, bad arguments).
+    ``singa.dist.DistError`` is this class."""
+
+
+class CollectiveMismatchError(DistError, ValueError):
+    """The ranks of a communicator made different calls at the same point: another
+    operation, reduction or root, tensors of other shapes or dtypes, or a put whose get
+    expects another dtype or size. Raised on every rank involved, naming both ranks' calls,
+    before any data moves (so never a hang, a wrong value or a partial fill)."""
+
+
+class HyperparameterError(SingaError, ValueError, TypeError):
+    """An optimizer's or a schedule's argument is not a number (or a ``DecayScheduler``) in
+    its valid range: a negative or NaN learning rate, ``beta_1`` outside [0, 1), ...
+
+    The message names the argument, the value and the valid range. Also a ``ValueError``
+    (PyTorch's type for these) and a ``TypeError`` (SINGA's type for a learning rate that is
+    not a number), so code written for either keeps catching it.
+    """
 
 
 class CheckpointError(SingaError, ValueError):

@@ -9,8 +9,12 @@ A plugin is a module named by an entry point in the group ``"singa"``::
 The module implements hooks from this file, marked with :data:`hookimpl`. SINGA imports the
 module and calls its hooks once, on the first device query (never at ``import singa``), and
 stores the returned records in plain dicts; no hook is ever called per operation. Each plugin
-is called in isolation: if one raises or returns invalid records, the failure is recorded and
-reported when its device is requested, and every other plugin keeps working.
+is called in isolation: the hooks and every callable of a record that singa calls later
+(``probe``, ``device_count``, ``create_device``, ``kernels``, ``describe``, a communicator's
+``probe`` and ``create``) run through one guard (``PluginRegistry.call``). If one raises, calls
+``sys.exit()`` or returns the wrong type, the failure becomes a ``PluginError`` naming the
+plugin and the call, recorded and reported by ``python -m singa info``, and every other
+plugin keeps working.
 
 The built-in backends (``singa-cpu``, ``singa-opencl``, ``singa-cuda``) register through these
 same hooks.

@@ -15,6 +15,7 @@ import contextlib
 import functools
 import gc
 import json
+import math
 import os
 import tempfile
 import time
@@ -26,7 +27,8 @@ import numpy as np
 
 from . import autograd
 from . import tensor as tensor_mod
-from .errors import CheckpointError, GraphError
+from ._shapes import check_shape
+from .errors import CheckpointError, GraphError, ShapeError
 from .layer import Layer, LayerMeta
 from .scheduler import Graph
 from .tensor import Tensor
@@ -401,7 +403,12 @@ def _read_npy(member, size: int, name: str, fpath) -> np.ndarray:
     if dtype.hasobject or dtype.kind not in "fiub":
         raise CheckpointError(f"{fpath}: state {name!r} has unsupported dtype {dtype} "
                               "(pickled objects are refused)")
-    nbytes = int(np.prod(shape, dtype=object)) * dtype.itemsize
+    try:  # numpy's header parser lets (-4, -3) and (True, 12) through
+        shape = check_shape(shape, f"state {name!r}: its .npy header's shape")
+    except ShapeError as exc:
+        raise CheckpointError(f"{fpath}: {exc}; the checkpoint is damaged or was not written "
+                              "by save_states") from None
+    nbytes = math.prod(shape) * dtype.itemsize
     if nbytes > size:
         raise CheckpointError(f"{fpath}: state {name!r} claims shape {shape} ({nbytes} bytes) "
                               f"but its member holds only {size} bytes")

@@ -6,9 +6,13 @@ ops, so a replayed graph (``Model.compile(..., use_graph=True)``) sees schedules
 
 from __future__ import annotations
 
+import math
+import numbers
+
 from . import _math as M
 from . import autograd
 from . import tensor as tensor_mod
+from .errors import HyperparameterError
 from .tensor import Tensor
 
 __all__ = ["DecayScheduler", "Constant", "ExponentialDecay", "Optimizer", "SGD", "RMSProp",
@@ -19,7 +23,7 @@ class DecayScheduler:
     """A value as a function of the step counter (a one-element float32 Tensor)."""
 
     def __init__(self, init_value):
-        self.init_value = float(init_value)
+        self.init_value = _number(init_value, "init_value", type(self).__name__)
 
     def __call__(self, step: Tensor) -> Tensor:
         raise NotImplementedError
@@ -37,7 +41,9 @@ class ExponentialDecay(DecayScheduler):
 
     def __init__(self, init_value, decay_steps, decay_rate, staircase=False):
         super().__init__(init_value)
-        self.decay_steps, self.decay_rate = float(decay_steps), float(decay_rate)
+        self.decay_steps = _number(decay_steps, "decay_steps", "ExponentialDecay",
+                                   (0.0, math.inf, False, False))
+        self.decay_rate = _number(decay_rate, "decay_rate", "ExponentialDecay")
         self.staircase = bool(staircase)
 
     def __call__(self, step: Tensor) -> Tensor:
@@ -47,12 +53,59 @@ class ExponentialDecay(DecayScheduler):
         return Tensor._wrap(M.mul(M.rpow(e, self.decay_rate), self.init_value))
 
 
-def _schedule(value, what):
+#: The valid range of each hyper-parameter, by name: (low, high, low included, high included).
+#: PyTorch's checks (learning rate, momentum, weight decay and epsilon at least 0; Adam's betas
+#: in [0, 1)) and the bounds past which the update rule stops being one: a dampening above 1
+#: turns the gradient around, a rho outside [0, 1] makes RMSProp's running average negative.
+#: Any value must be finite.
+_RANGES = {
+    "lr": (0.0, math.inf, True, False),
+    "momentum": (0.0, math.inf, True, False),
+    "dampening": (0.0, 1.0, True, True),
+    "weight_decay": (0.0, math.inf, True, False),
+    "beta_1": (0.0, 1.0, True, False),
+    "beta_2": (0.0, 1.0, True, False),
+    "rho": (0.0, 1.0, True, True),
+    "epsilon": (0.0, math.inf, True, False),
+}
+_ANY = (-math.inf, math.inf, False, False)
+
+
+def _range_text(lo, hi, lo_in, hi_in) -> str:
+    def num(v):
+        return "inf" if v == math.inf else "-inf" if v == -math.inf else f"{v:g}"
+
+    return f"{'[' if lo_in else '('}{num(lo)}, {num(hi)}{']' if hi_in else ')'}"
+
+
+def _number(value, name: str, owner: str, bounds=None) -> float:
+    """``value`` as a float: a finite real number within ``bounds`` (default: ``_RANGES[name]``,
+    else any finite number), else a HyperparameterError naming ``owner.name``, the value and
+    the valid range."""
+    lo, hi, lo_in, hi_in = bounds or _RANGES.get(name, _ANY)
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise HyperparameterError(
+            f"{owner}: {name} must be a number or a DecayScheduler, got "
+            f"{type(value).__name__} {value!r}")
+    v = float(value)
+    inside = (v > lo or lo_in and v == lo) and (v < hi or hi_in and v == hi)
+    if not math.isfinite(v) or not inside:
+        valid = _range_text(lo, hi, lo_in, hi_in)
+        raise HyperparameterError(
+            f"{owner}: {name}={value!r} is outside its valid range {valid} (finite numbers "
+            f"only); pass a value in {valid}")
+    return v
+
+
+def _schedule(value, what, owner="Optimizer"):
+    """``value`` as a schedule: a DecayScheduler (its ``init_value``, the value at step 0,
+    checked against ``what``'s range) or a number in range, as a :class:`Constant`."""
     if isinstance(value, DecayScheduler):
+        init = getattr(value, "init_value", None)
+        if isinstance(init, numbers.Real):
+            _number(init, what, f"{owner} ({type(value).__name__} init_value)")
         return value
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return Constant(value)
-    raise TypeError(f"{what} must be a number or a DecayScheduler, got {type(value).__name__}")
+    return Constant(_number(value, what, owner))
 
 
 class Optimizer:
@@ -76,7 +129,8 @@ class Optimizer:
 
     @lr.setter
     def lr(self, value) -> None:
-        self.__dict__.setdefault("_hyper", {})["lr"] = _schedule(value, "lr")
+        self.__dict__.setdefault("_hyper", {})["lr"] = _schedule(value, "lr",
+                                                                 type(self).__name__)
         if "lr" in self.__dict__.get("_values", {}):
             self._refresh(only="lr")
 
@@ -85,7 +139,7 @@ class Optimizer:
         return self._values["lr"]
 
     def _register(self, name, value):
-        self._hyper[name] = _schedule(value, name)
+        self._hyper[name] = _schedule(value, name, type(self).__name__)
 
     def _refresh(self, only: str | None = None):
         """(Re)compute every hyper-parameter tensor (or just ``only``, whose schedule was
@@ -247,7 +301,9 @@ class SGD(Optimizer):
             else 1.0
         if nesterov and (self.mom_value <= 0 or
                          not isinstance(dampening, DecayScheduler) and float(dampening) != 0):
-            raise ValueError("Nesterov momentum requires momentum > 0 and dampening = 0")
+            raise HyperparameterError(
+                f"SGD: Nesterov momentum requires momentum > 0 and dampening = 0, got "
+                f"momentum={momentum!r}, dampening={dampening!r}")
         self.nesterov = bool(nesterov)
         self.moments: dict = {}
         self._refresh()
@@ -293,7 +349,7 @@ class RMSProp(Optimizer):
         super().__init__(lr, dtype)
         self._register("rho", rho)
         self._register("weight_decay", weight_decay)
-        self.epsilon = float(epsilon)
+        self.epsilon = _number(epsilon, "epsilon", type(self).__name__)
         self.wd_value = float(weight_decay) if not isinstance(weight_decay, DecayScheduler) \
             else 1.0
         self.running_average: dict = {}
@@ -320,7 +376,7 @@ class AdaGrad(Optimizer):
     def __init__(self, lr=0.1, epsilon=1e-8, weight_decay=0, dtype=tensor_mod.float32):
         super().__init__(lr, dtype)
         self._register("weight_decay", weight_decay)
-        self.epsilon = float(epsilon)
+        self.epsilon = _number(epsilon, "epsilon", type(self).__name__)
         self.wd_value = float(weight_decay) if not isinstance(weight_decay, DecayScheduler) \
             else 1.0
         self.history: dict = {}
@@ -349,7 +405,7 @@ class Adam(Optimizer):
         self._register("beta_1", beta_1)
         self._register("beta_2", beta_2)
         self._register("weight_decay", weight_decay)
-        self.epsilon = float(epsilon)
+        self.epsilon = _number(epsilon, "epsilon", type(self).__name__)
         self.wd_value = float(weight_decay) if not isinstance(weight_decay, DecayScheduler) \
             else 1.0
         self.m: dict = {}

@@ -18,12 +18,14 @@ from . import _math as M
 from ._ctensor import CTensor
 from ._ctensor import host_array as _host_array
 from ._device_api import get_default_device, get_device
+from ._shapes import as_int, check_shape  # the shape rule, public for extensions
 from .errors import DeviceMismatchError, DtypeMismatchError, ShapeError
 
 __all__ = [
     "CTensor", "PlaceHolder", "Tensor", "float16", "float32", "float64", "int32", "kFloat16",
-    "kFloat32", "kInt", "abs", "add", "add_column", "add_row", "average", "axpy", "bernoulli",
-    "ceil", "concatenate", "contiguous", "copy_data_to_from", "copy_from_numpy", "div",
+    "kFloat32", "kInt", "abs", "add", "add_column", "add_row", "as_int", "average", "axpy",
+    "bernoulli", "ceil", "check_shape", "concatenate", "contiguous", "copy_data_to_from",
+    "copy_from_numpy", "div",
     "einsum", "eltwise_mult", "eq", "exp", "from_numpy", "from_raw_tensor",
     "from_raw_tensors", "gaussian", "ge", "gt", "le", "log", "lt", "mult", "ones", "ones_like",
     "pow", "product", "random", "repeat", "reshape", "sigmoid", "sign", "sizeof", "softmax",

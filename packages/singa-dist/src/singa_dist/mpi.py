@@ -89,6 +89,9 @@ class MpiCommunicator(Communicator):
         self.local_size = local.Get_size()
         local.Free()
         self._ops = {"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}
+        # put/get exchange what they call here first: a communicator of its own, so that a
+        # control message never matches a receive of data (whatever its tag)
+        self._control = self.comm.Dup()
         if abort_on_error and self.world_size > 1:
             _install_abort_hooks(self)
             if comm is None and not os.environ.get("SINGA_DIST_NO_ABORT_HOOK"):
@@ -159,6 +162,15 @@ class MpiCommunicator(Communicator):
 
     def _allgather_object(self, obj):
         return self.comm.allgather(obj)
+
+    def _allgather_digest(self, digest):
+        send = np.array([digest], np.int64)
+        recv = np.empty(self.world_size, np.int64)
+        self.comm.Allgather(send, recv)
+        return recv.tolist()
+
+    def _exchange_object(self, obj, peer):
+        return self._control.sendrecv(obj, dest=peer, source=peer)
 
     def abort(self, message: str, code: int = 1) -> None:
         from . import watchdog

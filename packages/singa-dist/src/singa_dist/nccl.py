@@ -236,6 +236,26 @@ class NcclCommunicator(Communicator):
         return [pickle.loads(full[r * most:r * most + int(n)].tobytes())
                 for r, n in enumerate(sizes)]
 
+    def _exchange_object(self, obj, peer):
+        """``obj`` to rank ``peer`` and its object back: its size, then its pickled bytes,
+        each one NCCL send and receive grouped on the NCCL stream in buffers of their own."""
+        raw = np.frombuffer(pickle.dumps(obj), np.uint8)
+        size = self._swap_host(np.array([raw.size], np.int32), 1, peer)
+        return pickle.loads(self._swap_host(raw, int(size[0]), peer).tobytes())
+
+    def _swap_host(self, host, n_in, peer):
+        """Send the host array ``host`` to ``peer`` and receive ``n_in`` elements of its dtype
+        from it (one grouped NCCL send/receive), on the host."""
+        cupy, nccl = self.xp, _nccl()
+        with self.device, self.stream:
+            send = cupy.asarray(host)
+            recv = cupy.empty(n_in, host.dtype)
+            nccl.groupStart()
+            self.comm.send(send.data.ptr, send.size, self._type(send), peer, self.stream.ptr)
+            self.comm.recv(recv.data.ptr, n_in, self._type(recv), peer, self.stream.ptr)
+            nccl.groupEnd()
+            return cupy.asnumpy(recv, stream=self.stream)  # waits for the NCCL stream
+
     def _gather_host(self, host):
         """Every rank's host array ``host`` (one size on all ranks), concatenated in rank
         order, on the host."""

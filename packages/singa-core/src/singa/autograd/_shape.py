@@ -8,7 +8,9 @@ import numpy as np
 
 from .. import _dtype
 from .. import _math as M
+from .._bounds import check_indices, integer_indices
 from .._ctensor import CTensor
+from .._shapes import as_int, check_shape
 from ..errors import ShapeError
 from ..ops import OPS, run
 from ..ops._rules import broadcast_shapes, check_axis, normalize_axes
@@ -249,12 +251,16 @@ class Reshape(_View):
 
     def __init__(self, shape):
         super().__init__()
-        self.shape = list(shape)
+        self.shape = list(shape) if not isinstance(shape, (int, np.integer)) else [shape]
+        for i, d in enumerate(self.shape):
+            as_int(d, f"Reshape: dimension {i} of shape {self.shape}")
 
     def forward(self, x):
         self.x_shape = x.shp
-        shape = [x.shp[i] if d == 0 and i < len(x.shp) else int(d)
-                 for i, d in enumerate(self.shape)]
+        if any(d == 0 for d in self.shape[len(x.shp):]):
+            raise ShapeError(f"Reshape: shape {self.shape} has a 0 at a position the input "
+                             f"{x.shp} does not have (0 copies the input's dimension there)")
+        shape = [x.shp[i] if d == 0 else int(d) for i, d in enumerate(self.shape)]
         return M.reshape(x, shape)
 
 
@@ -263,7 +269,7 @@ class Flatten(_View):
 
     def __init__(self, axis=1):
         super().__init__()
-        self.axis = axis
+        self.axis = as_int(axis, "Flatten: axis")
 
     def forward(self, x):
         self.x_shape = x.shp
@@ -279,12 +285,18 @@ class Unsqueeze(_View):
 
     def __init__(self, axis):
         super().__init__()
-        self.axis = [axis] if isinstance(axis, int) else list(axis)
+        axes = [axis] if not isinstance(axis, (list, tuple, range)) else list(axis)
+        self.axis = [as_int(a, "Unsqueeze: axis") for a in axes]
 
     def forward(self, x):
         self.x_shape = x.shp
         nd = len(x.shp) + len(self.axis)
+        if any(not -nd <= a < nd for a in self.axis):
+            raise ShapeError(f"Unsqueeze: axes {self.axis} must lie in [-{nd}, {nd}) for a "
+                             f"{len(x.shp)}-D input with {len(self.axis)} new axes")
         axes = sorted(a + nd if a < 0 else a for a in self.axis)
+        if len(set(axes)) != len(axes):
+            raise ShapeError(f"Unsqueeze: axes {self.axis} name one position twice")
         shape = list(x.shp)
         for a in axes:
             shape.insert(a, 1)
@@ -296,7 +308,9 @@ class Squeeze(_View):
 
     def __init__(self, axis=()):
         super().__init__()
-        self.axis = [axis] if isinstance(axis, int) else list(axis or [])
+        axes = [axis] if not isinstance(axis, (list, tuple, range)) and axis is not None \
+            else list(axis or [])
+        self.axis = [as_int(a, "Squeeze: axis") for a in axes]
 
     def forward(self, x):
         self.x_shape = x.shp
@@ -318,12 +332,13 @@ class Transpose(Operator):
 
     def __init__(self, perm=None):
         super().__init__()
-        self.perm = None if perm is None else list(perm)
+        self.perm = None if perm is None else [as_int(a, "Transpose: axis") for a in perm]
 
     def forward(self, x):
         perm = self.perm if self.perm is not None else list(range(len(x.shp)))[::-1]
-        self.inv = list(np.argsort(perm))
-        return M.transpose(x, perm)
+        y = M.transpose(x, perm)  # validates perm (a permutation of x's axes)
+        self.inv = list(np.argsort([a % len(x.shp) for a in perm])) if x.shp else []
+        return y
 
     def backward(self, dy):
         return M.transpose(dy, self.inv)
@@ -354,7 +369,14 @@ class Split(Operator):
 
     def __init__(self, axis, parts, num_output=None):
         super().__init__()
-        self.axis, self.parts, self.num_output = axis, parts, num_output
+        self.axis = as_int(axis, "Split: axis")
+        if num_output is not None:
+            num_output = as_int(num_output, "Split: num_output")
+        if parts is not None:
+            many = isinstance(parts, (list, tuple, range))
+            parts = [as_int(p, "Split: part size") for p in (parts if many else [parts])]
+            parts = parts if many else parts[0]
+        self.parts, self.num_output = parts, num_output
 
     def forward(self, x):
         ax = check_axis("Split", self.axis, len(x.shp))
@@ -362,9 +384,15 @@ class Split(Operator):
         parts = self.parts
         if parts is None or isinstance(parts, int) and self.num_output is not None:
             k = self.num_output or parts
+            if k is None or k <= 0:
+                raise ShapeError(f"Split: the number of outputs must be positive, got {k}")
             if n % k:
                 raise ShapeError(f"Split: axis {ax} of size {n} is not divisible by {k}")
             parts = [n // k] * k
+        elif isinstance(parts, int):
+            parts = [parts]
+        if any(p < 0 for p in parts):
+            raise ShapeError(f"Split: part sizes must be non-negative, got {parts}")
         if sum(parts) != n:
             raise ShapeError(f"Split: parts {parts} do not sum to {n} (axis {ax} of {x.shp})")
         self.ax, self.sizes, self.x_shape, self.dt, self.dev = ax, list(parts), x.shp, x.dt, x.dev
@@ -387,16 +415,24 @@ class Split(Operator):
 
 def _normalize_slice(x_shape, starts, ends, axes, steps):
     nd = len(x_shape)
-    axes = list(range(len(starts))) if axes is None else [check_axis("Slice", a, nd)
-                                                          for a in axes]
+    given = {"starts": starts, "ends": ends, "axes": axes, "steps": steps}
+    lengths = {k: len(v) for k, v in given.items() if v is not None}
+    if len(set(lengths.values())) > 1:
+        raise ShapeError(f"Slice: starts, ends, axes and steps must have one length each, got "
+                         f"{lengths}")
+    axes = [check_axis("Slice", a, nd)
+            for a in (range(len(starts)) if axes is None else axes)]
+    if len(set(axes)) != len(axes):
+        raise ShapeError(f"Slice: axes {axes} name an axis twice")
     steps = [1] * len(axes) if steps is None else list(steps)
     big = 2 ** 62
     st, en = [], []
     for s, e, step in zip(starts, ends, steps):
-        s, e = max(min(int(s), big), -big), max(min(int(e), big), -big)
+        s, e = as_int(s, "Slice: start"), as_int(e, "Slice: end")
+        s, e = max(min(s, big), -big), max(min(e, big), -big)
         st.append(s)
         en.append(e)
-        if step == 0:
+        if as_int(step, "Slice: step") == 0:
             raise ShapeError("Slice: step cannot be 0")
     return st, en, steps, axes
 
@@ -431,8 +467,9 @@ class Gather(Operator):
 
     def forward(self, x):
         ax = check_axis("Gather", self.axis, len(x.shp))
-        idx = np.asarray(self.indices.to_numpy() if hasattr(self.indices, "to_numpy")
-                         else self.indices).astype(np.int64)
+        idx = integer_indices("Gather", self.indices.to_numpy()
+                              if hasattr(self.indices, "to_numpy") else self.indices)
+        check_indices("Gather", idx, x.shp[ax])  # before -k becomes n - k: -n-1 stays wrong
         idx = np.where(idx < 0, idx + x.shp[ax], idx).astype(np.int32)
         self.idx = _as_ctensor(idx, x.dev)
         self.ax, self.x_shape = ax, x.shp
@@ -452,8 +489,9 @@ class Tile(Operator):
 
     def __init__(self, repeats):
         super().__init__()
-        reps = [repeats] if isinstance(repeats, (int, np.integer)) else list(repeats)
-        self.repeats = [int(r) for r in reps]
+        reps = list(repeats) if isinstance(repeats, (list, tuple, range, np.ndarray)) \
+            else [repeats]
+        self.repeats = [as_int(r, "Tile: repeat count") for r in reps]
         if any(r < 0 for r in self.repeats):
             raise ShapeError(f"Tile: repeats must be non-negative, got {repeats}")
 
@@ -479,7 +517,7 @@ class Expand(Operator):
 
     def __init__(self, shape):
         super().__init__()
-        self.shape = [int(d) for d in shape]
+        self.shape = list(check_shape(shape, "Expand"))
 
     def forward(self, x):
         out = broadcast_shapes("Expand", x.shp, tuple(self.shape))

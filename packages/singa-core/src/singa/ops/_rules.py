@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .. import _dtype
+from .._shapes import as_int
 from ..errors import DtypeMismatchError, ShapeError
 
 
@@ -71,19 +72,21 @@ def binary(name: str):
 def normalize_axes(op: str, axes, ndim: int) -> tuple:
     """Axes as a sorted tuple of non-negative ints (None: all axes). A 0-d tensor accepts
     axis 0 (or -1) and has no axis to name: its axes are () (a reduction over them is the
-    value itself)."""
+    value itself). An axis named twice is a ShapeError, as in numpy."""
     if axes is None:
         return tuple(range(ndim))
-    if isinstance(axes, int):
+    if not isinstance(axes, (list, tuple, range)):
         axes = (axes,)
     out = []
     for a in axes:
-        a = int(a)
-        if not -ndim <= a < max(ndim, 1):
+        a = as_int(a, f"{op}: axis")
+        if not -max(ndim, 1) <= a < max(ndim, 1):
             raise ShapeError(f"{op}: axis {a} is out of range for a {ndim}-D tensor")
         if ndim:
             out.append(a % ndim)
-    return tuple(sorted(set(out)))
+    if len(set(out)) != len(out):
+        raise ShapeError(f"{op}: axes {tuple(axes)} name an axis twice (of a {ndim}-D tensor)")
+    return tuple(sorted(out))
 
 
 def reduced_shape(shape: tuple, axes: tuple, keepdims: bool) -> tuple:
@@ -103,6 +106,8 @@ def reduce_rule(name: str, out_dtype=None):
 
 
 def check_axis(op: str, axis: int, ndim: int) -> int:
+    """``axis`` in ``[0, ndim)``: an integer in ``[-ndim, ndim)``, else a ShapeError."""
+    axis = as_int(axis, f"{op}: axis")
     if not -ndim <= axis < ndim:
         raise ShapeError(f"{op}: axis {axis} is out of range for a {ndim}-D tensor")
     return axis % ndim
