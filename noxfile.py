@@ -9,18 +9,38 @@ from __future__ import annotations
 
 import os
 import platform
+import re
+import shutil
+import sys
 
 import nox
 
 # `nox` runs these; "tests(backend='cuda')" needs a GPU and runs only when named
 # (`nox -s "tests(backend='cuda')"`); the `cuda` session is what a machine without one verifies
-nox.options.sessions = ["lint", "install", "tests(backend='cpu')", "tests(backend='opencl')",
-                        "template", "cuda", "dist", "onnx"]
+nox.options.sessions = ["lint", "install", "tests(backend='cpu')", "pythons",
+                        "tests(backend='opencl')", "template", "cuda", "dist", "onnx", "skips"]
 nox.options.reuse_existing_virtualenvs = False
 nox.options.error_on_missing_interpreters = True
 
 CORE = "./packages/singa-core"
 TEST_DEPS = ["pytest>=7", "hypothesis>=6"]
+
+# Every pytest run of a session writes what it collected and skipped into
+# .skip-report/<session>/ (tools/skip_report.py, a pytest plugin loaded from tools/); the `skips`
+# session, last, fails on a test that every session skipped
+TOOLS = os.path.abspath("tools")
+SKIP_REPORTS = os.path.abspath(".skip-report")
+
+
+def skip_reports(session: nox.Session) -> list[str]:
+    """Point this session's pytest runs at an emptied ``.skip-report/<session>/`` (subprocesses
+    and MPI ranks inherit it); returns the pytest arguments that load the plugin."""
+    folder = os.path.join(SKIP_REPORTS, re.sub(r"[^\w.-]+", "-", session.name).strip("-"))
+    shutil.rmtree(folder, ignore_errors=True)
+    session.env["SINGA_SKIP_REPORT_DIR"] = folder
+    session.env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (TOOLS, os.environ.get("PYTHONPATH")) if p)
+    return ["-p", "skip_report"]
 
 # backend -> (packages to install, pytest targets)
 BACKENDS = {
@@ -32,9 +52,12 @@ BACKENDS = {
         ["tests/core", "tests/backend", "tests/nn", "tests/examples"],
     ),
     "opencl": (
-        # the `cpu` extra: pocl from PyPI and, on Linux x86_64, Intel's CPU runtime
-        [CORE, "./packages/singa-cpu", "./packages/singa-opencl[cpu]"],
-        ["tests/backend", "tests/nn", "packages/singa-opencl/tests"],
+        # the `cpu` extra: pocl from PyPI and, on Linux x86_64, Intel's CPU runtime; the examples
+        # (the seed models' digits runs in tests/nn, tests/examples) and torch (Adam against
+        # PyTorch's) as in the cpu session
+        [CORE, "./packages/singa-cpu", "./packages/singa-opencl[cpu]", ".[examples]",
+         "torch==2.13.0"],
+        ["tests/backend", "tests/nn", "tests/examples", "packages/singa-opencl/tests"],
     ),
     # only where an NVIDIA GPU and driver exist: not in the default sessions (see above); its
     # preflight fails with the probe's reason anywhere else. SINGA_CUDA_STACK=12 for a CUDA 12
@@ -120,7 +143,9 @@ def lint(session: nox.Session) -> None:
     session.run("ruff", "check", ".")
     env = {"PYTHONPATH": os.pathsep.join(IMPORT_ROOTS)}
     session.run("lint-imports", "--no-cache", env=env)
-    session.run("pytest", "-q", "tests/lint", env=env)
+    plugin = skip_reports(session)
+    session.run("pytest", "-q", *plugin, "tests/lint",
+                env={"PYTHONPATH": os.pathsep.join([*IMPORT_ROOTS, TOOLS])})
 
 
 # extra -> the distributions (and wheels of other projects) a resolution of it must include
@@ -188,16 +213,33 @@ def tests(session: nox.Session, backend: str) -> None:
     args = ["--singa-backend", backend]
     if os.path.exists(xfails):
         args += ["--singa-xfails", xfails]
+    plugin = skip_reports(session)
     ran = 0
     for _what, env in runnable(session, backend):
         ran += 1
         # "slow or not slow": also the README main-job run (>= 95% on digits) in tests/examples
         # SINGA_DEVICE makes the backend the default device, so tests/nn (layers, models, graph
         # mode) runs on it too
-        session.run("pytest", "-q", "-m", "slow or not slow", *targets, *args, *session.posargs,
-                    env={"SINGA_DEVICE": backend, **env})
+        session.run("pytest", "-q", *plugin, "-m", "slow or not slow", *targets, *args,
+                    *session.posargs, env={"SINGA_DEVICE": backend, **env})
     if not ran:
         session.error(f"no run of the {backend} suite could happen on this machine")
+
+
+# requires-python is >= 3.10: the oldest and the newest supported Python run the core tests
+# and the examples (the README's main job among them) on the CPU; the backend sessions run on
+# the default interpreter, GPU nodes on their 3.12 (tools/gpu_check.py)
+PYTHONS = ["3.10", "3.13"]
+
+
+@nox.session(python=PYTHONS)
+def pythons(session: nox.Session) -> None:
+    """tests/core and tests/examples (the seed CNN to >= 95% on digits included) on Python 3.10
+    and 3.13, installed as the README says (``pip install ".[examples]"``)."""
+    session.install(*TEST_DEPS, ".[examples]")
+    plugin = skip_reports(session)
+    session.run("pytest", "-q", *plugin, "-m", "slow or not slow", "tests/core",
+                "tests/examples", *session.posargs, env={"SINGA_DEVICE": "cpu"})
 
 
 TEMPLATE = "./examples/plugin-template"
@@ -210,9 +252,11 @@ def template(session: nox.Session) -> None:
     counted per op; the seed CNN reaching >= 95% on digits in graph mode on its device)."""
     session.install(f"{CORE}[testing]", f"{TEMPLATE}[test]")
     session.run("python", "-c", PREFLIGHT, "template")
-    session.run("pytest", "-q", "--pyargs", "singa.testing.conformance",
+    plugin = skip_reports(session)
+    session.run("pytest", "-q", *plugin, "--pyargs", "singa.testing.conformance",
                 "--singa-backend", "template", *session.posargs)
-    session.run("pytest", "-q", "-m", "slow or not slow", f"{TEMPLATE}/tests", *session.posargs)
+    session.run("pytest", "-q", *plugin, "-m", "slow or not slow", f"{TEMPLATE}/tests",
+                *session.posargs)
 
 
 # What the CUDA backend can verify without a GPU: only the small wheels (cupy imports without a
@@ -236,15 +280,21 @@ def cuda(session: nox.Session, stack: str) -> None:
     struct arguments match the C layout under NVRTC and g++, the pure-Python parts (pinned
     staging included) have unit tests, the probe finds the stack's headers and blames only the
     missing driver, get_device("cuda") and the doctor say so, and tools/gpu_check.py installs
-    from built wheels and reports each step. GPU-only tests skip with their reason (on a GPU
+    from built wheels and reports each step; NCCL's messages name the NCCL wheel of this
+    stack's cupy (tests/dist/test_nccl.py). GPU-only tests skip with their reason (on a GPU
     machine they run, with the conformance kit on ``cuda``)."""
     session.install(*TEST_DEPS, CORE, "./packages/singa-cpu", "./packages/singa-cuda",
-                    *CUDA_CHECK_DEPS[stack])
+                    "./packages/singa-dist[mpi]", *CUDA_CHECK_DEPS[stack])
     session.run("python", "-c", "from singa_cuda import _probe, _nvrtc; f = _probe.facts(); "
                 f"assert f.stack == {stack}, _probe.stack_name(f); "
                 "print(_probe.stack_name(f), 'NVRTC archs', _nvrtc.supported_archs(), "
                 "'checked', _nvrtc.checked_archs())")
-    session.run("pytest", "-q", "packages/singa-cuda/tests", *session.posargs)
+    plugin = skip_reports(session)
+    session.run("pytest", "-q", *plugin, "packages/singa-cuda/tests", *session.posargs)
+    # NCCL's messages with this stack's cupy and no NCCL library (cupy.cuda.nccl a stub): the
+    # probe names the NCCL wheel of the installed cupy (its collectives need a GPU)
+    session.run("pytest", "-q", *plugin, "-p", "no:cacheprovider", "tests/dist/test_nccl.py",
+                *session.posargs)
 
 
 # The cuDNN frontend for the Python that GPU images ship (the node has cuDNN, cupy, NCCL, torch):
@@ -280,18 +330,19 @@ def dist(session: nox.Session) -> None:
     session.install(*TEST_DEPS, CORE, "./packages/singa-cpu", ".[examples]",
                     "./packages/singa-dist[mpi]")
     env = {"SINGA_DEVICE": "cpu"}
-    session.run("pytest", "-q", "-p", "no:cacheprovider", "tests/dist", *session.posargs,
-                env=env)
+    plugin = skip_reports(session)
+    session.run("pytest", "-q", *plugin, "-p", "no:cacheprovider", "tests/dist",
+                *session.posargs, env=env)
     for n in ("2", "3"):
         session.log(f"run: tests/dist on {n} MPI ranks")
-        session.run("mpiexec", "-n", n, "python", "-m", "pytest", "-q", "-p",
+        session.run("mpiexec", "-n", n, "python", "-m", "pytest", "-q", *plugin, "-p",
                     "no:cacheprovider", "tests/dist", *session.posargs, env=env)
     # the operations, every DistOpt mode and graph overlap on OpenCL devices (host staging), 2
     # ranks, on each OpenCL runtime that can run here (same preflight as the opencl session)
     session.install("./packages/singa-opencl[cpu]")
     for what, cl_env in runnable(session, "opencl"):
         session.log(f"run: tests/dist operations and DistOpt on 2 MPI ranks, {what}")
-        session.run("mpiexec", "-n", "2", "python", "-m", "pytest", "-q", "-p",
+        session.run("mpiexec", "-n", "2", "python", "-m", "pytest", "-q", *plugin, "-p",
                     "no:cacheprovider", "tests/dist/test_ops.py", "tests/dist/test_distopt.py",
                     "tests/dist/test_overlap.py", "--singa-backend", "opencl", *session.posargs,
                     env=cl_env)
@@ -318,8 +369,21 @@ def onnx(session: nox.Session) -> None:
     session.install(*TEST_DEPS, *ONNX_DEPS)
     session.install("torch==2.13.0")
     session.run("python", "-c", "import torch; assert not torch.version.cuda, torch.version.cuda")
-    session.run("pytest", "-q", "tests/onnx", *session.posargs, env={"SINGA_DEVICE": "cpu"})
+    plugin = skip_reports(session)
+    session.run("pytest", "-q", *plugin, "tests/onnx", *session.posargs,
+                env={"SINGA_DEVICE": "cpu"})
     for what, env in runnable(session, "opencl"):
         session.log(f"run: imported models on OpenCL, {what}")
-        session.run("pytest", "-q", *ONNX_DEVICE_TESTS, *session.posargs,
+        session.run("pytest", "-q", *plugin, *ONNX_DEVICE_TESTS, *session.posargs,
                     env={"SINGA_DEVICE": "opencl", **env})
+
+
+@nox.session(venv_backend="none")
+def skips(session: nox.Session) -> None:
+    """The skip reports of every session that ran (``.skip-report/``, tools/skip_report.py):
+    per session, how many tests each skip reason covered; fails listing every test that was
+    skipped in every session that collected it, unless marked
+    ``@pytest.mark.needs_hardware("...")``. ``nox`` runs it last; run alone with no reports it
+    says there is nothing to check and passes."""
+    session.run(sys.executable, os.path.join(TOOLS, "skip_report.py"), SKIP_REPORTS,
+                external=True)

@@ -235,6 +235,19 @@ def judge_pytest(code, out):
     return code == 0, summary, {"failed": failed[:50]}
 
 
+def judge_pytest_ran(code, out):
+    """:func:`judge_pytest`, and a fail when a test was skipped for want of the GPU stack (the
+    NCCL probe's "not runnable here", a missing mpi4py or cupy): on a GPU node such a step
+    would pass having checked nothing."""
+    ok, summary, data = judge_pytest(code, out)
+    stack = [ln.strip() for ln in out.splitlines() if ln.startswith("SKIPPED")
+             and ("not runnable here" in ln or "is not installed" in ln or "no cupy" in ln)]
+    if stack:
+        return False, f"{summary}; skipped for want of the GPU stack: {stack[0][:300]}", \
+            {**data, "skipped": stack[:50]}
+    return ok, summary, data
+
+
 def judge_doctor(code, out):
     block = out.split("\nBackends\n", 1)[-1]
     lines = block.splitlines()
@@ -290,6 +303,9 @@ def steps(out_dir: Path, workers: int) -> list[Step]:
              180, judge=judge_cnn),
         Step("nccl", "one-rank NCCL all-reduce of a kernel's output",
              [me, "--run-step", "nccl"], 90),
+        Step("nccl-tests", "tests/dist/test_nccl.py on one rank: NCCL's collectives on the GPU",
+             ["-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/dist/test_nccl.py"], 90,
+             judge=judge_pytest_ran),
         Step("cuda-tests", "singa-cuda's own tests, GPU tests included",
              ["-m", "pytest", "-v", "--tb=short", "-p", "no:cacheprovider",
               "packages/singa-cuda/tests", "-k", "not conformance_kit_on_the_gpu",

@@ -327,13 +327,14 @@ def plot_history(history, path, title, say=print):
 
 
 def resolve_device(spec, device_id):
-    """The device for ``--device`` and SINGA's ``-i/--device-id`` (which means cuda:<id>)."""
+    """The device for ``--device`` and SINGA's ``-i/--device-id`` (which means cuda:<id>);
+    neither: the default device (``SINGA_DEVICE``, else the CPU)."""
     if device_id is not None:
         want = f"cuda:{device_id}"
         if spec is not None and device.parse_device_string(spec) != ("cuda", device_id):
             raise SystemExit(f"--device {spec} contradicts -i {device_id} (which means {want})")
         spec = want
-    return device.get_device(spec or "cpu")
+    return device.get_device(spec) if spec else device.get_default_device()
 
 
 def build_parser():
@@ -352,7 +353,8 @@ def build_parser():
     p.add_argument("-l", "--learning-rate", type=float, default=None, dest="lr")
     p.add_argument("-i", "--device-id", type=int, default=None, dest="device_id",
                    help="CUDA device id (SINGA's flag): same as --device cuda:<id>")
-    p.add_argument("--device", default=None, help="cpu (default), opencl, cuda:0, ...")
+    p.add_argument("--device", default=None,
+                   help="cpu, opencl, cuda:0, ... (default: SINGA_DEVICE, else cpu)")
     p.add_argument("-g", "--disable-graph", action="store_false", dest="graph",
                    help="run eagerly instead of recording and replaying the graph")
     p.add_argument("-v", "--log-verbosity", type=int, default=0, dest="verbosity",

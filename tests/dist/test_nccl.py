@@ -79,6 +79,9 @@ def test_the_nccl_id_is_the_bytes_cupy_takes():
 
 
 # ---------------------------------------------------------------------- on a GPU
+GPU = pytest.mark.needs_hardware("nvidia gpu")  # run by tools/gpu_check.py (step nccl-tests)
+
+
 @pytest.fixture(scope="module")
 def nccl():
     _nccl_or_skip()
@@ -127,6 +130,7 @@ def _np(t):
 BIG = (1 << 23,)  # 32 MiB of float32: uploaded through pinned staging, asynchronously
 
 
+@GPU
 def test_nccl_all_reduce_matches_numpy(nccl, gpu):
     xs = [np.arange(1001, dtype=np.float32) * (r + 1) for r in range(nccl.world_size)]
     t = _t(xs[nccl.rank], gpu)
@@ -134,6 +138,7 @@ def test_nccl_all_reduce_matches_numpy(nccl, gpu):
     np.testing.assert_allclose(_np(t), np.sum(xs, 0), rtol=1e-6)
 
 
+@GPU
 @pytest.mark.parametrize("op", ["sum", "mean", "max", "min"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int32])
 def test_all_reduce_ops_and_dtypes(nccl, gpu, op, dtype):
@@ -148,6 +153,7 @@ def test_all_reduce_ops_and_dtypes(nccl, gpu, op, dtype):
     np.testing.assert_allclose(_np(t).astype(np.float64), want, rtol=tol, atol=tol)
 
 
+@GPU
 def test_a_collective_reads_what_the_kernels_before_it_wrote(nccl, gpu):
     """A matrix product (milliseconds on the GPU, queued in microseconds) on the device's
     stream, then at once an all-gather of it: ordered against any other stream, the gather
@@ -162,6 +168,7 @@ def test_a_collective_reads_what_the_kernels_before_it_wrote(nccl, gpu):
     np.testing.assert_array_equal(got, want)
 
 
+@GPU
 @pytest.mark.parametrize("inplace", [False, True])
 def test_a_started_all_reduce_is_seen_by_the_kernels_after_its_wait(nccl, gpu, inplace):
     xs = _all(3, nccl, BIG)
@@ -173,6 +180,7 @@ def test_a_started_all_reduce_is_seen_by_the_kernels_after_its_wait(nccl, gpu, i
                                atol=1e-5)
 
 
+@GPU
 def test_fused_half_sparse_broadcast_and_barrier(nccl, gpu):
     n = nccl.world_size
     xs = [_all(4 + i, nccl, s) for i, s in enumerate([(1001,), (3, 5), (64,)])]
@@ -195,6 +203,7 @@ def test_fused_half_sparse_broadcast_and_barrier(nccl, gpu):
     assert nccl._allgather_object({"rank": nccl.rank}) == [{"rank": r} for r in range(n)]
 
 
+@GPU
 def test_a_tensor_on_another_device_is_refused_by_name(nccl):
     from singa import device
     from singa.dist import DistError

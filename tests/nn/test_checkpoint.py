@@ -318,6 +318,40 @@ def test_missing_extra_and_misshaped_states_are_listed(tmp_path):
     np.testing.assert_array_equal(m.get_states()["conv1.b"].to_numpy(), before)
 
 
+class WithHead(MyModel):
+    """MyModel with one more layer: a checkpoint of MyModel lacks the head's states."""
+
+    def __init__(self):
+        super().__init__()
+        self.head = layer.Linear(3)
+
+    def forward(self, x):
+        return self.head(super().forward(x))
+
+
+@pytest.mark.parametrize("use_graph", [False, True])
+def test_a_checkpoint_of_a_smaller_model_is_refused_naming_what_it_lacks(use_graph, tmp_path):
+    """A real save (not a forged file): loading it into a model that grew a layer must name
+    the layer's states and load nothing, not leave the new layer at its initial values."""
+    small = _compiled(use_graph)
+    for k, (shape, v) in STATES.items():
+        small.get_states()[k].copy_from_numpy(np.full(shape, v, np.float32))
+    path = tmp_path / "small.zip"
+    small.save_states(str(path))
+    dev = get_default_device()
+    dev.ResetGraph()
+    big = WithHead()
+    big.compile([tensor.PlaceHolder((2, 2, 2, 2), device=dev)], is_train=True,
+                use_graph=use_graph)
+    before = {k: v.to_numpy() for k, v in big.get_states().items()}
+    assert {"head.W", "head.b"} <= set(before) and set(STATES) < set(before)
+    with pytest.raises(CheckpointError, match="missing from the checkpoint") as info:
+        big.load_states(str(path))
+    assert "head.W" in str(info.value) and "head.b" in str(info.value)
+    for k, v in big.get_states().items():
+        np.testing.assert_array_equal(v.to_numpy(), before[k])
+
+
 @pytest.mark.parametrize("content", [b"not a zip", b""])
 def test_garbage_file_is_refused(content, tmp_path):
     m = _compiled()

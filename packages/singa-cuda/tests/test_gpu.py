@@ -12,8 +12,9 @@ import pytest
 from singa_cuda._probe import explain, facts
 
 _why = explain(facts())
-pytestmark = pytest.mark.skipif(_why is not None,
-                                reason=f"needs a usable CUDA GPU: {_why.detail if _why else ''}")
+pytestmark = [pytest.mark.needs_hardware("nvidia gpu"),
+              pytest.mark.skipif(_why is not None,
+                                 reason=f"needs a usable CUDA GPU: {_why.detail if _why else ''}")]
 
 
 @pytest.fixture(scope="module")

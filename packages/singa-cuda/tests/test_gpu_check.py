@@ -32,6 +32,17 @@ def test_pytest_judge():
     assert not gpu_check.judge_pytest(1, "==== 5 passed ====\n")[0]  # exit status counts
 
 
+def test_pytest_judge_of_a_gpu_step_fails_when_the_stack_was_missing():
+    legit = ("SKIPPED [1] tests/dist/test_nccl.py:61: NCCL's library is installed: "
+             "cupy.cuda.nccl is the real module\n==== 12 passed, 1 skipped in 9s ====\n")
+    assert gpu_check.judge_pytest_ran(0, legit)[:2] == (True, "12 passed, 1 skipped in 9s")
+    for reason in ("tests/dist/test_nccl.py:84: NCCL communicator not runnable here (boom)",
+                   "tests/dist/conftest.py:14: mpi4py is not installed: pip install x"):
+        out = f"SKIPPED [7] {reason}\n==== 5 passed, 7 skipped in 1s ====\n"
+        ok, summary, data = gpu_check.judge_pytest_ran(0, out)
+        assert not ok and reason in summary and data["skipped"]
+
+
 def test_doctor_judge():
     out = ("Plugins\n...\nBackends\n  cuda     from singa-cuda 0.1.0; API ok; 1 device(s)\n"
            "           smoke: PASS - cuda:0: Add, Matmul and host copies match numpy\n"

@@ -1,0 +1,343 @@
+"""Plant known bugs one at a time in a copy of the repository and check that tests catch each.
+
+    python tools/mutation_check.py [-k NAME] [--from-head [--with PATH ...]] [--json FILE]
+                                   [--timeout 600] [--keep] [--list]
+
+Each entry of :data:`MUTANTS` is a bug a regression could bring back: a file, the exact text
+to replace (it must occur exactly once), the text that replaces it, and the few pytest targets
+that must fail on it (run under ``mpiexec -n ranks`` when ``ranks`` > 1: a divide by the world
+size, for one, is invisible on one rank). For each mutant the script runs the targets on the
+unchanged copy first (a target that already fails proves nothing), then with the bug planted,
+then puts the file back. The working tree is never touched: the copy is a temporary folder
+(every tracked and untracked, not ignored file of the working tree; or, with ``--from-head``,
+``git archive HEAD`` plus the ``--with`` files of the working tree), and the copy's packages
+are put first on ``PYTHONPATH``, ahead of the editable installs of this checkout (checked
+before anything runs).
+
+Outcomes, one line each: ``caught`` (the targets failed; a timeout counts, a hang is caught
+too), ``MISSED`` (they passed with the bug in), ``STALE`` (the original text is not in the file
+once: the code moved, update the entry), ``BASELINE FAILS`` (the targets fail without the
+bug), ``not run`` (a module the targets need, e.g. onnx, is not installed). Exit status 1 when
+any mutant is missed, stale or has a failing baseline; ``--require-all`` also fails on
+``not run``. Run it from the virtual environment the tests run in (README: the development
+install, with ``singa-dist[mpi]``, ``singa-onnx``, onnx and onnxruntime for every entry).
+The last result is in docs/testing.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """A planted bug: ``original`` (exactly once in ``path``) becomes ``mutated``."""
+
+    name: str
+    what: str
+    path: str
+    original: str
+    mutated: str
+    targets: tuple
+    ranks: int = 1
+    needs: tuple = ()  # modules the targets import (else: not run)
+
+
+ONNX = ("onnx", "onnxruntime", "singa_onnx")
+DIST = ("mpi4py", "singa_dist")
+
+MUTANTS = [
+    Mutant(
+        "distopt-divide-by-world-size", "DistOpt.update applies the all-reduced sum undivided "
+        "(SINGA's manual step, and the sparse update)",
+        "packages/singa-core/src/singa/_distopt.py",
+        "        M.imul(grad.data, 1.0 / self.world_size)\n",
+        "",
+        ("tests/dist/test_distopt_mean.py", "tests/dist/test_distopt.py", "-k", "sparse"),
+        ranks=2, needs=DIST),
+    Mutant(
+        "overlap-wait-after-update", "the overlapped all-reduce is waited for after the update",
+        "packages/singa-core/src/singa/_distopt.py",
+        "        for w in works:\n            w.wait()\n        self._begin_step()\n"
+        "        for p, g in seen:\n            self._apply(p, g)  # already the mean over ranks\n",
+        "        self._begin_step()\n        for p, g in seen:\n"
+        "            self._apply(p, g)  # already the mean over ranks\n"
+        "        for w in works:\n            w.wait()\n",
+        ("tests/dist/test_overlap.py", "tests/dist/test_distopt_mean.py"), ranks=2, needs=DIST),
+    Mutant(
+        "half-double-rounding", "numba's float16 conversion ignores the sticky bits a subnormal's "
+        "shift drops: truncate, then round (a double rounding)",
+        "packages/singa-dist/src/singa_dist/half.py",
+        "fs += 0x1000 if ((fs & 0x3FFF) != 0x1000 or (f & 0x7FF) != 0) else 0",
+        "fs += 0x1000 if (fs & 0x3FFF) != 0x1000 else 0",
+        ("tests/dist/test_half.py",), needs=DIST + ("numba",)),
+    Mutant(
+        "half-fallback-partial-rounding", "core's numpy half all-reduce (no numba) rounds each "
+        "partial sum to float16",
+        "packages/singa-core/src/singa/dist.py",
+        "        for r in range(1, recv.shape[0]):\n            out += recv[r]\n",
+        "        for r in range(1, recv.shape[0]):\n"
+        "            out[...] = (out + recv[r]).astype(np.float16)\n",
+        ("tests/dist/test_half_fallback.py",), needs=DIST),
+    Mutant(
+        "topk-keeps-k-minus-1", "the top-K sparse all-reduce keeps K-1 entries on ties",
+        "packages/singa-core/src/singa/dist.py",
+        "ties = xp.flatnonzero(mag == kth)[:k - above.size]",
+        "ties = xp.flatnonzero(mag == kth)[:k - above.size - 1]",
+        ("tests/dist/test_ops.py", "-k", "sparse"), needs=DIST),
+    Mutant(
+        "arena-overlap", "the arena planner lets groups whose lifetimes touch share bytes",
+        "packages/singa-core/src/singa/graph/_memory.py",
+        "for o, e, f, la in placed if f <= hi and lo <= la)",
+        "for o, e, f, la in placed if f < hi and lo < la)",
+        ("tests/core/test_scheduler_memory.py",)),
+    Mutant(
+        "fused-conv-drops-relu", "the CPU's fused Conv2d+ReLU skips the ReLU on the im2col path",
+        "packages/singa-cpu/src/singa_cpu/kernels/conv.py",
+        "_im2col_forward(x, w2, b, y, g, relu, pooled if chunk_pool else None)",
+        "_im2col_forward(x, w2, b, y, g, False, pooled if chunk_pool else None)",
+        ("tests/backend/test_conformance.py::test_fused[Conv2d+ReLU-float32]",
+         "tests/backend/test_conformance.py::test_fused[Conv2d+ReLU-float64]",
+         "--singa-backend", "cpu")),
+    Mutant(
+        "gemm-ignores-transB", "the CPU's GEMM kernel ignores transB",
+        "packages/singa-cpu/src/singa_cpu/kernels/linalg.py",
+        '    if attrs.get("transB"):\n        b = b.T\n',
+        "",
+        ("tests/backend/test_conformance.py", "-k", "GEMM", "--singa-backend", "cpu")),
+    Mutant(
+        "checkpoint-skips-missing", "load_states silently skips a state the checkpoint lacks",
+        "packages/singa-core/src/singa/model.py",
+        "missing = sorted(set(states) - model_names)",
+        "missing = []",
+        ("tests/nn/test_checkpoint.py", "-k", "missing")),
+    Mutant(
+        "adam-bias-correction", "Adam's bias correction uses step + 2 (off by one)",
+        "packages/singa-core/src/singa/opt.py",
+        "M.as_type(self.step_counter.data, p.dt), 1.0)",
+        "M.as_type(self.step_counter.data, p.dt), 2.0)",
+        ("tests/nn/test_opt.py", "-k", "adam or Adam"), needs=("torch",)),
+    Mutant(
+        "remat-stale-input", "rematerialisation recomputes from an input changed since the "
+        "forward pass",
+        "packages/singa-core/src/singa/graph/_remat.py",
+        "            if self._changed(a, p, hi):\n                return False\n",
+        "",
+        ("tests/nn/test_graph_remat_inputs.py",)),
+    Mutant(
+        "onnx-conv-dilations", "ONNX import of Conv ignores dilations",
+        "packages/singa-onnx/src/singa_onnx/handlers/nn.py",
+        'dil = list(attrs.get("dilations", [1] * nsp))',
+        "dil = [1] * nsp",
+        ("tests/onnx/test_import_attributes.py", "-k", "Conv"), needs=ONNX),
+    Mutant(
+        "onnx-export-softmax-axis", "the ONNX exporter writes Softmax with axis=-1 whatever the "
+        "op's axis",
+        "packages/singa-onnx/src/singa_onnx/frontend.py",
+        '"SoftMax": _axis_op("Softmax"),',
+        '"SoftMax": lambda b, op, i, o: b.node("Softmax", i, o, op.name, axis=-1),',
+        ("tests/onnx/test_export_attributes.py", "-k", "softmax"), needs=ONNX),
+    Mutant(
+        "distopt-step-sums", "DistOpt's synchronous step sums the gradients instead of "
+        "averaging them (a fourteenth: the step's own division)",
+        "packages/singa-core/src/singa/_distopt.py",
+        '[g for _, g in bucket], "mean", half=half',
+        '[g for _, g in bucket], "sum", half=half',
+        ("tests/dist/test_distopt_mean.py",
+         "tests/dist/test_distopt.py::test_plain_and_half_equal_one_rank_on_joined_batch"),
+        ranks=2, needs=DIST),
+]
+
+
+# ---------------------------------------------------------------------------- the copy
+_IGNORE = shutil.ignore_patterns("__pycache__", ".nox", ".hypothesis", "*.egg-info")
+
+
+def _git(*args) -> bytes:
+    return subprocess.run(["git", *args], cwd=ROOT, check=True, capture_output=True).stdout
+
+
+def make_copy(dest: Path, from_head: bool, extra=()) -> None:
+    """The repository's files in ``dest``: the working tree's tracked and untracked files (not
+    ignored), or HEAD's plus ``extra`` paths of the working tree."""
+    if from_head:
+        with tarfile.open(fileobj=io.BytesIO(_git("archive", "HEAD")), mode="r:") as tar:
+            tar.extractall(dest, filter="data")
+        names = list(extra)
+    else:
+        listed = _git("ls-files", "-z", "--cached", "--others", "--exclude-standard")
+        names = [n for n in listed.decode().split("\0") if n]
+    for name in names:
+        src = ROOT / name
+        if src.is_dir():
+            shutil.copytree(src, dest / name, ignore=_IGNORE, dirs_exist_ok=True)
+        elif src.is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / name)
+
+
+def copy_env(copy: Path) -> dict:
+    srcs = sorted(str(p) for p in (copy / "packages").glob("*/src"))
+    env = {k: v for k, v in os.environ.items() if k != "SINGA_SKIP_REPORT_DIR"}
+    env["PYTHONPATH"] = os.pathsep.join([*srcs, *filter(None, [env.get("PYTHONPATH")])])
+    env.setdefault("SINGA_DEVICE", "cpu")
+    return env
+
+
+def check_imports_from(copy: Path, env: dict) -> None:
+    """Fail unless the copy's packages are the ones imported (not the editable installs)."""
+    code = ("import importlib, sys\nfor m in sys.argv[1:]:\n    try:\n"
+            "        print(m, importlib.import_module(m).__file__)\n"
+            "    except ImportError:\n        pass\n")
+    out = subprocess.run([sys.executable, "-c", code, "singa", "singa_cpu", "singa_dist",
+                          "singa_onnx"], cwd=copy, env=env, capture_output=True, text=True,
+                         check=True).stdout
+    for line in out.splitlines():
+        mod, path = line.split(" ", 1)
+        if not path.startswith(str(copy)):
+            raise SystemExit(f"mutation_check: {mod} imports from {path}, not from the copy "
+                             f"{copy}: the copy's packages must come first on sys.path")
+
+
+# ---------------------------------------------------------------------------- running
+def _command(m: Mutant) -> list[str]:
+    pytest = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
+              *m.targets]
+    if m.ranks > 1:
+        mpiexec = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or "mpiexec"
+        return [mpiexec, "-n", str(m.ranks), *pytest]
+    return pytest
+
+
+def _run(cmd, copy, env, timeout):
+    t0 = time.monotonic()
+    proc = subprocess.Popen(cmd, cwd=copy, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+        code = proc.returncode
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, 9)
+        out, _ = proc.communicate()
+        code = None
+    return code, out, time.monotonic() - t0
+
+
+def _last_line(out: str) -> str:
+    lines = [ln.strip("= ") for ln in out.splitlines() if ln.strip()]
+    first_fail = next((ln for ln in lines if ln.startswith(("FAILED", "ERROR"))), None)
+    # under mpiexec tests/dist/conftest.py aborts every rank at the first failure, saying which
+    aborted = next((ln for ln in lines if ln.endswith("failed; aborting every rank")), None)
+    return first_fail or aborted or (lines[-1] if lines else "")
+
+
+def missing_modules(m: Mutant) -> list[str]:
+    return [n for n in m.needs if importlib.util.find_spec(n) is None]
+
+
+def check(m: Mutant, copy: Path, env: dict, timeout: float, baselines: dict) -> dict:
+    res = {"name": m.name, "what": m.what, "path": m.path, "targets": list(m.targets),
+           "ranks": m.ranks}
+    missing = missing_modules(m)
+    if missing:
+        return {**res, "status": "not run", "detail": f"not installed: {', '.join(missing)}"}
+    target = copy / m.path
+    text = target.read_text() if target.is_file() else ""
+    if text.count(m.original) != 1:
+        return {**res, "status": "STALE",
+                "detail": f"the original text occurs {text.count(m.original)} times"}
+    cmd = _command(m)
+    key = (m.targets, m.ranks)
+    if key not in baselines:
+        baselines[key] = _run(cmd, copy, env, timeout)
+    code, out, secs = baselines[key]
+    if code != 0:
+        return {**res, "status": "BASELINE FAILS", "seconds": round(secs, 1),
+                "detail": ("timeout" if code is None else f"exit {code}: ") + _last_line(out)}
+    try:
+        target.write_text(text.replace(m.original, m.mutated))
+        code, out, secs = _run(cmd, copy, env, timeout)
+    finally:
+        target.write_text(text)
+    if code is None:
+        return {**res, "status": "caught", "seconds": round(secs, 1),
+                "detail": f"timed out after {timeout:.0f} s"}
+    if code == 0:
+        return {**res, "status": "MISSED", "seconds": round(secs, 1), "detail": _last_line(out)}
+    return {**res, "status": "caught", "seconds": round(secs, 1), "detail": _last_line(out)}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("-k", dest="select", action="append", default=[],
+                    help="only mutants whose name contains this (repeatable)")
+    ap.add_argument("--from-head", action="store_true",
+                    help="copy HEAD (git archive) instead of the working tree")
+    ap.add_argument("--with", dest="extra", action="append", default=[],
+                    help="with --from-head: a working-tree file or folder to copy over HEAD's")
+    ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--timeout", type=float, default=600, help="seconds per pytest run")
+    ap.add_argument("--keep", action="store_true", help="keep the temporary copy")
+    ap.add_argument("--list", action="store_true", help="list the mutants and exit")
+    ap.add_argument("--require-all", action="store_true",
+                    help="fail when a mutant cannot run here (a module it needs is missing)")
+    args = ap.parse_args(argv)
+    chosen = [m for m in MUTANTS if not args.select or any(s in m.name for s in args.select)]
+    if args.list:
+        for m in chosen:
+            print(f"{m.name:32s} {m.path}\n    {m.what}\n    targets: {' '.join(m.targets)}"
+                  + (f" (mpiexec -n {m.ranks})" if m.ranks > 1 else ""))
+        return 0
+    if not chosen:
+        print("mutation_check: no mutant matches", args.select)
+        return 2
+    tmp = Path(tempfile.mkdtemp(prefix="singa-mutants-"))
+    copy = tmp / "repo"
+    copy.mkdir()
+    results = []
+    t0 = time.monotonic()
+    try:
+        make_copy(copy, args.from_head, args.extra)
+        env = copy_env(copy)
+        check_imports_from(copy, env)
+        baselines: dict = {}
+        for m in chosen:
+            r = check(m, copy, env, args.timeout, baselines)
+            results.append(r)
+            secs = f"{r['seconds']:6.1f}s" if "seconds" in r else " " * 7
+            print(f"{r['status']:14s} {secs}  {m.name}: {r.get('detail', '')[:150]}",
+                  flush=True)
+    finally:
+        if args.keep:
+            print(f"mutation_check: the copy is kept in {copy}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+    counts = {s: sum(r["status"] == s for r in results)
+              for s in ("caught", "MISSED", "STALE", "BASELINE FAILS", "not run")}
+    print(f"mutation_check: {counts['caught']}/{len(results)} caught; "
+          + ", ".join(f"{n} {s}" for s, n in counts.items() if n and s != "caught")
+          + f" ({time.monotonic() - t0:.0f} s)")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"results": results, "counts": counts}, indent=1))
+    bad = counts["MISSED"] + counts["STALE"] + counts["BASELINE FAILS"]
+    if args.require_all:
+        bad += counts["not run"]
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
