@@ -186,7 +186,7 @@ def install(session: nox.Session) -> None:
     clone = os.path.join(tmp, "singa")
     session.run("git", "clone", "--quiet", os.getcwd(), clone, external=True)
     session.install("pip>=23")
-    session.install(f"{clone}[opencl,dist,onnx,examples]")
+    session.install("--no-cache-dir", f"{clone}[opencl,dist,onnx,examples]")
     session.run("python", "-c", (
         "import json, importlib.metadata as md, singa, singa_cpu, singa_opencl, singa_dist, "
         "singa_onnx, sklearn\n"
@@ -262,7 +262,10 @@ def pythons(session: nox.Session, version: str) -> None:
     venv = os.path.join(tempfile.mkdtemp(prefix=f"singa-py{version}-"), "venv")
     session.run(exe, "-m", "venv", venv, external=True)
     py = os.path.join(venv, "bin", "python")
-    session.run(py, "-m", "pip", "install", "-q", *TEST_DEPS, ".[examples]", external=True)
+    # --no-cache-dir: pip's wheel cache would serve a sibling built from this same path before
+    # (its file: URL looks like name-version to pip), not the code as it is now
+    session.run(py, "-m", "pip", "install", "-q", "--no-cache-dir", *TEST_DEPS, ".[examples]",
+                external=True)
     plugin = skip_reports(session)
     session.run(py, "-m", "pytest", "-q", *plugin, "-m", "slow or not slow", "tests/core",
                 "tests/examples", *session.posargs, env={"SINGA_DEVICE": "cpu"},

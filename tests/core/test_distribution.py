@@ -76,13 +76,12 @@ def test_the_meta_package_in_this_checkout_takes_our_packages_from_it():
     reqs = list(project["dependencies"])
     for extra in project["optional-dependencies"].values():
         reqs += extra
-    assert "singa-core @ {root:uri}/packages/singa-core/." in project["dependencies"]
+    assert "singa-core @ {root:uri}/packages/singa-core" in project["dependencies"]
     for req in reqs:
         name = req.split("@")[0].split("[")[0].split(">")[0].split("=")[0].strip()
         if name == "singa":
             assert req.startswith("singa[") and "@" not in req, req
         elif name.startswith("singa-"):
             folder = req.split("@", 1)[1].strip()
-            # "/.": pip rebuilds it on every install (pyproject.toml says why)
-            assert folder == f"{{root:uri}}/packages/{name}/.", req
+            assert folder == f"{{root:uri}}/packages/{name}", req
             assert (root / "packages" / name / "pyproject.toml").is_file(), req
