@@ -314,6 +314,11 @@ def steps(out_dir: Path, workers: int) -> list[Step]:
              ["-m", "pytest", "-v", "--tb=short", "-p", "no:cacheprovider", "--pyargs",
               "singa.testing.conformance", "--singa-backend", "cuda", "-n", str(workers)],
              300, judge=judge_pytest),
+        Step("backend-tests", "tests/backend on cuda (float32 tolerances of full float32: "
+             "the device fixture sets float32_precision='highest')",
+             ["-m", "pytest", "-q", "--tb=short", "-p", "no:cacheprovider", "tests/backend",
+              "--singa-backend", "cuda", "-n", str(min(workers, 8))], 300,
+             judge=judge_pytest),
         Step("bench", "training step, this framework and PyTorch on the same GPU",
              ["benchmarks/train_step.py", "--device", "cuda:0", "--models", "cnn", "resnet18",
               "--batch", "cnn=64", "resnet18=128", "--reps", "2", "--json", str(bench_json)],

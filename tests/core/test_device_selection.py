@@ -88,3 +88,18 @@ def test_set_registry_resets_the_default_device(fake_process_registry, monkeypat
         assert second is not first and second is new.device("fake")
     finally:
         set_registry(old)
+
+
+def test_float32_precision_is_validated_and_defaults_to_full_precision():
+    from singa.device import get_device
+    from singa.errors import HyperparameterError
+
+    dev = get_device("cpu")
+    assert dev.float32_precision == "highest"
+    with pytest.raises(HyperparameterError, match="'highest'.*'high'"):
+        dev.float32_precision = "tf32"
+    try:
+        dev.float32_precision = "high"  # accepted; the CPU has no reduced format to use
+        assert dev.float32_precision == "high"
+    finally:
+        dev.float32_precision = "highest"

@@ -1,5 +1,5 @@
-"""Tests that need a CUDA GPU (they skip here with the probe's reason). Never run on hardware as
-of this writing: see docs/cuda.md."""
+"""Tests that need a CUDA GPU (they skip here with the probe's reason). What ran on which GPU,
+and what never did, is in docs/cuda.md ("On a GPU")."""
 
 from __future__ import annotations
 
@@ -98,24 +98,114 @@ def test_large_copies_go_through_pinned_staging(gpu):
     assert gpu.staging.allocated <= gpu.staging.max_bytes
 
 
-def test_batch_norm_runs_through_cudnn(gpu):
-    # the kit below checks the values; this checks that cuDNN built the graphs (no fallback)
+def _bn_inputs(rng, dtype, shape=(8, 16, 12, 12)):
+    c = shape[1]
+    x = rng.uniform(-2, 3, shape).astype(dtype)
+    params = [rng.uniform(0.5, 2, c).astype(dtype) for _ in range(4)]
+    return x, params
+
+
+@pytest.mark.parametrize("mode", ["auto", "graph"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_batch_norm_runs_through_cudnn(gpu, monkeypatch, mode, dtype):
+    # the kit checks the values of the table's path; this runs both cuDNN paths (the NCHW
+    # kernels, 'auto', and the channels-last graph, 'graph') against the float64 reference,
+    # training and backward, and checks that the path asked for served the call
     import cupy
     from singa.backend import OPS
 
+    from singa_cuda import cudnn_bn
+
+    monkeypatch.setenv("SINGA_CUDA_BATCHNORM", mode)
+    table = cudnn_bn.kernels(gpu, fallback={})  # no fallback: a refused call raises KeyError
+    train, back = gpu.on_device(table["BatchNormTrain"]), gpu.on_device(
+        table["BatchNormBackward"])
     rng = np.random.default_rng(3)
-    x = rng.uniform(-2, 3, (8, 16, 12, 12)).astype(np.float32)
-    params = [rng.uniform(0.5, 2, 16).astype(np.float32) for _ in range(4)]
-    fn = gpu.kernels["BatchNormTrain"][0]
+    x, params = _bn_inputs(rng, dtype)
+    dy = rng.uniform(-1, 1, x.shape).astype(dtype)
+    tol = 1e-4 if dtype == np.float32 else 2e-2
     with gpu.cuda_device, gpu.stream:
         ins = [cupy.asarray(a) for a in (x, *params)]
-        outs = [cupy.empty_like(ins[0])] + [cupy.empty(16, cupy.float32) for _ in range(4)]
-    fn(ins, outs, {"momentum": 0.9, "eps": 1e-5})
+        outs = [cupy.empty_like(ins[0])] + [cupy.empty(16, dtype) for _ in range(4)]
+    train(ins, outs, {"momentum": 0.9, "eps": 1e-5})
     want = OPS["BatchNormTrain"].reference(x.astype(np.float64), *params, momentum=0.9,
                                            eps=1e-5)
     for got, ref in zip(outs, want):
-        np.testing.assert_allclose(gpu.native_to_numpy(got), ref, rtol=1e-4, atol=1e-4)
-    assert not fn.engine().refused, fn.engine().refused
+        np.testing.assert_allclose(gpu.native_to_numpy(got).astype(np.float64), ref,
+                                   rtol=tol, atol=tol)
+    with gpu.cuda_device, gpu.stream:
+        bins = [cupy.asarray(dy), ins[0], ins[1], outs[1], outs[2]]
+        bouts = [cupy.empty_like(ins[0]), cupy.empty(16, dtype), cupy.empty(16, dtype)]
+    back(bins, bouts, {})
+    bwant = OPS["BatchNormBackward"].reference(
+        dy.astype(np.float64), x.astype(np.float64), params[0].astype(np.float64),
+        gpu.native_to_numpy(outs[1]).astype(np.float64),
+        gpu.native_to_numpy(outs[2]).astype(np.float64))
+    for got, ref in zip(bouts, bwant):
+        np.testing.assert_allclose(gpu.native_to_numpy(got).astype(np.float64), ref,
+                                   rtol=10 * tol, atol=10 * tol)
+    fn = table["BatchNormTrain"]
+    if mode == "auto":
+        assert fn.legacy() is not None and not fn.legacy_refused, fn.legacy_refused
+    else:
+        assert not fn.engine().refused, fn.engine().refused
+
+
+def test_running_statistics_update_in_place_on_the_nchw_path(gpu):
+    # graph mode hands BatchNormTrain the running statistics as both input and output
+    import cupy
+    from singa.backend import OPS
+
+    rng = np.random.default_rng(4)
+    x, params = _bn_inputs(rng, np.float32)
+    fn = gpu.kernels["BatchNormTrain"][0]
+    with gpu.cuda_device, gpu.stream:
+        ins = [cupy.asarray(a) for a in (x, *params)]
+        outs = [cupy.empty_like(ins[0]), cupy.empty(16, cupy.float32),
+                cupy.empty(16, cupy.float32), ins[3], ins[4]]
+    gpu.on_device(fn)(ins, outs, {"momentum": 0.8, "eps": 1e-3})
+    want = OPS["BatchNormTrain"].reference(x.astype(np.float64), *params, momentum=0.8,
+                                           eps=1e-3)
+    np.testing.assert_allclose(gpu.native_to_numpy(ins[3]), want[3], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(gpu.native_to_numpy(ins[4]), want[4], rtol=1e-5, atol=1e-6)
+
+
+def test_float32_precision_switches_tf32(gpu):
+    # 'highest' is full float32 (error of float32 sums); 'high' may use TF32 (10-bit
+    # mantissa inputs, about 1e-3). The default follows SINGA_CUDA_TF32 (on, as PyTorch)
+    import cupy
+    from singa import config
+    from singa.backend import OPS
+    from singa.errors import HyperparameterError
+
+    assert gpu.float32_precision in ("high", "highest")
+    with pytest.raises(HyperparameterError, match="float32_precision"):
+        gpu.float32_precision = "medium"
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((8, 64, 20, 20)).astype(np.float32)
+    w = rng.standard_normal((32, 64, 3, 3)).astype(np.float32)
+    attrs = {"stride": 1, "pads": 1}
+    ref = OPS["Conv2d"].reference(x.astype(np.float64), w.astype(np.float64), **attrs)
+    fn = gpu.kernels["Conv2d"][0]
+    errors = {}
+    before = gpu.float32_precision
+    try:
+        for precision in ("highest", "high"):
+            gpu.float32_precision = precision
+            with gpu.cuda_device, gpu.stream:
+                ins = [cupy.asarray(x), cupy.asarray(w)]
+                out = cupy.empty(ref.shape, cupy.float32)
+            gpu.on_device(fn)(ins, [out], attrs)
+            got = gpu.native_to_numpy(out).astype(np.float64)
+            errors[precision] = np.abs(got - ref).max() / np.abs(ref).max()
+    finally:
+        gpu.float32_precision = before
+    assert errors["highest"] < 1e-5, errors
+    assert errors["high"] < 1e-2, errors
+    assert config.get("SINGA_CUDA_TF32") in (True, False)
+    # both graphs ran through the frontend's ordered execution (no per-call mapping)
+    graphs = list(fn.engine().cache._d.values())
+    assert graphs and all(g.ordered for g in graphs), [g.ordered for g in graphs]
 
 
 def test_conformance_kit_on_the_gpu(tmp_path):

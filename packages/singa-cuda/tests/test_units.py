@@ -36,6 +36,33 @@ def test_conv_key_differs_when_the_graph_would(change):
     assert k0 != k1
 
 
+def test_conv_key_carries_the_float32_precision():
+    # TF32 is a float32 matter: float16 keys are the same under either precision
+    hi = conv_key("fprop", X, W, "float32", {"group": 2}, precision="high")
+    full = conv_key("fprop", X, W, "float32", {"group": 2}, precision="highest")
+    assert hi.tf32 and not full.tf32 and hi != full
+    assert conv_key("fprop", X, W, "float32", {"group": 2}) == full  # default: full float32
+    h16 = conv_key("fprop", X, W, "float16", {"group": 2}, precision="high")
+    assert h16 == conv_key("fprop", X, W, "float16", {"group": 2}, precision="highest")
+
+
+def test_nchw_batch_norm_key_and_missing_library_functions():
+    from singa_cuda.cudnn_legacy import CudnnLibraryError, Library, legacy_key
+
+    assert legacy_key((8, 16, 4, 4), "float32").shape == (8, 16, 4, 4)
+    assert legacy_key((8, 16, 4, 4), "float16") is not None
+    for shape, dtype in [((8, 16, 4, 4), "float64"), ((8, 16), "float32"),
+                         ((1, 16, 1, 1), "float32")]:
+        assert legacy_key(shape, dtype) is None, (shape, dtype)
+
+    class NoFunctions:  # a libcudnn build without the classic batch-norm API
+        def __getattr__(self, name):
+            raise AttributeError(name)
+
+    with pytest.raises(CudnnLibraryError, match="cudnnCreate"):
+        Library(lib=NoFunctions())
+
+
 def test_conv_key_rejects_bad_geometry():
     with pytest.raises(ShapeError, match="channels"):
         conv_key("fprop", X, (6, 3, 3, 3), "float32", {})

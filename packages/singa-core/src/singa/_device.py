@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from ._dtype import NP_DTYPE
-from .errors import GraphError, HostFallbackWarning, MissingKernelError
+from .errors import GraphError, HostFallbackWarning, HyperparameterError, MissingKernelError
 from .memory import Allocator, Block, MemPool
 
 __all__ = ["Device", "HOST_DRAWS"]
@@ -47,6 +47,28 @@ class Device:
     lang = "cpp"
     #: SINGA's static lazy-allocation switch (``Device.EnableLazyAlloc``).
     lazy_alloc = True
+    #: The float32 precisions a device accepts (PyTorch's ``set_float32_matmul_precision``
+    #: names): ``"highest"``, full float32 arithmetic; ``"high"``, the backend may use a
+    #: reduced-precision float32 format where the hardware has one (TF32 convolutions on
+    #: NVIDIA GPUs, about 1e-3 relative error). Backends without one ignore it.
+    FLOAT32_PRECISIONS = ("highest", "high")
+    _float32_precision = "highest"
+
+    @property
+    def float32_precision(self) -> str:
+        """How precisely this device computes float32 convolutions (see
+        :data:`FLOAT32_PRECISIONS`); settable, read by the kernels at each call."""
+        return self._float32_precision
+
+    @float32_precision.setter
+    def float32_precision(self, value: str) -> None:
+        if value not in self.FLOAT32_PRECISIONS:
+            raise HyperparameterError(
+                f"{self.name}: float32_precision={value!r} is not one of "
+                f"{', '.join(map(repr, self.FLOAT32_PRECISIONS))}; use 'highest' for full "
+                "float32 or 'high' to allow TF32-like formats")
+        self._float32_precision = value
+
 
     def __init__(self, backend: str, index: int, allocator: Allocator):
         self.backend = backend

@@ -94,6 +94,30 @@ _declare(
 )
 
 _declare(
+    "SINGA_CUDA_TF32", _parse_bool, True,
+    "1 (default, as PyTorch's torch.backends.cudnn.allow_tf32): a new CUDA GPU starts with "
+    "float32_precision 'high': cuDNN may run float32 convolutions on TF32 tensor cores "
+    "(about 1e-3 relative error). 0: 'highest', full float32 convolutions. Matmul and GEMM "
+    "are always full float32 (cuBLAS without TF32, PyTorch's default for matmul). Change one "
+    "device with dev.float32_precision = 'highest' or 'high'.", "bool",
+)
+
+
+def _parse_bn_engine(raw: str) -> str:
+    value = raw.strip().lower() or "auto"
+    if value not in ("auto", "graph", "shared"):
+        raise ValueError("expected 'auto', 'graph' or 'shared'")
+    return value
+
+
+_declare(
+    "SINGA_CUDA_BATCHNORM", _parse_bn_engine, "auto",
+    "Which code trains batch norm on a CUDA GPU: 'auto' (default: cuDNN's NCHW kernels, "
+    "else cuDNN's channels-last graph with layout copies, else the shared array code), "
+    "'graph' (skip the NCHW kernels) or 'shared'. For diagnosis and benchmarks.", "str",
+)
+
+_declare(
     "SINGA_GRAPH_RECOMPUTE", _parse_bool, True,
     "1 (default): graph mode frees long-lived intermediates that cheap, deterministic ops "
     "(elementwise, batch norm) can recompute bitwise identically from blocks kept anyway, and "

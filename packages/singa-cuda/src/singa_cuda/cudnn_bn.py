@@ -203,12 +203,22 @@ class CudnnBatchNorm(CudnnGraphs):
 
 
 def kernels(device, fallback: dict) -> dict:
-    """BatchNormTrain and BatchNormBackward for ``device``: cuDNN graphs where
-    :func:`bn_key` and cuDNN accept the call, else ``fallback`` (the shared kernels). Nothing
-    GPU-side happens before the first call."""
+    """BatchNormTrain and BatchNormBackward for ``device``, first of what accepts the call:
+    cuDNN's NCHW kernels (:mod:`singa_cuda.cudnn_legacy`, no layout copies), cuDNN's
+    channels-last graphs (this module), the shared kernels (``fallback``).
+    ``SINGA_CUDA_BATCHNORM`` ('graph', 'shared') skips the first or the first two. A cuDNN
+    library without the NCHW functions, or a shape they refuse, warns once and moves on to
+    the next. Nothing GPU-side happens before the first call."""
+    from singa import config
     from singa.backend import kernel_attrs
+    from singa.errors import KernelError
 
+    from .cudnn_legacy import CudnnLegacyBatchNorm, legacy_key
+
+    mode = config.get("SINGA_CUDA_BATCHNORM")
     bn = None
+    legacy: list = []  # [engine or None], filled at the first call
+    legacy_refused: dict = {}  # LegacyKey -> reason
 
     def engine():
         nonlocal bn
@@ -216,19 +226,42 @@ def kernels(device, fallback: dict) -> dict:
             bn = CudnnBatchNorm(device)
         return bn
 
+    def legacy_engine():
+        if not legacy:
+            try:
+                legacy.append(CudnnLegacyBatchNorm(device))
+            except Exception as exc:  # no libcudnn NCHW functions: the graph path serves
+                legacy.append(None)
+                warnings.warn(f"singa-cuda: cuDNN's NCHW batch norm is unavailable "
+                              f"({type(exc).__name__}: {exc}); using cuDNN's graph path",
+                              RuntimeWarning, stacklevel=3)
+        return legacy[0]
+
     def make(op):
         kind, glue = GLUE[op]
 
         @kernel_attrs(contiguous_inputs=True)
         def kernel(ins, outs, attrs):
             x = ins[1] if kind == "backward" else ins[0]
-            key = bn_key(kind, x.shape, x.dtype.name)
+            if mode == "auto":
+                lkey = legacy_key(x.shape, x.dtype.name)
+                eng = legacy_engine() if lkey is not None else None
+                if eng is not None and lkey not in legacy_refused:
+                    try:
+                        return getattr(eng, kind)(lkey, ins, outs, attrs)
+                    except KernelError as exc:  # e.g. NOT_SUPPORTED for this shape
+                        legacy_refused[lkey] = str(exc)
+                        warnings.warn(f"singa-cuda: {exc}; cuDNN's graph path runs {lkey}",
+                                      RuntimeWarning, stacklevel=2)
+            key = bn_key(kind, x.shape, x.dtype.name) if mode != "shared" else None
             if key is None or not engine().usable(key):
                 return fallback[op](ins, outs, attrs)
             glue(device.am.xp, engine().run, key, ins, outs, attrs)
 
         kernel.__name__ = f"cudnn_{op}"
         kernel.engine = engine  # diagnosis: engine().refused lists the graphs cuDNN refused
+        kernel.legacy = legacy_engine  # None where cuDNN's NCHW functions are unavailable
+        kernel.legacy_refused = legacy_refused
         return kernel
 
     return {op: make(op) for op in GLUE}

@@ -59,6 +59,8 @@ class CudaGPU(Device):
         self.target = _compile_target(self.arch)
         self.events = EventPool(cupy.cuda.Event, cupy.cuda.get_elapsed_time)
         self.staging = cupy_staging()
+        # PyTorch's default: cuDNN may use TF32 for float32 convolutions (SINGA_CUDA_TF32)
+        self.float32_precision = "high" if config.get("SINGA_CUDA_TF32") else "highest"
 
     # ------------------------------------------------------------------ execution context
     def on_device(self, fn):

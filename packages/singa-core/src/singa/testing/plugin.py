@@ -158,10 +158,14 @@ def singa_backend(pytestconfig) -> str:
 
 @pytest.fixture(scope="session")
 def singa_device(singa_backend):
-    """The Device under test (fails loudly if its backend cannot be used)."""
+    """The Device under test (fails loudly if its backend cannot be used), set to full
+    float32 precision: the kit's float32 tolerances are those of float32 arithmetic, not of
+    TF32-like formats a backend may use by default (``Device.float32_precision``)."""
     from singa.device import get_device
 
-    return get_device(singa_backend)
+    dev = get_device(singa_backend)
+    dev.float32_precision = "highest"
+    return dev
 
 
 # ---------------------------------------------------------------------- xfail files
