@@ -141,7 +141,7 @@ MUTANTS = [
     Mutant(
         "onnx-conv-dilations", "ONNX import of Conv ignores dilations",
         "packages/singa-onnx/src/singa_onnx/handlers/nn.py",
-        'dil = list(attrs.get("dilations", [1] * nsp))',
+        'dil = _at_least(ctx, attrs, "dilations", nsp, [1] * nsp)',
         "dil = [1] * nsp",
         ("tests/onnx/test_import_attributes.py", "-k", "Conv"), needs=ONNX),
     Mutant(

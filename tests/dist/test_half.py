@@ -10,21 +10,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from half_cases import boundaries
 
 half = pytest.importorskip("singa_dist.half")
 if not half.available():
     pytest.skip('numba is not installed (pip install ".[dist]" in the singa checkout)',
                 allow_module_level=True)
-
-
-def _boundaries():
-    h = np.arange(65536, dtype=np.uint16).view(np.float16)
-    lo = h.astype(np.float32)
-    with np.errstate(all="ignore"):
-        nxt = np.nextafter(h, np.float16(np.inf)).astype(np.float32)
-        mid = ((lo.astype(np.float64) + nxt.astype(np.float64)) / 2).astype(np.float32)
-    bits = mid.view(np.uint32)
-    return [lo, mid, (bits + np.uint32(1)).view(np.float32), (bits - np.uint32(1)).view(np.float32)]
 
 
 def _nans(rng):
@@ -39,7 +30,7 @@ def test_to_half_is_bitwise_numpys_conversion():
     random = rng.integers(0, 2**32, 2_000_000, dtype=np.uint64).astype(np.uint32)
     special = np.array([np.inf, -np.inf, 0.0, -0.0, 65504, 65519.99, 65520, 1e-8, 2.98e-8,
                         6e-8], np.float32)
-    for x in [*_boundaries(), *_nans(rng), random.view(np.float32), special]:
+    for x in [*boundaries(), *_nans(rng), random.view(np.float32), special]:
         x = np.ascontiguousarray(x)
         got = np.empty(x.size, np.float16)
         half.to_half(x, got)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from conftest import rank_data
+from half_cases import boundaries
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from singa import dist, tensor
@@ -47,21 +48,8 @@ def _rank_order_sum(xs):
     return want
 
 
-def _boundaries():
-    """Every float16 value, the midpoints between neighbours (where rounding decides) and the
-    float32 values one ulp either side of them."""
-    h = np.arange(65536, dtype=np.uint16).view(np.float16)
-    lo = h.astype(np.float32)
-    with np.errstate(all="ignore"):
-        nxt = np.nextafter(h, np.float16(np.inf)).astype(np.float32)
-        mid = ((lo.astype(np.float64) + nxt.astype(np.float64)) / 2).astype(np.float32)
-    bits = mid.view(np.uint32)
-    return np.concatenate([lo, mid, (bits + np.uint32(1)).view(np.float32),
-                           (bits - np.uint32(1)).view(np.float32)])
-
-
 def test_the_fallback_converts_with_numpys_rounding(comm, numpy_half):
-    x = _boundaries()
+    x = np.concatenate(boundaries())
     got = np.empty(x.size, np.float16)
     with np.errstate(all="ignore"):
         comm._to_half(got, x)

@@ -18,28 +18,14 @@ import zipfile
 
 import numpy as np
 import pytest
-from singa import layer, model, tensor
+from _models import tiny
+from singa import model, tensor
 from singa.errors import CheckpointError
-
-
-class Tiny(model.Model):
-    def __init__(self):
-        super().__init__()
-        self.fc = layer.Linear(3)
-
-    def forward(self, x):
-        return self.fc(x)
-
-
-def _tiny():
-    m = Tiny()
-    m.compile([tensor.from_numpy(np.ones((2, 4), np.float32))], is_train=False)
-    return m
 
 
 def _bomb(path, json_bytes: int):
     """A checkpoint whose states_attr.json inflates to ``json_bytes`` (deflate ~1000:1)."""
-    m = _tiny()
+    m = tiny()
     m.save_states(str(path))
     with zipfile.ZipFile(path) as zf:
         npz = zf.read("tensor_dict.npz")
@@ -61,7 +47,7 @@ def test_json_zip_bomb_is_refused_without_inflating(tmp_path):
     path = tmp_path / "bomb.zip"
     _bomb(path, 64 << 20)
     assert os.path.getsize(path) < 1 << 20
-    m = _tiny()
+    m = tiny()
     t0 = time.perf_counter()
     with pytest.raises(CheckpointError, match="zip-bomb|zip bomb"):
         m.load_states(str(path))
@@ -71,12 +57,13 @@ def test_json_zip_bomb_is_refused_without_inflating(tmp_path):
 BOMB_UNDER_LIMIT = r"""
 import resource, sys
 sys.path.insert(0, {tests!r})
-from test_reliability_checkpoint import _bomb, _tiny
+from _models import tiny
+from test_reliability_checkpoint import _bomb
 from singa.errors import CheckpointError
 _bomb({path!r}, 1 << 30)
 resource.setrlimit(resource.RLIMIT_AS, (1 << 31, 1 << 31))  # 2 GiB address space
 try:
-    _tiny().load_states({path!r})
+    tiny().load_states({path!r})
 except CheckpointError as e:
     print("REFUSED", e)
 """
@@ -92,7 +79,7 @@ def test_gigabyte_bomb_under_a_memory_limit(tmp_path):
 
 
 def test_npy_header_claiming_more_than_its_member_is_refused(tmp_path):
-    m = _tiny()
+    m = tiny()
     path = tmp_path / "ck.zip"
     m.save_states(str(path))
     with zipfile.ZipFile(path) as zf:
@@ -118,7 +105,7 @@ def test_npy_header_claiming_more_than_its_member_is_refused(tmp_path):
 
 
 def test_crc_failure_is_a_checkpoint_error(tmp_path):
-    m = _tiny()
+    m = tiny()
     path = tmp_path / "ck.zip"
     m.save_states(str(path))
     raw = bytearray(path.read_bytes())
@@ -133,7 +120,7 @@ def test_crc_failure_is_a_checkpoint_error(tmp_path):
 
 @pytest.mark.parametrize("entry", [[1, 2], "x", 3, None, {"state_type": "weights"}])
 def test_attrs_with_non_dict_values(tmp_path, entry):
-    m = _tiny()
+    m = tiny()
     path = tmp_path / "ck.zip"
     m.save_states(str(path))
     with zipfile.ZipFile(path) as zf:
@@ -149,7 +136,7 @@ def test_attrs_with_non_dict_values(tmp_path, entry):
 
 def test_directory_path_says_directory(tmp_path):
     with pytest.raises(CheckpointError, match="is a directory"):
-        _tiny().load_states(str(tmp_path))
+        tiny().load_states(str(tmp_path))
 
 
 def test_stale_temp_files_are_removed_by_the_next_save(tmp_path):
@@ -159,17 +146,17 @@ def test_stale_temp_files_are_removed_by_the_next_save(tmp_path):
     live.write_bytes(b"partial")
     old = time.time() - 2 * model._STALE_TMP_SECONDS
     os.utime(stale, (old, old))
-    _tiny().save_states(str(tmp_path / "ck.zip"))
+    tiny().save_states(str(tmp_path / "ck.zip"))
     assert not stale.exists()
     assert live.exists()  # may belong to a save in progress
 
 
 def test_round_trip_still_works(tmp_path):
-    m = _tiny()
+    m = tiny()
     path = str(tmp_path / "ck.zip")
     aux = {"step": tensor.from_numpy(np.array([7], np.int32))}
     m.save_states(path, aux)
-    m2 = _tiny()
+    m2 = tiny()
     got = m2.load_states(path)
     for k, v in m.get_states().items():
         np.testing.assert_array_equal(tensor.to_numpy(m2.get_states()[k]), tensor.to_numpy(v))

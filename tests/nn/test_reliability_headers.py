@@ -15,7 +15,8 @@ import zipfile
 
 import numpy as np
 import pytest
-from singa import autograd, layer, model, opt, tensor
+from _models import tiny
+from singa import autograd, model, opt, tensor
 from singa.errors import (
     CheckpointError,
     DtypeMismatchError,
@@ -23,21 +24,6 @@ from singa.errors import (
     ShapeError,
     SingaError,
 )
-
-
-class Tiny(model.Model):
-    def __init__(self):
-        super().__init__()
-        self.fc = layer.Linear(3)
-
-    def forward(self, x):
-        return self.fc(x)
-
-
-def _tiny():
-    m = Tiny()
-    m.compile([tensor.from_numpy(np.ones((2, 4), np.float32))], is_train=False)
-    return m
 
 
 def _with_header_shape(path, shape):
@@ -74,7 +60,7 @@ def _with_header_shape(path, shape):
     ((2**62, 2**62, 0), "more elements than any array can index"),
 ])
 def test_checkpoint_header_shapes_are_checkpoint_errors_naming_the_file(tmp_path, shape, said):
-    m = _tiny()
+    m = tiny()
     path = tmp_path / "ck.zip"
     m.save_states(str(path))
     state = _with_header_shape(path, shape)
@@ -87,7 +73,7 @@ def test_checkpoint_header_shapes_are_checkpoint_errors_naming_the_file(tmp_path
 
 
 def test_a_valid_checkpoint_still_loads(tmp_path):
-    m = _tiny()
+    m = tiny()
     path = tmp_path / "ck.zip"
     m.save_states(str(path))
     m.load_states(str(path))

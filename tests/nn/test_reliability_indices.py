@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from singa import autograd, layer, tensor
-from singa.errors import IndexOutOfRangeError
+from singa import autograd, layer, model, tensor
+from singa.errors import DtypeMismatchError, IndexOutOfRangeError
 
 
 def _ids(dev, *rows):
@@ -84,3 +84,53 @@ def test_losses_refuse_an_empty_batch(cpu, fn):
     t = tensor.from_numpy(np.zeros((0, 3), np.float32), cpu)
     with pytest.raises(ShapeError, match="empty"):
         fn(x, t)
+
+
+# ---------------------------------------------------------------- float ids (issue 29)
+class _Lookup(model.Model):
+    """y = W[ids] through autograd.embedding (the path singa-onnx's Gather takes)."""
+
+    def __init__(self, w):
+        super().__init__()
+        self.w = w
+
+    def forward(self, ids):
+        return autograd.embedding(ids, self.w)
+
+
+_W = np.arange(8, dtype=np.float32).reshape(4, 2)
+
+
+@pytest.mark.parametrize("ids", [[[1.9, 0.0]], [[1.0, 0.0]], [[np.nan, 2.0]]])
+def test_embedding_refuses_float_ids(cpu, ids):
+    """As PyTorch: float ids are refused by dtype, whole or not (1.9 used to become 1)."""
+    w = tensor.from_numpy(_W, cpu)
+    x = tensor.from_numpy(np.array(ids, np.float32), cpu)
+    with pytest.raises(DtypeMismatchError, match="Embedding: ids must be an integer tensor, "
+                                                 "got float32.*int32"):
+        autograd.embedding(x, w)
+
+
+@pytest.mark.parametrize("use_graph", [False, True])
+def test_embedding_float_ids_refused_in_graph_mode_too(cpu, use_graph):
+    m = _Lookup(tensor.from_numpy(_W, cpu))
+    with pytest.raises(DtypeMismatchError, match="Embedding: ids must be an integer tensor"):
+        m.compile([tensor.from_numpy(np.array([[1.5, 0.0]], np.float32), cpu)],
+                  is_train=False, use_graph=use_graph)
+
+
+@pytest.mark.parametrize("use_graph", [False, True])
+def test_embedding_int_ids_match_numpy_in_both_modes(cpu, use_graph):
+    ids = np.array([[3, 0], [1, 1]], np.int32)
+    m = _Lookup(tensor.from_numpy(_W, cpu))
+    x = tensor.from_numpy(ids, cpu)
+    m.compile([x], is_train=False, use_graph=use_graph)
+    for _ in range(2):  # the recorded graph replays
+        np.testing.assert_array_equal(tensor.to_numpy(m(x)), _W[ids])
+
+
+@pytest.mark.parametrize("bad", [4, -5, 2**31 - 1])
+def test_embedding_function_out_of_range_ids(cpu, bad):
+    w = tensor.from_numpy(_W, cpu)
+    with pytest.raises(IndexOutOfRangeError, match=f"index {bad} is out of range"):
+        autograd.embedding(_ids(cpu, [bad, 1]), w)

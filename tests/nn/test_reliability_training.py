@@ -10,23 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from singa import autograd, device, layer, model, opt, tensor
+from _models import Tiny
+from singa import device, layer, opt, tensor
 from singa.errors import DeviceMismatchError, DtypeMismatchError, GraphError
-
-
-class MLP(model.Model):
-    def __init__(self):
-        super().__init__()
-        self.l1 = layer.Linear(3)
-
-    def forward(self, x):
-        return self.l1(x)
-
-    def train_one_batch(self, x, y):
-        out = self.forward(x)
-        loss = autograd.softmax_cross_entropy(out, y)
-        self.optimizer(loss)
-        return out, loss
 
 
 # ---------------------------------------------------------------- item 7
@@ -53,7 +39,7 @@ def test_new_float_layer_refuses_int_first_input(cpu, make):
 def _sgd_run(use_graph, assign):
     dev = device.get_default_device()
     g = np.random.default_rng(0)
-    m = MLP()
+    m = Tiny()
     sgd = opt.SGD(lr=0.1, momentum=0.0)
     m.set_optimizer(sgd)
     tx = tensor.from_numpy(g.standard_normal((4, 5)).astype(np.float32), dev)
@@ -95,7 +81,7 @@ def test_lr_rejects_garbage():
 
 # ---------------------------------------------------------------- item 10
 def test_graph_mode_with_another_batch_size_raises(cpu):
-    m = MLP()
+    m = Tiny()
     m.set_optimizer(opt.SGD(0.1))
     tx = tensor.from_numpy(np.ones((4, 5), np.float32), cpu)
     ty = tensor.from_numpy(np.zeros(4, np.int32), cpu)
@@ -129,7 +115,7 @@ def _other_device():
 
 def test_model_on_one_device_called_with_inputs_on_another_refuses():
     dev, other = _other_device()
-    m = MLP()
+    m = Tiny()
     sgd = opt.SGD(0.1, momentum=0.9)
     m.set_optimizer(sgd)
     tx = tensor.from_numpy(np.ones((4, 5), np.float32), dev)

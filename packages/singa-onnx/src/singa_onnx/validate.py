@@ -11,12 +11,14 @@ Every problem is a :class:`SingaONNXError`.
 from __future__ import annotations
 
 import functools
+import math
 import os
 
 import numpy as np
 import onnx
 from onnx import TensorProto
-from singa.errors import SingaONNXError
+from singa.errors import ShapeError, SingaONNXError
+from singa.tensor import check_shape
 
 from .handlers._registry import onnx_to_np
 
@@ -133,10 +135,11 @@ def _load_external(t, what, base_dir, expected):
 def check_tensors(model, base_dir, max_elements: int) -> None:
     """Sizes against contents for every tensor; external data read only from ``base_dir``."""
     for t, what in _all_tensors(model.graph):
-        dims = list(t.dims)
-        if any(d < 0 for d in dims):
-            raise SingaONNXError(f"{what}: negative dimension in {dims}")
-        n = int(np.prod(dims, dtype=object)) if dims else 1
+        try:  # core's shape rule: non-negative, a product numpy can index
+            dims = list(check_shape(list(t.dims), what))
+        except ShapeError as exc:
+            raise SingaONNXError(f"{exc}; the model file is malformed (re-export it)") from None
+        n = math.prod(dims)
         if n > max_elements:
             raise SingaONNXError(f"{what}: dims {dims} hold {n} elements, over the limit of "
                                  f"{max_elements} (pass max_elements to prepare to allow more)")

@@ -11,7 +11,7 @@ from .. import _math as M
 from .._bounds import check_indices, integer_indices
 from .._ctensor import CTensor
 from .._shapes import as_int, check_shape
-from ..errors import ShapeError
+from ..errors import DtypeMismatchError, ShapeError
 from ..ops import OPS, run
 from ..ops._rules import broadcast_shapes, check_axis, normalize_axes
 from ._elementwise import _zeros_like
@@ -795,9 +795,18 @@ class Embedding(Operator):
 
     ``backward`` returns ``(dx, dw)`` as SINGA: dx is zeros of the ids' shape (an id has no
     derivative), computed only when asked for (a direct call, or ids that store gradients).
+    Ids of a float dtype are refused, as PyTorch refuses them: a cast would truncate 1.9 to
+    1, and telling 1.0 from 1.9 needs the values on the host, which graph recording cannot
+    read; ids outside [-n, n) are refused by the Take kernel (IndexOutOfRangeError).
     """
 
     def forward(self, x, w):
+        if np.dtype(_dtype.NP_DTYPE[x.dt]).kind not in "iu":
+            raise DtypeMismatchError(
+                f"Embedding: ids must be an integer tensor, got {_dtype.name_of(x.dt)} ids of "
+                f"shape {x.shp}; a float id would be truncated (1.9 to 1): pass int32 ids "
+                "(tensor.from_numpy(ids.astype(np.int32)), or ids.as_type(tensor.int32) when "
+                "the float values are whole numbers)")
         ids = x if x.dt == _dtype.kInt else M.as_type(x, _dtype.kInt)
         self.ids, self.w_shape = ids, w.shp
         return M.take(w, ids, 0)

@@ -10,12 +10,13 @@ attribute of a model is found before anything runs.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 from singa import autograd, tensor
-from singa.errors import SingaONNXError
+from singa.errors import ShapeError, SingaONNXError
 
 __all__ = ["HANDLERS", "OpHandler", "Context", "register", "onnx_to_np"]
 
@@ -102,18 +103,88 @@ class Context:
         self.max_elements = max_elements
         self.in_types: list = []  # declared ONNX element types of the inputs, when known
 
-    def budget(self, shape) -> None:
-        """Refuse to create a tensor of ``shape`` past the element budget (hostile sizes)."""
-        dims = [int(d) for d in shape]
-        if any(d < 0 for d in dims):
-            raise self.error(f"negative dimension in {dims}")
-        n = 1
-        for d in dims:
-            n *= d
+    def budget(self, shape, what: str = "") -> None:
+        """Refuse to create a tensor of ``shape`` past the element budget (hostile sizes).
+
+        ``shape`` follows core's rule (:func:`singa.tensor.check_shape`: integers, not bools
+        or floats, non-negative, a product numpy can index); ``what`` names where it came
+        from for the message (``"input 'shape'"``).
+        """
+        dims = self.shape(shape, what or "output shape")
+        n = math.prod(dims)
         if n > self.max_elements:
-            raise self.error(f"{self.op_type} would create a tensor of shape {dims} ({n} "
+            raise self.error(f"{self.op_type} would create a tensor of shape {list(dims)} ({n} "
                              f"elements), over the limit of {self.max_elements} (pass "
                              "max_elements to prepare to allow more)")
+
+    # ------------------------------------------------------- values from the model file
+    # Shapes, axes, perms, pads and repeats come from attributes or operands a stranger's
+    # file controls: each is checked here, once, with core's rule, so that a float, bool,
+    # negative, huge or wrong-length value is a SingaONNXError naming the node and the value.
+    _FIX = "the model is malformed: fix the value in the exporter, or re-export the model"
+
+    def refuse(self, what: str, problem: str) -> SingaONNXError:
+        """The error for a value the model file got wrong: names the node, the op, ``what``
+        (``"attribute 'perm'"``, ``"input 'shape'"``) and the problem."""
+        return self.error(f"{self.op_type} {what}: {problem}; {self._FIX}")
+
+    def int_list(self, v, what: str, length: int | None = None) -> list[int] | None:
+        """``v`` (an INTS attribute, a host array or a Tensor) as a list of Python ints.
+
+        Integer dtypes and ints only: a float is refused, never truncated (3.9 is not 3), and
+        so is a bool; ``length`` (when given) is the number of values ``v`` must hold.
+        """
+        if v is None:
+            return None
+        if isinstance(v, (tensor.Tensor, np.ndarray)):
+            arr = self.host(v)
+            if arr.dtype.kind not in "iu":
+                raise self.refuse(what, f"must hold integers, got {arr.dtype} values "
+                                   f"{arr.reshape(-1)[:8].tolist()}")
+            vals = [int(i) for i in arr.reshape(-1)]
+        else:
+            seq = list(v) if isinstance(v, (list, tuple, range)) else [v]
+            try:
+                vals = [tensor.as_int(i, f"value {j}") for j, i in enumerate(seq)]
+            except ShapeError as exc:
+                raise self.refuse(what, f"{seq[:8]} ({exc})") from None
+        if length is not None and len(vals) != length:
+            raise self.refuse(what, f"holds {len(vals)} values {vals[:8]}, needs {length}")
+        return vals
+
+    def shape(self, v, what: str, *, infer: bool = False, size: int | None = None,
+              length: int | None = None) -> tuple[int, ...]:
+        """``v`` as a shape by core's rule (:func:`singa.tensor.check_shape`): non-negative
+        ints whose product numpy can index; ``infer``: one -1 resolved against ``size``."""
+        vals = self.int_list(v, what, length)
+        try:
+            return tensor.check_shape(vals, f"{self.op_type} {what}", infer=infer, size=size)
+        except ShapeError as exc:
+            raise self.error(f"{exc}; {self._FIX}") from None
+
+    def axis(self, a, what: str, rank: int, *, inclusive: bool = False) -> int:
+        """One axis in [-rank, rank) (``inclusive``: [-rank, rank], Flatten's range) as a
+        non-negative int; out-of-range axes are refused, never wrapped."""
+        try:
+            a = tensor.as_int(a, "the axis")
+        except ShapeError as exc:
+            raise self.refuse(what, str(exc)) from None
+        hi = rank + 1 if inclusive else rank
+        if not -rank <= a < hi:
+            raise self.refuse(what, f"axis {a} is out of range [{-rank}, {hi - 1}] (rank "
+                               f"{rank})")
+        return a + rank if a < 0 else a
+
+    def axes(self, v, what: str, rank: int) -> list[int] | None:
+        """Distinct axes in [-rank, rank) as non-negative ints, in the order given (None when
+        ``v`` is None); a repeated axis is refused."""
+        vals = self.int_list(v, what)
+        if vals is None:
+            return None
+        out = [self.axis(a, what, rank) for a in vals]
+        if len(set(out)) != len(out):
+            raise self.refuse(what, f"axes {vals} name an axis twice (rank {rank})")
+        return out
 
     # --------------------------------------------------------------- conversions
     def error(self, msg: str) -> SingaONNXError:
@@ -156,9 +227,9 @@ class Context:
             return tensor.to_numpy(v)
         return np.asarray(v)
 
-    def ints(self, v) -> list[int] | None:
-        h = self.host(v)
-        return None if h is None else [int(i) for i in h.reshape(-1)]
+    def ints(self, v, what: str = "operand") -> list[int] | None:
+        """``v`` as a list of ints (integer dtypes only: see :meth:`int_list`)."""
+        return self.int_list(v, what)
 
     @staticmethod
     def is_host(v) -> bool:

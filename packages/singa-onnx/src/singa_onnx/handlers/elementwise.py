@@ -132,11 +132,10 @@ def _softmax_family(fn):
         nd = len(x.shape)
         if ctx.opset < 13:
             # opsets 1-12 coerce to 2-D at `axis` (default 1) and normalise each row
-            axis = attrs.get("axis", 1)
-            axis = axis + nd if axis < 0 else axis
+            axis = ctx.axis(attrs.get("axis", 1), "attribute 'axis'", nd)
             y = fn(autograd.flatten(x, axis), 1)
             return autograd.reshape(y, list(x.shape))
-        return fn(x, attrs.get("axis", -1) % max(nd, 1))
+        return fn(x, ctx.axis(attrs.get("axis", -1), "attribute 'axis'", max(nd, 1)))
 
     return handler
 

@@ -14,7 +14,8 @@ from ._registry import register
 def cum_prod(ctx, attrs, x, axis):
     """Running products along ``axis``, one multiply per step (exact for zeros and signs)."""
     x = ctx.tensor(x)
-    ax = int(ctx.host(axis).reshape(-1)[0]) % len(x.shape)
+    ax = ctx.axis(ctx.int_list(axis, "input 'axis'", length=1)[0], "input 'axis'",
+                  len(x.shape))
     n = x.shape[ax]
     steps = [autograd.slice(x, [i], [i + 1], [ax]) for i in range(n)]
     order = list(range(n))[::-1] if attrs.get("reverse", 0) else list(range(n))

@@ -47,7 +47,7 @@ def rms_norm(ctx, attrs, x, scale):
     """y = x / sqrt(mean(x^2) + eps) scale over the axes from ``axis`` on."""
     x = ctx.tensor(x)
     nd = len(x.shape)
-    axes = list(range(attrs.get("axis", -1) % nd, nd))
+    axes = list(range(ctx.axis(attrs.get("axis", -1), "attribute 'axis'", nd), nd))
     ms = autograd.reduce_mean(autograd.mul(x, x), axes, 1)
     inv = autograd.reciprocal(autograd.sqrt(autograd.add(ms, _c(ctx, attrs.get("epsilon", 1e-5),
                                                                 x))))
@@ -58,7 +58,7 @@ def rms_norm(ctx, attrs, x, scale):
 def lp_norm(ctx, attrs, x):
     """y = x / ||x||_p along ``axis`` (p = 1 or 2; 0 where the norm is 0)."""
     x = ctx.tensor(x)
-    axis = attrs.get("axis", -1) % len(x.shape)
+    axis = ctx.axis(attrs.get("axis", -1), "attribute 'axis'", len(x.shape))
     if attrs.get("p", 2) == 1:
         norm = autograd.reduce_sum(autograd.abs(x), [axis], 1)
     else:
@@ -108,7 +108,7 @@ def shrink(ctx, attrs, x):
 def hardmax(ctx, attrs, x):
     """1 at the first maximum along ``axis``, 0 elsewhere."""
     x = ctx.tensor(x)
-    axis = attrs.get("axis", -1) % len(x.shape)
+    axis = ctx.axis(attrs.get("axis", -1), "attribute 'axis'", len(x.shape))
     idx = autograd.argmax(x, axis, 0)
     return autograd.onehot(axis, idx, x.shape[axis], np.array([0.0, 1.0], np.float32))
 
@@ -201,11 +201,12 @@ def bit_shift(ctx, attrs, x, s):
     return autograd.cast(y, tensor.int32)
 
 
-def _axis_shape(x_shape, v, axis):
-    """Reshape a per-axis (1-D) scale/zero point to broadcast along ``axis``."""
+def _axis_shape(ctx, x_shape, v, axis):
+    """Reshape a per-axis (1-D) scale/zero point to broadcast along ``axis`` (read only
+    here: a per-tensor scale ignores it)."""
     if len(v.shape) == 1 and len(x_shape) > 1:
         shape = [1] * len(x_shape)
-        shape[axis % len(x_shape)] = v.shape[0]
+        shape[ctx.axis(axis, "attribute 'axis'", len(x_shape))] = v.shape[0]
         return autograd.reshape(v, shape)
     return v
 
@@ -223,8 +224,8 @@ def dequantize(ctx, attrs, x, scale, zero=None):
     axis = attrs.get("axis", 1)
     if zero is not None:
         z = autograd.cast(ctx.tensor(zero), tensor.float32)
-        xf = autograd.sub(xf, _axis_shape(x.shape, z, axis))
-    return autograd.mul(xf, _axis_shape(x.shape, s, axis))
+        xf = autograd.sub(xf, _axis_shape(ctx, x.shape, z, axis))
+    return autograd.mul(xf, _axis_shape(ctx, x.shape, s, axis))
 
 
 _Q_RANGE = {np.dtype(np.uint8): (0, 255), np.dtype(np.int8): (-128, 127),
@@ -237,7 +238,7 @@ def quantize(ctx, attrs, x, scale, zero=None):
     """y = saturate(round_half_even(x / scale) + zero_point) in the zero point's type."""
     x = ctx.tensor(x)
     axis = attrs.get("axis", 1)
-    s = _axis_shape(x.shape, ctx.tensor(scale, like=x), axis)
+    s = _axis_shape(ctx, x.shape, ctx.tensor(scale, like=x), axis)
     declared = attrs.get("output_dtype") or (ctx.in_types[2] if zero is not None
                                               and len(ctx.in_types) > 2 else None)
     zt = np.dtype(onnx_to_np(declared)) if declared else np.dtype(np.uint8)
@@ -247,7 +248,7 @@ def quantize(ctx, attrs, x, scale, zero=None):
     y = autograd.rounde(autograd.div(x, s))
     if zero is not None:
         z = autograd.cast(ctx.tensor(zero), tensor.float32)
-        y = autograd.add(y, _axis_shape(x.shape, z, axis))
+        y = autograd.add(y, _axis_shape(ctx, x.shape, z, axis))
     return autograd.cast(autograd.clip(y, float(lo), float(hi)), tensor.int32)
 
 
@@ -280,7 +281,7 @@ def compress(ctx, attrs, x, cond):
         x = autograd.reshape(x, [x.size()])
         axis = 0
     else:
-        axis = attrs["axis"] % len(x.shape)
+        axis = ctx.axis(attrs["axis"], "attribute 'axis'", len(x.shape))
     c = c[c < x.shape[axis]]
     if c.size == 0:
         raise ctx.error("Compress: empty result (empty tensors are not supported)")
@@ -292,8 +293,12 @@ def center_crop_pad(ctx, attrs, x, shape):
     """Crop or zero-pad each axis to ``shape`` around its centre."""
     x = ctx.tensor(x)
     nd = len(x.shape)
-    axes = [a % nd for a in attrs.get("axes", range(nd))]
-    target = ctx.ints(shape)
+    axes = ctx.axes(attrs.get("axes", range(nd)), "attribute 'axes'", nd)
+    target = ctx.shape(shape, "input 'shape'", length=len(axes))
+    out = list(x.shape)
+    for a, t in zip(axes, target):
+        out[a] = t
+    ctx.budget(out)
     for a, t in zip(axes, target):
         n = x.shape[a]
         if t < n:

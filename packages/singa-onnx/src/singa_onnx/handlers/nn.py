@@ -53,6 +53,21 @@ def _lift(vals, one_d, fill):
     return [fill] + list(vals) if one_d else list(vals)
 
 
+def _at_least(ctx, attrs, name, length, default, low=1):
+    """The INTS attribute ``name`` (``default`` when absent): ``length`` ints, each at least
+    ``low`` (kernel_shape, strides, dilations: 1; pads, output_padding: 0)."""
+    vals = ctx.int_list(attrs.get(name, default), f"attribute {name!r}", length=length)
+    if vals is None:
+        raise ctx.refuse(f"attribute {name!r}", "is required")
+    if min(vals, default=low) < low:
+        raise ctx.refuse(f"attribute {name!r}", f"{vals}: each value must be at least {low}")
+    return vals
+
+
+def _group(ctx, attrs):
+    return _at_least(ctx, attrs, "group", 1, [1])[0]
+
+
 def _conv_operands(ctx, attrs, x, w, op):
     """x and W as tensors, and the geometry attributes Conv and ConvTranspose share:
     ``(x, w, spatial dims, kernel_shape, strides, dilations)`` with ONNX's defaults."""
@@ -61,9 +76,10 @@ def _conv_operands(ctx, attrs, x, w, op):
     if len(x.shape) not in (3, 4):
         raise ctx.error(f"{op} supports 1-D and 2-D inputs, got shape {x.shape}")
     nsp = len(x.shape) - 2
-    kernel = list(attrs.get("kernel_shape", w.shape[2:]))
-    strides = list(attrs.get("strides", [1] * nsp))
-    dil = list(attrs.get("dilations", [1] * nsp))
+    kernel = _at_least(ctx, attrs, "kernel_shape", nsp, w.shape[2:])
+    strides = _at_least(ctx, attrs, "strides", nsp, [1] * nsp)
+    dil = _at_least(ctx, attrs, "dilations", nsp, [1] * nsp)
+    _at_least(ctx, attrs, "pads", 2 * nsp, [0] * (2 * nsp), low=0)
     return x, w, nsp, kernel, strides, dil
 
 
@@ -78,7 +94,7 @@ def conv(ctx, attrs, x, w, b=None):
         w = autograd.reshape(w, [w.shape[0], w.shape[1], 1, w.shape[2]])
     kernel, strides, dil = _lift(kernel, one_d, 1), _lift(strides, one_d, 1), _lift(dil, one_d, 1)
     pads = _lift(pads, one_d, (0, 0))
-    group = int(attrs.get("group", 1))
+    group = _group(ctx, attrs)
     four = (pads[0][0], pads[0][1], pads[1][0], pads[1][1])
     handle = singa_wrap.ConvHandle(x.data, kernel, strides, four, x.shape[1], w.shape[0],
                                    b is not None, group, dilation=dil)
@@ -105,8 +121,9 @@ def _pool(is_max):
         if len(x.shape) not in (3, 4):
             raise ctx.error(f"pooling supports 1-D and 2-D inputs, got shape {x.shape}")
         nsp = len(x.shape) - 2
-        kernel = list(attrs["kernel_shape"])
-        strides = list(attrs.get("strides", [1] * nsp))
+        kernel = _at_least(ctx, attrs, "kernel_shape", nsp, None)
+        strides = _at_least(ctx, attrs, "strides", nsp, [1] * nsp)
+        _at_least(ctx, attrs, "pads", 2 * nsp, [0] * (2 * nsp), low=0)
         pads = _spatial_pads(attrs, x.shape[2:], kernel, strides, [1] * nsp)
         if attrs.get("ceil_mode", 0):
             grown = []
@@ -241,7 +258,7 @@ def layer_norm(ctx, attrs, x, scale, bias=None):
     """y = (x - mean) / sqrt(var + eps) scale + bias over the axes from ``axis`` on."""
     x = ctx.tensor(x)
     nd = len(x.shape)
-    axis = attrs.get("axis", -1) % nd
+    axis = ctx.axis(attrs.get("axis", -1), "attribute 'axis'", nd)
     y, mean, inv = _norm(ctx, x, list(range(axis, nd)), attrs.get("epsilon", 1e-5))
     y = autograd.mul(y, ctx.tensor(scale, like=x))
     if bias is not None:
@@ -267,8 +284,13 @@ def instance_norm(ctx, attrs, x, scale, bias):
 def conv_transpose(ctx, attrs, x, w, b=None):
     """y = conv_transpose(x, W) + b (1-D and 2-D): the input gradient of a convolution."""
     x, w, nsp, kernel, strides, dil = _conv_operands(ctx, attrs, x, w, "ConvTranspose")
-    opad = list(attrs.get("output_padding", [0] * nsp))
-    group = int(attrs.get("group", 1))
+    opad = _at_least(ctx, attrs, "output_padding", nsp, [0] * nsp, low=0)
+    group = _group(ctx, attrs)
+    if "output_shape" in attrs:
+        given = ctx.shape(attrs["output_shape"], "attribute 'output_shape'")
+        if len(given) not in (nsp, nsp + 2):
+            raise ctx.refuse("attribute 'output_shape'", f"{list(given)}: needs {nsp} spatial "
+                             f"sizes (or {nsp + 2} with batch and channels)")
     mode = attrs.get("auto_pad", "NOTSET")
     eff = [d * (k - 1) + 1 for d, k in zip(dil, kernel)]
     full = [s * (i - 1) + op + e for s, i, op, e in zip(strides, x.shape[2:], opad, eff)]

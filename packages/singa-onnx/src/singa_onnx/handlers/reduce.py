@@ -18,11 +18,12 @@ _REDUCE_ATTRS = ("axes", "keepdims", "noop_with_empty_axes")
 
 
 def _reduce_axes(ctx, attrs, x, axes):
-    a = ctx.ints(axes) if axes is not None else attrs.get("axes")
     nd = len(x.shape)
+    a = ctx.axes(axes, "input 'axes'", nd) if axes is not None else \
+        ctx.axes(attrs.get("axes"), "attribute 'axes'", nd)
     if a is None or len(a) == 0:
         return None if attrs.get("noop_with_empty_axes", 0) else list(range(nd))
-    return sorted({int(i) % nd for i in a})
+    return sorted(a)
 
 
 def _reduction(body, over_no_axis=autograd.identity):
@@ -129,7 +130,7 @@ for _op, _body in _REDUCERS.items():
 def _arg(negate):
     def handler(ctx, attrs, x):
         x = ctx.tensor(x)
-        axis = attrs.get("axis", 0) % len(x.shape)
+        axis = ctx.axis(attrs.get("axis", 0), "attribute 'axis'", len(x.shape))
         if negate:
             x = autograd.negative(x)
         last = attrs.get("select_last_index", 0)
@@ -156,8 +157,8 @@ def top_k(ctx, attrs, x, k):
     requires); the values are then gathered on the device, so they carry gradients.
     """
     x = ctx.tensor(x)
-    kk = int(ctx.host(k).reshape(-1)[0])
-    axis = attrs.get("axis", -1) % len(x.shape)
+    kk = ctx.int_list(k, "input 'K'", length=1)[0]
+    axis = ctx.axis(attrs.get("axis", -1), "attribute 'axis'", len(x.shape))
     if not 0 <= kk <= x.shape[axis]:
         raise ctx.error(f"TopK: k={kk} is out of range for axis {axis} of size {x.shape[axis]}")
     h = ctx.host(x)
@@ -177,7 +178,7 @@ def cum_sum(ctx, attrs, x, axis):
     """Running sums along ``axis``, as a product with a triangular 0/1 matrix."""
     x = ctx.tensor(x)
     nd = len(x.shape)
-    ax = int(ctx.host(axis).reshape(-1)[0]) % nd
+    ax = ctx.axis(ctx.int_list(axis, "input 'axis'", length=1)[0], "input 'axis'", nd)
     n = x.shape[ax]
     i, j = np.indices((n, n))
     # y[..., j] = sum_i x[..., i] T[i, j]

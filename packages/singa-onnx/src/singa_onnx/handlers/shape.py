@@ -1,7 +1,11 @@
 """Shape and indexing ONNX ops.
 
-Shapes, axes, pads and similar operands are read as host values (``ctx.ints``): in an
-exported model they are constants, folded at prepare time, so the graph keeps no host reads.
+Shapes, axes, pads and similar operands are read as host values (``ctx.shape``,
+``ctx.axes``, ``ctx.ints``): in an exported model they are constants, folded at prepare time,
+so the graph keeps no host reads. Each is checked there with core's shape rule (see
+:class:`~._registry.Context`): a float, negative, out-of-range or wrong-length value from the
+file is a SingaONNXError naming the node and the attribute or input, never wrapped or
+truncated.
 ``Shape``/``Size`` return host values, so shape arithmetic after them never touches the device.
 """
 
@@ -13,61 +17,66 @@ from singa import autograd, tensor
 from ._registry import register
 
 
-def _axes(ctx, attrs, axes_input, name="axes"):
+def _axes(ctx, attrs, axes_input, rank, name="axes"):
+    """Distinct axes in [-rank, rank) from the input (opset >= 13) or the attribute, as
+    non-negative ints; None when neither is given."""
     if axes_input is not None:
-        return ctx.ints(axes_input)
-    a = attrs.get(name)
-    return None if a is None else [int(i) for i in a]
+        return ctx.axes(axes_input, f"input {name!r}", rank)
+    return ctx.axes(attrs.get(name), f"attribute {name!r}", rank)
 
 
 @register("Reshape", attrs=("allowzero",), static_inputs=(1,))
 def reshape(ctx, attrs, x, shape):
     """y = x with ``shape`` (0 copies the input's dim unless allowzero, -1 is inferred)."""
     x = ctx.tensor(x)
-    shape = ctx.ints(shape)
-    if attrs.get("allowzero", 0) and 0 in shape:
+    target = ctx.ints(shape, "input 'shape'")
+    if attrs.get("allowzero", 0) and 0 in target:
         raise ctx.error("Reshape with allowzero=1 to a zero-sized dim (empty tensors are not "
                         "supported)")
-    shape = [x.shape[i] if d == 0 and i < len(x.shape) else d for i, d in enumerate(shape)]
-    if -1 in shape:
-        known = int(np.prod([d for d in shape if d != -1]))
-        shape[shape.index(-1)] = x.size() // known if known else 0
-    if int(np.prod(shape)) != x.size():
-        raise ctx.error(f"Reshape: cannot reshape {x.shape} to {shape}")
-    return autograd.reshape(x, shape)
+    target = [x.shape[i] if d == 0 and i < len(x.shape) else d for i, d in enumerate(target)]
+    dims = ctx.shape(target, f"input 'shape' (reshaping {tuple(x.shape)})", infer=True,
+                     size=x.size())
+    return autograd.reshape(x, list(dims))
 
 
 @register("Flatten", attrs=("axis",))
 def flatten(ctx, attrs, x):
     """y = x as (prod(shape[:axis]), prod(shape[axis:]))."""
     x = ctx.tensor(x)
-    axis = attrs.get("axis", 1)
-    return autograd.flatten(x, axis + len(x.shape) if axis < 0 else axis)
+    axis = ctx.axis(attrs.get("axis", 1), "attribute 'axis'", len(x.shape), inclusive=True)
+    return autograd.flatten(x, axis)
 
 
 @register("Squeeze", attrs=("axes",), static_inputs=(1,))
 def squeeze(ctx, attrs, x, axes=None):
     """Drop the size-1 ``axes`` (all size-1 axes when none are given)."""
     x = ctx.tensor(x)
-    a = _axes(ctx, attrs, axes)
-    return autograd.squeeze(x, [] if a is None else [i % len(x.shape) for i in a])
+    a = _axes(ctx, attrs, axes, len(x.shape))
+    return autograd.squeeze(x, [] if a is None else a)
 
 
 @register("Unsqueeze", attrs=("axes",), static_inputs=(1,))
 def unsqueeze(ctx, attrs, x, axes=None):
     """Insert size-1 ``axes`` (positions in the output)."""
     x = ctx.tensor(x)
-    a = _axes(ctx, attrs, axes)
-    nd = len(x.shape) + len(a)
-    return autograd.unsqueeze(x, sorted(i % nd for i in a))
+    given = ctx.ints(axes, "input 'axes'") if axes is not None else \
+        ctx.int_list(attrs.get("axes"), "attribute 'axes'")
+    if given is None:
+        raise ctx.error("Unsqueeze needs axes (an input from opset 13, an attribute before)")
+    a = _axes(ctx, attrs, axes, len(x.shape) + len(given))
+    return autograd.unsqueeze(x, sorted(a))
 
 
 @register("Transpose", attrs=("perm",))
 def transpose(ctx, attrs, x):
     """Permute the axes by ``perm`` (reverse them by default)."""
     x = ctx.tensor(x)
-    perm = attrs.get("perm")
-    y = autograd.transpose(x, None if perm is None else [int(p) for p in perm])
+    nd = len(x.shape)
+    perm = ctx.int_list(attrs.get("perm"), "attribute 'perm'", length=nd)
+    if perm is not None and sorted(perm) != list(range(nd)):
+        raise ctx.refuse("attribute 'perm'", f"{perm} is not a permutation of "
+                          f"{list(range(nd))} (the axes of an input of rank {nd})")
+    y = autograd.transpose(x, perm)
     # a strided view: the next ops expect contiguous data
     return autograd.identity(y) if y.is_transpose() else y
 
@@ -77,8 +86,8 @@ def concat(ctx, attrs, *xs):
     """Join along ``axis``."""
     first = next((x for x in xs if isinstance(x, tensor.Tensor)), None)
     ts = [ctx.tensor(x, like=first) for x in xs]
+    axis = ctx.axis(attrs["axis"], "attribute 'axis'", len(ts[0].shape))
     ts = [t for t in ts if t.size() > 0] or ts[:1]
-    axis = attrs["axis"] % len(ts[0].shape)
     return ts[0] if len(ts) == 1 else autograd.cat(ts, axis)
 
 
@@ -86,30 +95,52 @@ def concat(ctx, attrs, *xs):
 def split(ctx, attrs, x, sizes=None):
     """Split along ``axis`` into ``split`` sizes or equal parts (the last may be smaller)."""
     x = ctx.tensor(x)
-    axis = attrs.get("axis", 0) % len(x.shape)
-    parts = ctx.ints(sizes) if sizes is not None else attrs.get("split")
+    axis = ctx.axis(attrs.get("axis", 0), "attribute 'axis'", len(x.shape))
     n_out = attrs["__noutputs__"]
-    if parts is None:
-        k = attrs.get("num_outputs", n_out)
+    what = "input 'split'" if sizes is not None else "attribute 'split'"
+    given = sizes if sizes is not None else attrs.get("split")
+    if given is not None:
+        parts = ctx.shape(given, what, length=n_out)
+        if sum(parts) != x.shape[axis]:
+            raise ctx.refuse(what, f"parts {list(parts)} sum to {sum(parts)}, not to axis "
+                             f"{axis}'s size {x.shape[axis]} (input shape {tuple(x.shape)})")
+    else:
+        k = ctx.int_list(attrs.get("num_outputs", n_out), "attribute 'num_outputs'")[0]
+        if k != n_out:
+            raise ctx.refuse("attribute 'num_outputs'", f"{k} parts for {n_out} outputs")
         step = -(-x.shape[axis] // k)
-        parts = [min(step, x.shape[axis] - i * step) for i in range(k)]
-    parts = [int(p) for p in parts]
+        parts = [max(min(step, x.shape[axis] - i * step), 0) for i in range(k)]
     if any(p <= 0 for p in parts):
-        raise ctx.error(f"Split: zero-sized parts {parts} are not supported")
-    return tuple(autograd.split(x, axis, parts))
+        raise ctx.error(f"Split: zero-sized parts {list(parts)} are not supported")
+    return tuple(autograd.split(x, axis, list(parts)))
 
 
 @register("Slice", attrs=("starts", "ends", "axes"), static_inputs=(1, 2, 3, 4))
 def slice_(ctx, attrs, x, starts=None, ends=None, axes=None, steps=None):
     """numpy-style slicing per axis, with negative steps."""
     x = ctx.tensor(x)
-    if starts is None:  # opset < 10: attributes
-        st, en, ax, sp = attrs["starts"], attrs["ends"], attrs.get("axes"), None
-    else:
-        st, en, ax, sp = ctx.ints(starts), ctx.ints(ends), ctx.ints(axes), ctx.ints(steps)
     nd = len(x.shape)
-    ax = list(range(len(st))) if ax is None else [a % nd for a in ax]
-    return autograd.slice(x, list(st), list(en), ax, sp)
+    if starts is None:  # opset < 10: attributes
+        where = "attribute"
+        st = ctx.int_list(attrs["starts"], "attribute 'starts'")
+        en = ctx.int_list(attrs["ends"], "attribute 'ends'", length=len(st))
+        ax = ctx.axes(attrs.get("axes"), "attribute 'axes'", nd)
+        sp = None
+    else:
+        where = "input"
+        st = ctx.ints(starts, "input 'starts'")
+        en = ctx.ints(ends, "input 'ends'")
+        if len(en) != len(st):
+            raise ctx.refuse("input 'ends'", f"holds {len(en)} values, 'starts' {len(st)}")
+        ax = ctx.axes(axes, "input 'axes'", nd)
+        sp = ctx.ints(steps, "input 'steps'")
+    ax = list(range(len(st))) if ax is None else ax
+    if len(ax) != len(st) or len(st) > nd:
+        raise ctx.refuse(f"{where} 'axes'", f"{len(ax)} axes for {len(st)} starts (input of "
+                         f"rank {nd})")
+    if sp is not None and (len(sp) != len(st) or 0 in sp):
+        raise ctx.refuse("input 'steps'", f"{sp}: needs {len(st)} nonzero steps")
+    return autograd.slice(x, st, en, ax, sp)
 
 
 def _linear_take(ctx, x, lin_idx, out_shape):
@@ -123,7 +154,7 @@ def _linear_take(ctx, x, lin_idx, out_shape):
 def gather(ctx, attrs, x, indices):
     """y = take(x, indices, axis) (negative indices count from the end)."""
     x = ctx.tensor(x)
-    axis = attrs.get("axis", 0) % len(x.shape)
+    axis = ctx.axis(attrs.get("axis", 0), "attribute 'axis'", len(x.shape))
     if not ctx.is_host(indices) and axis == 0:
         # an embedding lookup by runtime ids stays on the device (no host read in graph mode)
         return autograd.embedding(indices, x)
@@ -145,7 +176,7 @@ def gather_elements(ctx, attrs, x, indices):
     """y[i..] = x[..., indices[i..], ...] along ``axis``."""
     x = ctx.tensor(x)
     idx = ctx.host(indices).astype(np.int64)
-    axis = attrs.get("axis", 0) % len(x.shape)
+    axis = ctx.axis(attrs.get("axis", 0), "attribute 'axis'", len(x.shape))
     n = x.shape[axis]
     if idx.size and (idx.max() >= n or idx.min() < -n):
         raise ctx.error("GatherElements: indices out of range")
@@ -182,8 +213,12 @@ def gather_nd(ctx, attrs, x, indices):
 def expand(ctx, attrs, x, shape):
     """Broadcast x against ``shape``."""
     x = ctx.tensor(x)
-    shape = ctx.ints(shape)
-    out = np.broadcast_shapes(tuple(x.shape), tuple(shape))
+    dims = ctx.shape(shape, "input 'shape'")
+    try:
+        out = np.broadcast_shapes(tuple(x.shape), dims)
+    except ValueError:
+        raise ctx.refuse("input 'shape'", f"{list(dims)} does not broadcast with the input's "
+                         f"shape {tuple(x.shape)}") from None
     ctx.budget(out)
     return x if tuple(out) == tuple(x.shape) else autograd.expand(x, list(out))
 
@@ -192,7 +227,7 @@ def expand(ctx, attrs, x, shape):
 def tile(ctx, attrs, x, repeats):
     """Repeat the whole tensor ``repeats[i]`` times along axis i."""
     x = ctx.tensor(x)
-    reps = ctx.ints(repeats)
+    reps = list(ctx.shape(repeats, "input 'repeats'", length=len(x.shape)))
     ctx.budget([d * r for d, r in zip(x.shape, reps)])
     if len(reps) <= 3:
         return autograd.tile(x, reps)
@@ -222,9 +257,15 @@ def pad(ctx, attrs, x, pads=None, value=None, axes=None):
     """Pad with a constant, the reflection, or the edge values; pads as begins then ends."""
     x = ctx.tensor(x)
     nd = len(x.shape)
-    p = ctx.ints(pads) if pads is not None else [int(v) for v in attrs["pads"]]
-    if axes is not None:
-        ax = [a % nd for a in ctx.ints(axes)]
+    ax = ctx.axes(axes, "input 'axes'", nd)
+    n = 2 * (nd if ax is None else len(ax))
+    p = ctx.ints(pads, "input 'pads'") if pads is not None else \
+        ctx.int_list(attrs["pads"], "attribute 'pads'")
+    if len(p) != n:
+        raise ctx.refuse("input 'pads'" if pads is not None else "attribute 'pads'",
+                         f"holds {len(p)} values {p[:8]}, needs {n} (begins then ends of "
+                         f"{n // 2} axes)")
+    if ax is not None:
         full = [0] * (2 * nd)
         for i, a in enumerate(ax):
             full[a], full[a + nd] = p[i], p[i + len(ax)]
@@ -233,7 +274,8 @@ def pad(ctx, attrs, x, pads=None, value=None, axes=None):
         raise ctx.error(f"Pad: negative pads {p} are not supported")
     v = float(ctx.host(value).reshape(-1)[0]) if value is not None and ctx.host(
         value).size else float(attrs.get("value", 0.0))
-    ctx.budget([d + p[i] + p[i + nd] for i, d in enumerate(x.shape)])
+    ctx.budget([d + p[i] + p[i + nd] for i, d in enumerate(x.shape)],
+               "output shape (the input's plus 'pads')")
     return autograd.pad(x, attrs.get("mode", "constant"), p, v)
 
 
@@ -254,7 +296,7 @@ def size(ctx, attrs, x):
 @register("ConstantOfShape", attrs=("value",), static_inputs=(0,))
 def constant_of_shape(ctx, attrs, shape):
     """A host tensor of ``shape`` filled with ``value`` (float32 0 by default)."""
-    dims = ctx.ints(shape)
+    dims = ctx.shape(shape, "input 'shape'")
     ctx.budget(dims)
     v = attrs.get("value")
     v = np.zeros(1, np.float32) if v is None else np.asarray(v).reshape(-1)
@@ -267,7 +309,10 @@ def range_(ctx, attrs, start, limit, delta):
     s, lim, d = (ctx.host(v).reshape(()) for v in (start, limit, delta))
     if d == 0:
         raise ctx.error("Range: delta is 0")
-    n = max(int(np.ceil((lim - s) / d)), 0)
+    steps = np.ceil((lim - s) / d)
+    if not np.isfinite(steps):
+        raise ctx.refuse("inputs", f"start {s}, limit {lim}, delta {d} give no finite length")
+    n = max(int(steps), 0)
     ctx.budget([n])
     return (s + np.arange(n, dtype=np.asarray(s).dtype) * d).astype(np.asarray(s).dtype)
 
@@ -275,13 +320,21 @@ def range_(ctx, attrs, start, limit, delta):
 @register("DepthToSpace", attrs=("blocksize", "mode"))
 def depth_to_space(ctx, attrs, x):
     """(N, C, H, W) -> (N, C/b^2, H b, W b)."""
-    return autograd.depth_to_space(ctx.tensor(x), attrs["blocksize"], attrs.get("mode", "DCR"))
+    return autograd.depth_to_space(ctx.tensor(x), _blocksize(ctx, attrs),
+                                   attrs.get("mode", "DCR"))
 
 
 @register("SpaceToDepth", attrs=("blocksize",))
 def space_to_depth(ctx, attrs, x):
     """(N, C, H, W) -> (N, C b^2, H/b, W/b)."""
-    return autograd.space_to_depth(ctx.tensor(x), attrs["blocksize"], "DCR")
+    return autograd.space_to_depth(ctx.tensor(x), _blocksize(ctx, attrs), "DCR")
+
+
+def _blocksize(ctx, attrs):
+    b = ctx.int_list(attrs.get("blocksize"), "attribute 'blocksize'", length=1)
+    if b is None or b[0] < 1:
+        raise ctx.refuse("attribute 'blocksize'", f"{b}: a positive integer is required")
+    return b[0]
 
 
 _RESIZE_ATTRS = ("mode", "coordinate_transformation_mode", "nearest_mode", "cubic_coeff_a",
@@ -320,12 +373,15 @@ _ROUND = {
 def _resize_sizes(ctx, attrs, x, scales, sizes):
     """Output sizes and per-axis scales (ONNX's rules, incl. axes and aspect-ratio policy)."""
     nd = len(x.shape)
-    axes = [a % nd for a in attrs.get("axes", range(nd))]
+    axes = ctx.axes(attrs.get("axes", range(nd)), "attribute 'axes'", nd)
     if scales is not None:
         sc = [float(v) for v in np.asarray(scales).reshape(-1)]
+        if len(sc) != len(axes) or not all(np.isfinite(sc)) or min(sc) <= 0:
+            raise ctx.refuse("input 'scales'", f"{sc[:8]}: needs {len(axes)} finite positive "
+                             "values, one per axis")
         out = [int(np.floor(x.shape[a] * s + 1e-9)) for a, s in zip(axes, sc)]
     else:
-        out = [int(v) for v in np.asarray(sizes).reshape(-1)]
+        out = list(ctx.shape(sizes, "input 'sizes'", length=len(axes)))
         sc = [o / x.shape[a] for a, o in zip(axes, out)]
         policy = attrs.get("keep_aspect_ratio_policy", "stretch")
         if policy != "stretch":
@@ -412,6 +468,6 @@ def scatter_elements(ctx, attrs, x, indices, updates):
     """y = x with ``updates`` written at ``indices`` along ``axis``."""
     x = ctx.tensor(x)
     idx = ctx.host(indices).astype(np.int64)
-    axis = attrs.get("axis", 0) % len(x.shape)
+    axis = ctx.axis(attrs.get("axis", 0), "attribute 'axis'", len(x.shape))
     idx = np.where(idx < 0, idx + x.shape[axis], idx).astype(np.int32)
     return autograd.scatter_elements(x, idx, ctx.host(updates), axis)
