@@ -160,6 +160,23 @@ MUTANTS = [
         ("tests/dist/test_distopt_mean.py",
          "tests/dist/test_distopt.py::test_plain_and_half_equal_one_rank_on_joined_batch"),
         ranks=2, needs=DIST),
+    Mutant(
+        "opt-state-by-name", "optimizer state keyed by parameter name: two parameters that "
+        "carry one name share a momentum buffer",
+        "packages/singa-core/src/singa/_optstate.py",
+        "        rec = self._records.get(id(param))\n"
+        "        if rec is not None and rec.ref() is param:\n",
+        "        rec = next((r for r in self._live() if r.name == name), None)\n"
+        "        if rec is not None:\n",
+        ("tests/nn/test_opt_state.py", "-k", "own_state")),
+    Mutant(
+        "recorded-write-keeps-version", "a write recorded in graph mode does not count for "
+        "autograd's in-place check: backward through a recorded update goes unnoticed",
+        "packages/singa-core/src/singa/_device.py",
+        "            for b in writes:\n                b.version += 1\n"
+        "            self._graph.add_operation(fn, reads, writes, name)\n",
+        "            self._graph.add_operation(fn, reads, writes, name)\n",
+        ("tests/nn/test_singa_patterns.py", "-k", "gan")),
 ]
 
 

@@ -337,10 +337,14 @@ def test_int_and_float_scalar_promotion(dev):
     assert (3.0 / i).dtype == tensor.float32
 
 
-def test_mixing_dtypes_names_both_and_the_fix(dev):
+def test_mixing_dtypes_in_place_names_both_and_the_fix(dev):
+    """int32 + float32 promotes to float32 (test_dtype_promotion.py); writing that float
+    result into the int32 tensor in place is refused, as numpy and PyTorch refuse it."""
+    i = T(np.ones((2, 3), np.int32), dev)
     with pytest.raises(DtypeMismatchError, match="int32.*float32|float32.*int32") as info:
-        T(A, dev) + T(np.ones((2, 3), np.int32), dev)
+        i += T(A, dev)
     assert "as_type" in str(info.value)
+    np.testing.assert_array_equal(i.to_numpy(), np.ones((2, 3)))
 
 
 def test_mixing_devices_names_both_and_the_fix(dev):

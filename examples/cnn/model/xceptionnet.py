@@ -45,8 +45,9 @@ class Block(layer.Layer):
 
     @staticmethod
     def _unit(cin, cout):
-        return [layer.ReLU(), layer.SeparableConv2d(cin, cout, 3, stride=1, padding=1,
-                                                    bias=False), layer.BatchNorm2d(cout)]
+        # SINGA's positional form: (in_channels, out_channels, kernel_size, stride, padding)
+        return [layer.ReLU(), layer.SeparableConv2d(cin, cout, 3, 1, 1, bias=False),
+                layer.BatchNorm2d(cout)]
 
     def forward(self, x):
         y = x
@@ -76,10 +77,10 @@ class Xception(model.Model):
         for i in range(4, 12):
             setattr(self, f"block{i}", Block(728, 728, 3, 1))
         self.block12 = Block(728, 1024, 2, 2, padding=0, grow_first=False)
-        self.conv3 = layer.SeparableConv2d(1024, 1536, 3, stride=1, padding=1)
+        self.conv3 = layer.SeparableConv2d(1024, 1536, 3, 1, 1)
         self.bn3 = layer.BatchNorm2d(1536)
         self.relu3 = layer.ReLU()
-        self.conv4 = layer.SeparableConv2d(1536, 2048, 3, stride=1, padding=1)
+        self.conv4 = layer.SeparableConv2d(1536, 2048, 3, 1, 1)
         self.bn4 = layer.BatchNorm2d(2048)
         self.relu4 = layer.ReLU()
         self.globalpooling = layer.MaxPool2d(10, 1)

@@ -195,6 +195,10 @@ class Device:
         rest reads as zeros (``ops.run`` does this for outputs that do not cover their block).
         """
         if self._graph_enabled:
+            # a recorded write counts as a write for autograd's in-place check, which runs
+            # while recording: a backward through a recorded update is caught as in eager mode
+            for b in writes:
+                b.version += 1
             self._graph.add_operation(fn, reads, writes, name)
             return
         for b in reads:  # first: an in-place op reads its never-written output as zeros

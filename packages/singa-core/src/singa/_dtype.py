@@ -43,6 +43,22 @@ _FROM_STR = {
 }
 
 
+def _promoted(a: int, b: int) -> int:
+    if (a in FLOATS) != (b in FLOATS):  # an integer meets a float: the float's dtype
+        return a if a in FLOATS else b
+    r = np.promote_types(NP_DTYPE[a], NP_DTYPE[b])
+    return _FROM_NP.get(r, kInt)  # uint8 with int8 is int16 in numpy, not a SINGA dtype
+
+
+#: ``PROMOTE[a, b]``: the dtype an elementwise op on tensors of dtypes ``a`` and ``b``
+#: computes in and returns. numpy's ``promote_types`` (float16 with float32 is float32, int8
+#: with int32 is int32), except where an integer meets a float: the result is the float's
+#: dtype, as in PyTorch and JAX (numpy widens int32 with float32 or float16 to float64, which
+#: would put an int mask added to float32 activations into float64). uint8 with int8 gives
+#: int32, the smallest SINGA integer that holds both. See docs/compatibility.md.
+PROMOTE = {(a, b): _promoted(a, b) for a in NP_DTYPE for b in NP_DTYPE}
+
+
 def code_of(dtype) -> int:
     """Normalise a SINGA code, numpy dtype or name to a SINGA dtype code."""
     if type(dtype) is int and dtype in NP_DTYPE:

@@ -13,7 +13,7 @@ import numpy as np
 from . import _dtype
 from ._ctensor import CTensor, contiguous_strides
 from ._shapes import as_int, check_shape
-from .errors import ShapeError
+from .errors import DtypeMismatchError, ShapeError
 from .ops import EMPTY, OPS, run
 from .ops._rules import broadcast_shapes, check_axis, normalize_axes
 
@@ -74,6 +74,32 @@ def _scalar_value(x: CTensor, value):
     return float(value)
 
 
+def _promote_pair(op_name: str, a: CTensor, b: CTensor, out: CTensor | None):
+    """``a`` and ``b`` in their common dtype (:data:`singa._dtype.PROMOTE`), or in ``out``'s
+    when the result is written there and numpy would allow it (a ``same_kind`` cast: a float
+    result into an int tensor is refused). The conversion is an AsType op, so it runs on
+    every backend and is recorded in graphs like any other op."""
+    dt = _dtype.PROMOTE[a.dt, b.dt]
+    if out is not None and out.dt != dt:
+        if not np.can_cast(_dtype.NP_DTYPE[dt], _dtype.NP_DTYPE[out.dt], "same_kind"):
+            raise DtypeMismatchError(
+                f"{op_name}: the result of {_dtype.name_of(a.dt)} and {_dtype.name_of(b.dt)} "
+                f"operands is {_dtype.name_of(dt)}, which cannot be written into a "
+                f"{_dtype.name_of(out.dt)} tensor in place (numpy and PyTorch refuse it too); "
+                "write to a new tensor (x = x + y) or convert first with y.as_type(x.dtype)")
+        dt = out.dt
+    return (a if a.dt == dt else as_type(a, dt)), (b if b.dt == dt else as_type(b, dt))
+
+
+def _promote_scalar(a: CTensor, value, out: CTensor | None) -> CTensor:
+    """``a`` as an op with a Python or numpy scalar computes on it: the tensor's dtype (a
+    scalar does not widen a tensor, as in numpy 2 and PyTorch), except that a float scalar
+    with an int tensor gives float32 (PyTorch's default float dtype; SINGA's rule too)."""
+    if out is None and a.dt not in _dtype.FLOATS and isinstance(value, (float, np.floating)):
+        return as_type(a, _dtype.kFloat32)
+    return a
+
+
 def _binary(op_name: str, scalar_name: str | None):
     op = _O[op_name]
     sop = _O[scalar_name] if scalar_name else None
@@ -81,8 +107,11 @@ def _binary(op_name: str, scalar_name: str | None):
     def f(a: CTensor, b, out: CTensor | None = None) -> CTensor:
         outs = None if out is None else [out]
         if isinstance(b, CTensor):
+            if a.dt != b.dt:
+                a, b = _promote_pair(op_name, a, b, out)
             return run(op, [a, b], EMPTY, outs)[0]
         if isinstance(b, (Number, np.number)):
+            a = _promote_scalar(a, b, out)
             if sop is None:  # no scalar kernel: broadcast a one-element tensor
                 return run(op, [a, set_value(CTensor._new((), a.dev, a.dt), b)], EMPTY,
                            outs)[0]
@@ -115,17 +144,22 @@ logical_xor = _binary("Xor", None)
 
 def rsub(a: CTensor, value) -> CTensor:
     """value - a."""
+    a = _promote_scalar(a, value, None)
     return _one("RSubScalar", [a], {"value": _scalar_value(a, value)})
 
 
+def _as_float(a: CTensor) -> CTensor:
+    return a if a.dt in _dtype.FLOATS else as_type(a, _dtype.kFloat32)
+
+
 def rdiv(a: CTensor, value) -> CTensor:
-    """value / a."""
-    return _one("RDivScalar", [a], {"value": float(value)})
+    """value / a (true division: an int tensor is divided in float32)."""
+    return _one("RDivScalar", [_as_float(a)], {"value": float(value)})
 
 
 def rpow(a: CTensor, value) -> CTensor:
-    """value ** a."""
-    return _one("RPowScalar", [a], {"value": float(value)})
+    """value ** a (an int exponent tensor is taken as float32)."""
+    return _one("RPowScalar", [_as_float(a)], {"value": float(value)})
 
 
 def _inplace(f):

@@ -17,6 +17,7 @@ __all__ = [
     "DistError",
     "CollectiveMismatchError",
     "CheckpointError",
+    "OptimizerStateError",
     "IndexOutOfRangeError",
     "DataFileError",
     "OutOfMemoryError",
@@ -95,6 +96,12 @@ class HyperparameterError(SingaError, ValueError, TypeError):
 
 class CheckpointError(SingaError, ValueError):
     """A checkpoint is missing, malformed, hostile, or does not match the model."""
+
+
+class OptimizerStateError(SingaError, LookupError):
+    """An optimizer state cannot be matched to exactly one parameter: a name that several
+    parameters carry was used to look up or load a state (each parameter tensor has its own).
+    The message lists the parameters' shapes and the unique keys (``name#i``) to use."""
 
 
 class IndexOutOfRangeError(SingaError, IndexError):

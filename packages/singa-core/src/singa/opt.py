@@ -12,7 +12,8 @@ import numbers
 from . import _math as M
 from . import autograd
 from . import tensor as tensor_mod
-from .errors import HyperparameterError
+from ._optstate import ParamStates, SlotView
+from .errors import HyperparameterError, ShapeError
 from .tensor import Tensor
 
 __all__ = ["DecayScheduler", "Constant", "ExponentialDecay", "Optimizer", "SGD", "RMSProp",
@@ -118,6 +119,9 @@ class Optimizer:
         self.step_counter = Tensor((1,), dtype=tensor_mod.float32, requires_grad=False)
         self.step_counter.set_value(0.0)
         self._values = {}
+        self._params = ParamStates(type(self).__name__)
+        for slot in self._slots:
+            setattr(self, slot, SlotView(self._params, slot))
         self._refresh()
 
     @property
@@ -212,19 +216,27 @@ class Optimizer:
         """Deprecated alias of ``__call__``."""
         return self(loss)
 
-    def _state(self, store: dict, name, like: Tensor) -> Tensor:
-        """Per-parameter state, created as zeros with the graph disabled."""
-        t = store.get(name)
+    def _state(self, slot: str, name, param: Tensor) -> Tensor:
+        """``param``'s state in ``slot``, created as zeros with the graph disabled. The state
+        belongs to the tensor: two parameters that carry the same ``name`` get two states."""
+        t = self._params.get(param, name, slot)
         if t is None:
-            dev = like.device
+            dev = param.device
             prev = dev.graph_enabled()
             dev.EnableGraph(False)
             try:
-                t = Tensor(like.shape, dev, like.dtype, requires_grad=False).set_value(0.0)
+                t = Tensor(param.shape, dev, param.dtype, requires_grad=False).set_value(0.0)
             finally:
                 dev.EnableGraph(prev)
-            store[name] = t
+            self._params.set(param, name, slot, t)
         return t
+
+    def state_of(self, param: Tensor) -> dict:
+        """``{slot: Tensor}``: the optimizer's state of the parameter tensor ``param`` (e.g.
+        ``{"moments": buf}`` for momentum SGD), empty before its first update. Unlike the
+        by-name slots (``sgd.moments[name]``) this never confuses two parameters that carry
+        the same name."""
+        return self._params.of(param)
 
     def _prepare(self, p: Tensor, g: Tensor):
         if p.dtype != self.dtype:
@@ -241,22 +253,30 @@ class Optimizer:
         v = self._values[name].data
         return v if v.dt == p.dt else M.as_type(v, p.dt)
 
-    #: names of the per-parameter state dicts (``{"moments": self.moments}`` for SGD ...)
+    #: names of the per-parameter state slots; each is also an attribute, a read-only
+    #: mapping from parameter name to state (``sgd.moments``), see :mod:`singa._optstate`
     _slots: tuple = ()
 
     def get_states(self) -> dict:
-        """``{"step_counter": float, <slot>: {param name: Tensor}}`` (SINGA's layout).
+        """``{"step_counter": float, <slot>: {key: Tensor}}`` (SINGA's layout).
 
-        The slot dicts hold the optimizer's own tensors (not copies).
+        A key is the parameter's name, or ``name#i`` where several parameters carry the name
+        (``i`` in the order the optimizer first updated them). The slot dicts hold the
+        optimizer's own tensors (not copies).
         """
         states = {"step_counter": float(tensor_mod.to_numpy(self.step_counter)[0])}
         for slot in self._slots:
-            states[slot] = dict(getattr(self, slot))
+            states[slot] = dict(self._params.items(slot))
         return states
 
     def set_states(self, states: dict) -> None:
         """Restore what :meth:`get_states` returned (values are copied into the existing state
-        tensors, so a recorded graph keeps using them)."""
+        tensors, so a recorded graph keeps using them; a state of a parameter the optimizer
+        has not updated yet is kept until its first update).
+
+        Keys are parameter names (as every version wrote them) or ``name#i``; a plain name
+        that several parameters carry raises :class:`~singa.errors.OptimizerStateError`.
+        """
         if "step_counter" in states:
             v = states["step_counter"]
             v = float(tensor_mod.to_numpy(v).reshape(-1)[0]) if isinstance(v, Tensor) \
@@ -266,18 +286,19 @@ class Optimizer:
         for slot in self._slots:
             if slot not in states:
                 continue
-            store = getattr(self, slot)
             for name, value in states[slot].items():
                 if not isinstance(value, Tensor):
                     value = tensor_mod.from_numpy(value)
-                cur = store.get(name)
-                if cur is None:
-                    store[name] = value.clone()
-                elif cur.shape != value.shape:
-                    raise ValueError(f"{type(self).__name__}.set_states: {slot}[{name!r}] has "
-                                     f"shape {value.shape}, the optimizer holds {cur.shape}")
-                else:
-                    cur.copy_data(value)
+                self._params.load(slot, name, value, self._copy_state(slot, name))
+
+    def _copy_state(self, slot, name):
+        def copy_into(cur, value):
+            if cur.shape != value.shape:
+                raise ShapeError(f"{type(self).__name__}.set_states: {slot}[{name!r}] has "
+                                 f"shape {value.shape}, the optimizer holds {cur.shape}")
+            cur.copy_data(value)
+
+        return copy_into
 
 
 class SGD(Optimizer):
@@ -305,7 +326,6 @@ class SGD(Optimizer):
                 f"SGD: Nesterov momentum requires momentum > 0 and dampening = 0, got "
                 f"momentum={momentum!r}, dampening={dampening!r}")
         self.nesterov = bool(nesterov)
-        self.moments: dict = {}
         self._refresh()
 
     def apply(self, param_name, param_value, param_grad):
@@ -320,7 +340,7 @@ class SGD(Optimizer):
                                    lambda h: M.rsub(M.mul(h("lr"), h("weight_decay")), 1.0)))
             M.axpy(neg_lr, g, p)
             return
-        buf = self._state(self.moments, param_name, param_value).data
+        buf = self._state("moments", param_name, param_value).data
         keep = self._dv("1-damp", p, lambda h: M.rsub(h("dampening"), 1.0))
         M.imul(buf, self._hv("momentum", p))
         M.axpy(keep, g, buf)
@@ -352,14 +372,13 @@ class RMSProp(Optimizer):
         self.epsilon = _number(epsilon, "epsilon", type(self).__name__)
         self.wd_value = float(weight_decay) if not isinstance(weight_decay, DecayScheduler) \
             else 1.0
-        self.running_average: dict = {}
         self._refresh()
 
     def apply(self, param_name, param_value, param_grad):
         p, g = self._prepare(param_value, param_grad)
         if self.wd_value != 0:
             g = M.add(g, M.mul(p, self._hv("weight_decay", p)))
-        r = self._state(self.running_average, param_name, param_value).data
+        r = self._state("running_average", param_name, param_value).data
         rho = self._hv("rho", p)
         M.imul(r, rho)
         M.axpy(M.rsub(rho, 1.0), M.square(g), r)
@@ -379,14 +398,13 @@ class AdaGrad(Optimizer):
         self.epsilon = _number(epsilon, "epsilon", type(self).__name__)
         self.wd_value = float(weight_decay) if not isinstance(weight_decay, DecayScheduler) \
             else 1.0
-        self.history: dict = {}
         self._refresh()
 
     def apply(self, param_name, param_value, param_grad):
         p, g = self._prepare(param_value, param_grad)
         if self.wd_value != 0:
             g = M.add(g, M.mul(p, self._hv("weight_decay", p)))
-        h = self._state(self.history, param_name, param_value).data
+        h = self._state("history", param_name, param_value).data
         M.iadd(h, M.square(g))
         M.axpy(M.neg(self._hv("lr", p)), M.div(g, M.sqrt(M.add(h, self.epsilon))), p)
 
@@ -408,8 +426,6 @@ class Adam(Optimizer):
         self.epsilon = _number(epsilon, "epsilon", type(self).__name__)
         self.wd_value = float(weight_decay) if not isinstance(weight_decay, DecayScheduler) \
             else 1.0
-        self.m: dict = {}
-        self.v: dict = {}
         self._refresh()
 
     def apply(self, param_name, param_value, param_grad):
@@ -422,8 +438,8 @@ class Adam(Optimizer):
             else:
                 g = M.add(g, M.mul(p, wd))
         b1, b2 = self._hv("beta_1", p), self._hv("beta_2", p)
-        m = self._state(self.m, param_name, param_value).data
-        v = self._state(self.v, param_name, param_value).data
+        m = self._state("m", param_name, param_value).data
+        v = self._state("v", param_name, param_value).data
         M.imul(m, b1)
         M.axpy(M.rsub(b1, 1.0), g, m)
         M.imul(v, b2)

@@ -1,7 +1,7 @@
 """Import: :class:`SingaBackend` (an ``onnx.backend.base.Backend``) and :class:`SingaRep`.
 
 ``prepare`` validates the model (see :mod:`singa_onnx.validate`), evaluates constant
-sub-graphs once with onnx's reference evaluator, checks that every remaining node has a
+sub-graphs once on the host (:mod:`singa_onnx.host_eval`), checks that every remaining node has a
 handler that understands all its attributes (one error lists every gap), and turns float
 initializers into parameter Tensors. ``SingaRep.run`` then executes the nodes through singa's
 autograd ops on the chosen device, freeing each intermediate after its last use.
@@ -16,7 +16,7 @@ from singa import device as device_mod
 from singa import tensor
 from singa.errors import DeviceUnavailableError, GraphError, SingaError, SingaONNXError
 
-from . import validate
+from . import host_eval, validate
 from .handlers import HANDLERS, Context, onnx_to_np
 from .replay import GraphCache, recording_error
 
@@ -28,7 +28,7 @@ _RANDOM_OPS = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUnifo
                "Bernoulli", "Multinomial", "Dropout"}
 # ops whose outputs are host values even when their inputs live on the device
 _HOST_RESULT = {"Shape", "Size", "NonZero", "ConstantOfShape", "Range"}
-# ops that grow their output from small operands; guarded before the reference evaluates them
+# ops that grow their output from small operands; guarded before the host evaluates them
 _GROWING = {"Expand", "Tile", "ConstantOfShape", "Range", "Pad", "OneHot", "Resize",
             "Upsample", "EyeLike", "Concat", "MatMul", "Gemm", "Einsum", "CastLike", "Cast"}
 
@@ -71,7 +71,7 @@ class _Node:
     """One node of the plan: where its handler, attributes and state live."""
 
     __slots__ = ("proto", "name", "op_type", "inputs", "outputs", "attrs", "handler",
-                 "state", "evaluator", "index")
+                 "state", "index")
 
     def __init__(self, proto, index):
         self.proto = proto
@@ -83,7 +83,6 @@ class _Node:
         self.attrs = _attrs_of(proto)
         self.handler = HANDLERS.get(proto.op_type)
         self.state = {}
-        self.evaluator = None
 
 
 def _problems(node: _Node) -> list[str]:
@@ -100,6 +99,16 @@ def _problems(node: _Node) -> list[str]:
         attrs = {**node.attrs, "__noutputs__": len([o for o in node.outputs if o])}
         bad += [f"{p.op_type} {why}" for why in h.check(attrs)]
     return bad
+
+
+def _host_problems(node: _Node) -> list[str]:
+    """What about ``node`` cannot be evaluated on the host (empty when it can)."""
+    p = node.proto
+    if p.domain not in ("", "ai.onnx"):
+        return [f"{p.op_type} (domain {p.domain!r})"]
+    if p.op_type == "Constant":  # read by _constant_value
+        return []
+    return host_eval.supports(p.op_type, node.attrs)
 
 
 def _guard_static(node: _Node, ins: list, max_elements: int) -> None:
@@ -301,7 +310,7 @@ class SingaRep(BackendRep):
         host = all(v is None or isinstance(v, np.ndarray) for v in ins) and \
             node.op_type not in _RANDOM_OPS
         if host and node.op_type not in _HOST_RESULT:
-            outs = _evaluate_on_host(node, ins, self.opset, self.max_elements)
+            outs = _evaluate_on_host(node, ins, self.opset, self.max_elements, self.dev)
         else:
             ctx = Context(self.dev, self.opset, node.name, node.op_type, node.state,
                           self.max_elements)
@@ -326,20 +335,14 @@ class SingaRep(BackendRep):
                 values[name] = v
 
 
-def _evaluate_on_host(node, ins, opset, max_elements):
-    """A node whose operands are all host values, evaluated by onnx's reference runtime."""
+def _evaluate_on_host(node, ins, opset, max_elements, dev):
+    """A node whose operands are all host values, evaluated on the host by
+    :mod:`singa_onnx.host_eval` (numpy, or the op's handler on the CPU device)."""
     _guard_static(node, ins, max_elements)
-    if node.evaluator is None:
-        try:
-            from onnx.reference import ReferenceEvaluator
-
-            node.evaluator = ReferenceEvaluator(node.proto, opsets={"": opset})
-        except Exception as exc:
-            raise SingaONNXError(f"node {node.name!r} ({node.op_type}) on constant inputs "
-                                 f"cannot be evaluated: {exc}") from None
-    feeds = {x: v for x, v in zip(node.inputs, ins) if x}
     try:
-        outs = node.evaluator.run(None, feeds)
+        outs = host_eval.evaluate(node, ins, opset, dev.host(), max_elements)
+    except SingaONNXError:
+        raise
     except Exception as exc:
         raise SingaONNXError(f"node {node.name!r} ({node.op_type}) failed on its constant "
                              f"inputs: {exc}") from None
@@ -383,7 +386,7 @@ def _build(model, dev, max_elements) -> SingaRep:
     runtime_nodes, folded = [], []
     trainable, frozen = set(), set()
     host_valued = set()  # known only at run time, but always host values (shape arithmetic)
-    on_host = set()  # runtime nodes evaluated on the host (by onnx's reference runtime)
+    on_host = set()  # runtime nodes evaluated on the host (singa_onnx.host_eval)
     for n in nodes:
         if n.op_type == "Constant":
             folded.append(n)
@@ -418,13 +421,11 @@ def _build(model, dev, max_elements) -> SingaRep:
     problems = []
     for n in runtime_nodes:
         if id(n) in on_host:
-            if n.proto.domain not in ("", "ai.onnx"):
-                problems.append(f"{n.op_type} (domain {n.proto.domain!r}, node {n.name!r})")
+            problems += [f"{p} (node {n.name!r})" for p in _host_problems(n)]
             continue
         problems += [f"{p} (node {n.name!r})" for p in _problems(n)]
     for n in folded:
-        if n.proto.domain not in ("", "ai.onnx"):
-            problems.append(f"{n.op_type} (domain {n.proto.domain!r}, node {n.name!r})")
+        problems += [f"{p} (node {n.name!r})" for p in _host_problems(n)]
     if problems:
         kinds = sorted({p.split(" (node")[0] for p in problems})
         raise SingaONNXError(f"the model uses {len(kinds)} unsupported op(s)/attribute(s): "
@@ -451,7 +452,7 @@ def _build(model, dev, max_elements) -> SingaRep:
         ins = [values.get(x) if x else None for x in n.inputs]
         while ins and ins[-1] is None:
             ins.pop()
-        outs = _evaluate_on_host(n, ins, opset, max_elements)
+        outs = _evaluate_on_host(n, ins, opset, max_elements, dev)
         for name, v in zip(n.outputs, outs):
             if name:
                 values[name] = v

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import math
 
 from .. import _dtype
 from .. import _math as M
 from .._ctensor import CTensor
+from ..tensor import Tensor
 from ._engine import Operator, back_broadcast, is_training
 
 
@@ -336,7 +338,22 @@ class Cast(Operator):
 # ---------------------------------------------------------------- binary
 
 
+def _common_dtype(xs: tuple) -> tuple:
+    """Tensors of mixed dtypes converted to their common dtype (:data:`singa._dtype.PROMOTE`:
+    int32 with float32 is float32) by :class:`Cast` ops, so a converted float input gets its
+    gradient cast back to its own dtype and an int input (a mask) gets none."""
+    dts = [x.dtype for x in xs if isinstance(x, Tensor)]
+    if all(d == dts[0] for d in dts):
+        return xs
+    dt = functools.reduce(lambda a, b: _dtype.PROMOTE[a, b], dts)
+    return tuple(Cast(dt)(x)[0] if isinstance(x, Tensor) and x.dtype != dt else x
+                 for x in xs)
+
+
 class _Binary(Operator):
+    def __call__(self, *xs):
+        return self._do_forward(*_common_dtype(xs))
+
     def _cache(self, a, b):
         if is_training():
             self.a, self.b = a, b
@@ -504,6 +521,9 @@ class PRelu(_Binary):
 
 class _Nary(Operator):
     """Ops over N same-shape inputs."""
+
+    def __call__(self, *xs):
+        return self._do_forward(*_common_dtype(xs))
 
     def _check(self, xs):
         for x in xs[1:]:

@@ -202,11 +202,36 @@ def _check_versions(op) -> None:
         blk = ref()
         if blk is not None and id(blk) in kept and blk.version != version:
             i = i if what == "input" else i - len(saved)
+            param = _leaf_input(op, i) if what == "input" else None
+            if param is not None and param.stores_grad:
+                which = f"input {i} (parameter {param.name!r}, shape {tuple(param.shape)})"
+                fix = (
+                    "A parameter changes in place when an optimizer updates it: here a second "
+                    "backward runs through a forward pass whose weights were updated since "
+                    "(e.g. `for p, g in autograd.backward(loss): opt.apply(p.name, p, g)` "
+                    "followed by `opt(loss)` on the same loss). Back-propagate each loss once "
+                    "and apply all its gradients in that pass, or run the forward pass again "
+                    "after the update")
+            else:
+                which = f"{what} {i}"
+                fix = ("Modify a copy instead (e.g. x.clone()), or change the tensor only "
+                       "after backward")
             raise SingaError(
-                f"{type(op).__name__} ({op.name}): {what} {i}, which it needs to compute "
-                f"gradients, was modified in place after the forward pass (version {version} "
-                f"-> {blk.version}); the gradient would be wrong. Modify a copy instead (e.g. "
-                "x.clone()), or change the tensor only after backward")
+                f"{type(op).__name__} ({op.name}): one of the tensors needed for gradient "
+                f"computation has been modified by an in-place operation: {which}, which it "
+                f"needs to compute gradients, was modified in place after the forward pass "
+                f"(version {version} -> {blk.version}); the gradient would be wrong. {fix}")
+
+
+def _leaf_input(op, i):
+    """The leaf Tensor that was input ``i`` of ``op`` (a parameter or a constant), else None."""
+    src = op.__dict__.get("src") or []
+    if i >= len(src):
+        return None
+    creator, _, kept, _ = src[i]
+    if kept is not None:
+        return kept
+    return creator.__dict__.get("tensor") if isinstance(creator, Dummy) else None
 
 
 def infer_dependency(op):

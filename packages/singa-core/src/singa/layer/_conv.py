@@ -144,12 +144,25 @@ class Conv2d(Layer):
 
 
 class SeparableConv2d(Layer):
-    """A depthwise convolution (group = in_channels) followed by a 1x1 pointwise one."""
+    """A depthwise convolution (group = in_channels) followed by a 1x1 pointwise one.
+
+    ``SeparableConv2d(nb_kernels, kernel_size, stride=1, padding=0, bias=False)`` or, as
+    SINGA's examples write it, ``SeparableConv2d(in_channels, out_channels, kernel_size[,
+    stride[, padding]])`` (in_channels is inferred anyway); stride and padding apply to the
+    depthwise convolution.
+    """
 
     def __init__(self, nb_kernels, kernel_size, *args, stride=1, padding=0, bias=False):
         super().__init__()
+        if len(args) > 3:
+            raise TypeError(f"SeparableConv2d takes at most 5 positional arguments (in_channels, "
+                            f"out_channels, kernel_size, stride, padding), got {2 + len(args)}")
         if args:
             nb_kernels, kernel_size = kernel_size, args[0]
+        if len(args) > 1:
+            stride = args[1]
+        if len(args) > 2:
+            padding = args[2]
         self.nb_kernels, self.kernel_size = int(nb_kernels), kernel_size
         self.stride, self.padding, self.bias = stride, padding, bias
 
