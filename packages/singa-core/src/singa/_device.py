@@ -9,7 +9,14 @@ from typing import Any
 import numpy as np
 
 from ._dtype import NP_DTYPE
-from .errors import GraphError, HostFallbackWarning, HyperparameterError, MissingKernelError
+from ._kernelguard import FAULTS, kernel_failure
+from .errors import (
+    GraphError,
+    HostFallbackWarning,
+    HyperparameterError,
+    MissingKernelError,
+    SingaError,
+)
 from .memory import Allocator, Block, MemPool
 
 __all__ = ["Device", "HOST_DRAWS"]
@@ -208,7 +215,12 @@ class Device:
             if b.data is None:
                 b.data, b.cls = b.pool.malloc(b.nbytes)
             b.version += 1
-        fn()
+        try:
+            fn()
+        except SingaError:
+            raise
+        except FAULTS as exc:  # plugin code: never a raw library error or a process exit
+            raise kernel_failure(exc, name, self) from exc
 
     def kernel(self, op):
         """``(kernel, needs_contiguous_inputs, dtypes or None)`` for op record ``op``.

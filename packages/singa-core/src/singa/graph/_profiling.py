@@ -11,6 +11,9 @@ import functools
 import json
 import time
 
+from .._kernelguard import FAULTS, kernel_failure
+from ..errors import SingaError
+
 __all__ = ["Profiler"]
 
 _T0 = time.perf_counter()
@@ -30,19 +33,25 @@ class Profiler:
         t_iter = time.perf_counter()
         cursor = (t_iter - _T0) * 1e6
         events = self.trace_events
-        for f, i, o, a, node in calls:
-            if node.name == "Waiting":
-                f(i, o, a)
-                dt = 0.0
-            else:
-                dt = device._timed_call(functools.partial(f, i, o, a))
-                node.time_total += dt
-                node.time_count += 1
-            if len(events) < _MAX_EVENTS:
-                events.append({"name": node.name or "op", "ph": "X", "pid": 0,
-                               "tid": device.name, "ts": cursor, "dur": dt * 1e6,
-                               "args": {"node": node.id, "iteration": iteration}})
-            cursor += dt * 1e6
+        node = None
+        try:
+            for f, i, o, a, node in calls:
+                if node.name == "Waiting":
+                    f(i, o, a)
+                    dt = 0.0
+                else:
+                    dt = device._timed_call(functools.partial(f, i, o, a))
+                    node.time_total += dt
+                    node.time_count += 1
+                if len(events) < _MAX_EVENTS:
+                    events.append({"name": node.name or "op", "ph": "X", "pid": 0,
+                                   "tid": device.name, "ts": cursor, "dur": dt * 1e6,
+                                   "args": {"node": node.id, "iteration": iteration}})
+                cursor += dt * 1e6
+        except SingaError:
+            raise
+        except FAULTS as exc:  # as the plain replay (singa.graph._replay.replay_fn)
+            raise kernel_failure(exc, node.name if node is not None else "", device) from exc
         device.synchronize()
         self.wall_time += time.perf_counter() - t_iter
         self.wall_count += 1

@@ -7,7 +7,8 @@ attribute), nothing allocated, no Python autograd work.
 
 from __future__ import annotations
 
-from ..errors import GraphError
+from .._kernelguard import FAULTS, kernel_failure
+from ..errors import GraphError, SingaError
 from ..ops._registry import KernelCall
 from ._plan import Plan
 from ._stages import AROUND_REPLAY, stages_at
@@ -49,12 +50,19 @@ def prebuild(plan: Plan) -> list:
     return calls
 
 
-def replay_fn(calls):
-    """The plain replay: every call once, in order."""
+def replay_fn(calls, device=None):
+    """The plain replay: every call once, in order. A kernel's exception becomes the singa
+    error :func:`singa._kernelguard.kernel_failure` gives, naming the node's op."""
 
     def replay():
-        for f, i, o, a, _node in calls:
-            f(i, o, a)
+        node = None
+        try:
+            for f, i, o, a, node in calls:  # noqa: B007 (node names the failing step)
+                f(i, o, a)
+        except SingaError:
+            raise
+        except FAULTS as exc:
+            raise kernel_failure(exc, node.name if node is not None else "", device) from exc
 
     return replay
 
