@@ -135,6 +135,23 @@ _declare(
 )
 
 
+def _parse_seconds(raw: str) -> float:
+    value = float(raw)
+    if not value >= 0 or value == float("inf"):
+        raise ValueError("expected a number of seconds >= 0 (0: no limit)")
+    return value
+
+
+_declare(
+    "SINGA_DIST_TIMEOUT", _parse_seconds, 600.0,
+    "Seconds a rank waits for the others at a collective's (or put/get's) agreement check "
+    "before the job ends with a message naming the call (the MPI communicator; default 600, "
+    "PyTorch's NCCL default; 0 waits forever). A rank in another collective, a put/get, or "
+    "stopped would otherwise hang the job. Raise it when ranks legitimately work that long "
+    "between collectives.", "float",
+)
+
+
 _declare(
     "SINGA_COMMUNICATOR", _parse_str, "",
     "Communicator backend used by singa.dist.get_communicator() and opt.DistOpt when none is "

@@ -76,6 +76,12 @@ class Communicator(ABC):
         a :class:`~singa.errors.CollectiveMismatchError` on every rank naming both ranks'
         calls. A call's ``check`` argument overrides it; DistOpt checks its first step and
         then passes ``check=False`` (the check costs one small all-gather per call).
+    timeout:
+        Seconds a rank waits at that check for the other ranks (``SINGA_DIST_TIMEOUT``,
+        default 600; 0 waits forever) before the job ends with a message naming the call and
+        the fix: a rank in another collective or a put/get, or one that stopped, would
+        otherwise hang the job. The MPI communicator applies it; NCCL's exchanges have no
+        timeout.
     """
 
     name = "abstract"
@@ -90,6 +96,9 @@ class Communicator(ABC):
             raise ValueError(f"buffSize must be a positive element count, got {buff_size}")
         self.buff_size = int(buff_size)
         self.validate = True
+        from . import config
+
+        self.timeout = config.get("SINGA_DIST_TIMEOUT")
         self._tokens: dict = {}
         self._pending: list = []  # started requests that progress() advances
         self._usable: dict = {}  # device -> whether the primitives take its arrays in place
@@ -142,13 +151,13 @@ class Communicator(ABC):
     def _allgather_object(self, obj) -> list:
         """Every rank's small picklable ``obj``, in rank order (control messages)."""
 
-    def _allgather_digest(self, digest: int) -> list:
+    def _allgather_digest(self, digest: int, what: str = "") -> list:
         """Every rank's signed 64-bit ``digest``, in rank order (the agreement check's fast
         path). This default uses :meth:`_allgather_object`; a backend may all-gather one int64
         buffer instead (MPI does)."""
         return self._allgather_object(int(digest))
 
-    def _exchange_object(self, obj, peer: int):
+    def _exchange_object(self, obj, peer: int, what: str = ""):
         """Send the small picklable ``obj`` to rank ``peer`` and return the one ``peer`` sent
         here (control messages of put/get). This default runs on :meth:`_send` and
         :meth:`_recv` of host buffers, the lower rank sending first; a backend overrides it
@@ -241,7 +250,7 @@ class Communicator(ABC):
         ranks' calls, unless every rank calls ``what`` with the same ``params`` (reduction,
         root, ...) on tensors of the same shapes and dtypes (one small all-gather)."""
         call = Call(what, describe_tensors(cts), tuple(params.items()))
-        digests = self._allgather_digest(call.digest())
+        digests = self._allgather_digest(call.digest(), what)
         if any(d != digests[0] for d in digests):  # every rank sees it: all exchange calls
             agree(what, self._allgather_object(call))
 
@@ -267,7 +276,7 @@ class Communicator(ABC):
                     "before; call put(x, dest=rank) first")
             agree_with_peer(mine, self._self_puts.pop(0), self.rank, peer)
             return
-        agree_with_peer(mine, self._exchange_object(mine, peer), self.rank, peer)
+        agree_with_peer(mine, self._exchange_object(mine, peer, what), self.rank, peer)
 
     # ------------------------------------------------------------------ public operations
     def all_reduce(self, x, op: str = "sum") -> None:

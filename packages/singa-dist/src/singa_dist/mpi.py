@@ -19,12 +19,16 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 import traceback
 
 import numpy as np
 from singa.dist import Communicator, DistError
 
 from . import half as _half
+
+#: how often the monitor thread looks at the armed deadline (seconds)
+_TICK = 0.25
 
 
 def _mpi():
@@ -92,6 +96,7 @@ class MpiCommunicator(Communicator):
         # put/get exchange what they call here first: a communicator of its own, so that a
         # control message never matches a receive of data (whatever its tag)
         self._control = self.comm.Dup()
+        self._monitor = None  # started at the first agreement check (see _deadline)
         if abort_on_error and self.world_size > 1:
             _install_abort_hooks(self)
             if comm is None and not os.environ.get("SINGA_DIST_NO_ABORT_HOOK"):
@@ -163,14 +168,25 @@ class MpiCommunicator(Communicator):
     def _allgather_object(self, obj):
         return self.comm.allgather(obj)
 
-    def _allgather_digest(self, digest):
+    def _allgather_digest(self, digest, what=""):
         send = np.array([digest], np.int64)
         recv = np.empty(self.world_size, np.int64)
-        self.comm.Allgather(send, recv)
+        with self._deadline(what or "collective"):
+            self._control.Allgather(send, recv)
         return recv.tolist()
 
-    def _exchange_object(self, obj, peer):
-        return self._control.sendrecv(obj, dest=peer, source=peer)
+    def _exchange_object(self, obj, peer, what=""):
+        with self._deadline(what or "put/get", peer):
+            return self._control.sendrecv(obj, dest=peer, source=peer)
+
+    def _deadline(self, what, peer=None):
+        """The agreement check's wait, bounded by ``self.timeout``: both exchanges run on the
+        control communicator, so a collective on one rank against a put/get on another (or
+        a rank that never calls) leaves them waiting there, and the monitor ends the job
+        with the call named instead of a hang (see :class:`_Monitor`)."""
+        if self._monitor is None:
+            self._monitor = _Monitor(self)
+        return self._monitor.armed(float(self.timeout), what, peer)
 
     def abort(self, message: str, code: int = 1) -> None:
         from . import watchdog
@@ -179,6 +195,66 @@ class MpiCommunicator(Communicator):
         sys.stderr.write(message.rstrip() + "\n")
         sys.stderr.flush()
         self.comm.Abort(code)
+
+
+class _Monitor:
+    """A daemon thread that ends the job when an agreement check waits past its deadline.
+
+    The check stays one blocking MPI call (mpi4py releases the GIL in it), as fast as
+    before; arming and disarming are two attribute writes. Every ``_TICK`` seconds the thread
+    looks at the armed deadline; once it has passed, it prints which call waited, how long
+    and the fix, and aborts (``MpiCommunicator.abort``: ``MPI_Abort``, every rank ends
+    non-zero). An exception cannot be raised here: the waiting thread is inside MPI, which
+    cannot be interrupted, so this ends the job the way PyTorch's NCCL watchdog does."""
+
+    def __init__(self, comm):
+        self.comm = comm
+        self.deadline = None  # (monotonic deadline, seconds, what, peer) while armed
+        self.thread = None
+
+    def armed(self, seconds, what, peer):
+        return _Armed(self, seconds, what, peer)
+
+    def _run(self):
+        while True:
+            time.sleep(_TICK)
+            armed = self.deadline
+            if armed is None or time.monotonic() < armed[0] or self.deadline is not armed:
+                continue
+            _, seconds, what, peer = armed
+            comm = self.comm
+            who = (f"rank {peer}, its peer," if peer is not None
+                   else f"some of the {comm.world_size} ranks")
+            comm.abort(
+                f"singa.dist: {what}: rank {comm.rank} of {comm.world_size} waited {seconds:g} "
+                f"s (SINGA_DIST_TIMEOUT) at the check before the call and {who} did not reach "
+                "it: a rank is in another collective or a put/get, has stopped, or is still "
+                "busy. Every rank must make the same calls in the same order; raise "
+                "SINGA_DIST_TIMEOUT (or comm.timeout) if ranks legitimately work longer "
+                f"between collectives. Aborting all {comm.world_size} ranks", 1)
+
+
+class _Armed:
+    """``with``-block arming ``monitor`` for ``seconds`` (0: no limit)."""
+
+    __slots__ = ("monitor", "seconds", "what", "peer")
+
+    def __init__(self, monitor, seconds, what, peer):
+        self.monitor, self.seconds, self.what, self.peer = monitor, seconds, what, peer
+
+    def __enter__(self):
+        if self.seconds > 0:
+            m = self.monitor
+            m.deadline = (time.monotonic() + self.seconds, self.seconds, self.what, self.peer)
+            if m.thread is None:
+                m.thread = threading.Thread(target=m._run, name="singa-dist-deadline",
+                                            daemon=True)
+                m.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.monitor.deadline = None
+        return False
 
 
 _HOOKED = False

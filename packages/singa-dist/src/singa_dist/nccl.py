@@ -236,7 +236,7 @@ class NcclCommunicator(Communicator):
         return [pickle.loads(full[r * most:r * most + int(n)].tobytes())
                 for r, n in enumerate(sizes)]
 
-    def _exchange_object(self, obj, peer):
+    def _exchange_object(self, obj, peer, what=""):
         """``obj`` to rank ``peer`` and its object back: its size, then its pickled bytes,
         each one NCCL send and receive grouped on the NCCL stream in buffers of their own."""
         raw = np.frombuffer(pickle.dumps(obj), np.uint8)
