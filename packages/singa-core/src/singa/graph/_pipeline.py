@@ -91,7 +91,8 @@ class Graph:
             _memory.plan_memory(plan)
             self._run_stages(AFTER_MEMORY_PLANNING, plan)
             plan.calls = _replay.prebuild(plan)
-            plan.replay = _replay.wrap(plan, _replay.replay_fn(plan.calls), False)
+            plan.replay = _replay.wrap(plan, _replay.replay_fn(plan.calls, plan.device),
+                                      False)
         except BaseException:
             _memory.release(plan)
             raise
