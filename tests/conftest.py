@@ -16,7 +16,12 @@ profiles govern the other hypothesis tests.
 
 from __future__ import annotations
 
-from hypothesis import settings
+try:
+    from hypothesis import settings
+except ModuleNotFoundError as exc:  # say which extra brings it, not only that it is missing
+    from singa.testing import testing_extra_error
+
+    raise testing_extra_error("singa's test suite", [exc.name]) from None
 
 settings.register_profile("singa-dev", deadline=None, print_blob=True)
 settings.register_profile("singa-ci", deadline=None, print_blob=True, derandomize=True)

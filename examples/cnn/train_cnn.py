@@ -12,8 +12,23 @@ whose size differs from the model's input are resized (bilinear) batch by batch.
 
 Outputs go to ``--out-dir`` (default ``examples/cnn/runs``; ``train_mpi.py``'s default is
 ``examples/cnn/runs/mpi``): ``<model>_<data>_checkpoint.zip`` (``Model.save_states``, rewritten
-after every epoch), ``<model>_<data>_curves.png`` and ``<model>_<data>_history.json``; the last
-lines of a run say where they are.
+after every epoch, with the optimizer's state and the epoch), ``<model>_<data>_curves.png`` and
+``<model>_<data>_history.json``; the last lines of a run say where they are.
+
+    python examples/cnn/train_cnn.py cnn digits -m 20 \
+        --resume examples/cnn/runs/cnn_digits_checkpoint.zip   # 10 more epochs
+    python examples/cnn/train_cnn.py cnn digits --trace trace.json  # open in ui.perfetto.dev
+    python examples/cnn/train_cnn.py cnn digits --tensorboard tb    # tensorboard --logdir tb
+
+``--resume`` continues from a checkpoint's epoch with its weights and optimizer state; each
+epoch's shuffle and device randomness are seeded by ``(--seed, epoch)``, so a run resumed after
+epoch k ends bit for bit where the uninterrupted run ends, eager (``-g``) or graph mode, as
+far as the kernels are deterministic: on the CPU with one BLAS thread
+(``OPENBLAS_NUM_THREADS=1``); with more, the convolution's weight gradient adds per-thread
+partial sums in the order the threads finish, and runs differ in the last bits.
+``--trace`` writes the Chrome/Perfetto trace of the graph-mode training steps (per-op times);
+``--tensorboard`` logs loss, accuracy and learning rate per step and per epoch (needs
+tensorboardX: ``pip install ".[examples]"`` in the singa checkout).
 """
 
 from __future__ import annotations
@@ -35,7 +50,12 @@ sys.path.insert(0, HERE)
 from model import alexnet, cnn, resnet, xceptionnet  # the zoo next to this file
 from singa import data as sdata
 from singa import device, opt, tensor
-from singa.errors import DeviceUnavailableError
+from singa.errors import (
+    CheckpointError,
+    DeviceUnavailableError,
+    ExtensionUnavailableError,
+    GraphError,
+)
 
 DEFAULT_OUT_DIR = os.path.join(HERE, "runs")
 MODELS = ("cnn", "mlp", "resnet", "xceptionnet", "alexnet")
@@ -121,6 +141,8 @@ class RunResult:
     plot: str | None = None
     history_file: str | None = None
     wall_time: float = 0.0
+    trace: str | None = None
+    tensorboard: str | None = None
 
 
 def _log_softmax_loss(logits, labels):
@@ -144,8 +166,9 @@ def _prepare(x, model, rng, data_name, training):
 
 
 def _train_epoch(net, tx, ty, train_x, train_y, rng, data_name, np_dtype, dist_option,
-                 spars, bar):
-    """One pass over a shuffled training set (the incomplete last batch is dropped).
+                 spars, bar, on_step=None):
+    """One pass over a shuffled training set (the incomplete last batch is dropped);
+    ``on_step(batch index, mean loss of the batch)`` after each step.
 
     Returns (sum of per-sample losses, correct predictions, samples seen).
     """
@@ -161,8 +184,11 @@ def _train_epoch(net, tx, ty, train_x, train_y, rng, data_name, np_dtype, dist_o
         tx.copy_from_numpy(x.astype(np_dtype, copy=False))
         ty.copy_from_numpy(y)
         out, loss = net(tx, ty, dist_option, spars)
-        loss_sum += float(tensor.to_numpy(loss)[0]) * batch_size
+        step_loss = float(tensor.to_numpy(loss)[0])
+        loss_sum += step_loss * batch_size
         correct += int((tensor.to_numpy(out).argmax(1) == y).sum())
+        if on_step is not None:
+            on_step(b, step_loss)
         bar.set_postfix_str(f"loss {loss_sum / ((b + 1) * batch_size):.4f}", refresh=False)
         bar.update(1)
     bar.close()
@@ -191,19 +217,25 @@ def _evaluate(net, tx, val_x, val_y, rng, data_name, np_dtype):
 def run(global_rank, world_size, local_rank, max_epoch, batch_size, model, data, sgd, graph,
         verbosity, dist_option="plain", spars=None, precision="float32", *, dev=None,
         data_dir="/tmp", out_dir=DEFAULT_OUT_DIR, subset=None, progress=None, seed=0,
-        quiet=False):
+        quiet=False, resume=None, trace=None, tensorboard=None):
     """Train ``model`` (a name of :data:`MODELS`) on ``data`` (a name of :data:`DATASETS`).
 
     The positional parameters are SINGA's, so a distributed launcher can pass a ``DistOpt``
     as ``sgd``. ``dev`` is the device; None means CUDA GPU ``local_rank``, as in SINGA.
-    ``subset`` keeps only the first N training images. Returns a :class:`RunResult`.
+    ``subset`` keeps only the first N training images. ``resume`` is a checkpoint of an
+    earlier run to continue (weights, optimizer state, epoch); ``trace`` a path for the
+    Chrome/Perfetto trace of the graph-mode steps; ``tensorboard`` a folder for TensorBoard
+    event files (needs tensorboardX). Returns a :class:`RunResult`.
     """
     t_start = time.perf_counter()
     say = (lambda *a, **k: None) if quiet or global_rank != 0 else print
+    if trace and not graph:
+        raise ValueError("--trace records the graph-mode training steps, but the graph is "
+                         "disabled (-g); drop -g to write a trace")
+    writer = _tensorboard_writer(tensorboard) if tensorboard and global_rank == 0 else None
     if dev is None:
         dev = device.create_cuda_gpu_on(local_rank)
     dev.SetRandSeed(seed)
-    rng = np.random.default_rng(seed)
     singa_dtype, np_dtype = _PRECISION[precision]
 
     # the model's input size first: digits are upsampled straight to it (28 for the mlp)
@@ -231,8 +263,15 @@ def run(global_rank, world_size, local_rank, max_epoch, batch_size, model, data,
     net.set_optimizer(sgd)
     net.compile([tx], is_train=True, use_graph=graph, sequential=False)
     dev.SetVerbosity(verbosity)
+    start_epoch = _resume(net, resume, say) if resume else 0
 
     num_train_batch = len(train_x) // batch_size
+    profiling = (dev.verbosity(), dev.skip_iteration())  # restored after the trace
+    if trace:
+        # profile every step after a warm-up of at most the default 5, so short runs trace too
+        steps = (max_epoch - start_epoch) * num_train_batch
+        dev.SetVerbosity(max(verbosity, 1))
+        dev.SetSkipIteration(min(dev.skip_iteration(), max(steps - 1, 0)))
     say(f"{model} on {data}: {len(train_x)} training and {len(val_x)} validation images "
         f"{tuple(train_x.shape[1:])}, input {tuple(tx.shape[1:])}, batch {batch_size}, "
         f"{max_epoch} epochs, device {dev.name}, graph {'on' if graph else 'off'}, "
@@ -241,18 +280,32 @@ def run(global_rank, world_size, local_rank, max_epoch, batch_size, model, data,
     os.makedirs(out_dir, exist_ok=True)
     stem = os.path.join(out_dir, f"{model}_{data}")
     ckpt = stem + "_checkpoint.zip"
-    history = {k: [] for k in ("epoch", "train_loss", "train_acc", "val_loss", "val_acc",
-                               "time")}
+    history = _earlier_history(resume, start_epoch)
     show = sys.stdout.isatty() if progress is None else progress
+    lr_of = _lr_reader(sgd)
 
-    for epoch in range(max_epoch):
+    for epoch in range(start_epoch, max_epoch):
         t0 = time.perf_counter()
+        # each epoch's randomness from (seed, epoch): a resumed run draws what this one would
+        seeds = np.random.SeedSequence([seed, epoch])
+        rng = np.random.default_rng(seeds)
+        dev.SetRandSeed(int(seeds.generate_state(1)[0]))
+        on_step, lr_used = None, None
+        if writer is not None:
+            lr_used = [lr_of(), float("nan")]  # [the next step's rate, the last step's]
+
+            def on_step(b, loss, base=epoch * num_train_batch, lr=lr_used):
+                # the rate this step used; the optimizer has already moved to the next one
+                writer.add_scalar("step/train_loss", loss, base + b + 1)
+                writer.add_scalar("step/learning_rate", lr[0], base + b + 1)
+                lr[1], lr[0] = lr[0], lr_of()
+
         # the batches of one epoch; cleared when done (leave=False), the epoch line stays
         bar = tqdm(total=num_train_batch, desc=f"epoch {epoch + 1}/{max_epoch}", unit="batch",
                    leave=False, file=sys.stdout, dynamic_ncols=True,
                    disable=not show or quiet or num_train_batch == 0)
         loss_sum, correct, n_train = _train_epoch(net, tx, ty, train_x, train_y, rng, data,
-                                                  np_dtype, dist_option, spars, bar)
+                                                  np_dtype, dist_option, spars, bar, on_step)
         val_loss, val_correct = _evaluate(net, tx, val_x, val_y, rng, data, np_dtype)
         metrics = np.array([loss_sum, correct, n_train, val_loss, val_correct,
                             len(val_x)], np.float32)
@@ -263,6 +316,12 @@ def run(global_rank, world_size, local_rank, max_epoch, batch_size, model, data,
         elapsed = time.perf_counter() - t0
         for k, v in zip(history, (epoch + 1, train_loss, train_acc, v_loss, v_acc, elapsed)):
             history[k].append(float(v))
+        if writer is not None:
+            for tag, v in (("train_loss", train_loss), ("train_accuracy", train_acc),
+                           ("val_loss", v_loss), ("val_accuracy", v_acc),
+                           ("learning_rate", lr_used[1])):
+                writer.add_scalar(f"epoch/{tag}", float(v), epoch + 1)
+            writer.flush()
         say(f"epoch {epoch + 1:3d}/{max_epoch}  train loss {train_loss:.4f}  "
             f"train acc {train_acc:.4f}  val loss {v_loss:.4f}  val acc {v_acc:.4f}  "
             f"({elapsed:.1f} s)", flush=True)
@@ -271,6 +330,19 @@ def run(global_rank, world_size, local_rank, max_epoch, batch_size, model, data,
                 "epoch": tensor.from_numpy(np.array([epoch + 1], np.int32))})
 
     result = RunResult(net, history, wall_time=time.perf_counter() - t_start)
+    if writer is not None:
+        writer.close()
+        result.tensorboard = tensorboard
+        say(f"TensorBoard logs {tensorboard} (view: tensorboard --logdir {tensorboard})")
+    if trace:
+        try:
+            if global_rank == 0:
+                dev.export_chrome_trace(trace)
+                result.trace = trace
+                say(f"trace {trace} (open it in https://ui.perfetto.dev or chrome://tracing)")
+        finally:
+            dev.SetVerbosity(profiling[0])
+            dev.SetSkipIteration(profiling[1])
     if global_rank == 0:
         result.checkpoint = ckpt
         result.history_file = stem + "_history.json"
@@ -280,11 +352,68 @@ def run(global_rank, world_size, local_rank, max_epoch, batch_size, model, data,
         result.plot = plot_history(history, stem + "_curves.png", f"{model} on {data}", say)
     if not quiet and global_rank == 0 and verbosity > 0:
         dev.PrintTimeProfiling()
-    if max_epoch:
+    if resume and start_epoch >= max_epoch:
+        say(f"nothing to train: the checkpoint is at epoch {start_epoch} and -m is {max_epoch}")
+    if history["epoch"]:
         say(f"final validation accuracy {history['val_acc'][-1]:.4f}; "
             f"total time {result.wall_time:.1f} s; checkpoint {result.checkpoint}")
         say(f"learning curves {result.plot or '(not plotted)'}; history {result.history_file}")
     return result
+
+
+def _tensorboard_writer(logdir):
+    """A tensorboardX SummaryWriter for ``logdir``; names the install command if missing."""
+    try:
+        from tensorboardX import SummaryWriter
+    except ImportError as exc:
+        raise ExtensionUnavailableError(
+            f"--tensorboard needs tensorboardX, which is not installed ({exc}); in the singa "
+            'checkout run: pip install ".[examples]"  (or: pip install tensorboardX)') from None
+    return SummaryWriter(logdir)
+
+
+def _lr_reader(sgd):
+    """A function returning the optimizer's current learning rate as a float (NaN when the
+    optimizer does not expose one)."""
+    def read():
+        value = getattr(sgd, "lr_value", None)
+        return float(tensor.to_numpy(value).reshape(-1)[0]) if value is not None \
+            else float("nan")
+
+    return read
+
+
+def _resume(net, path, say):
+    """Load weights and optimizer state from checkpoint ``path``; returns its epoch."""
+    aux = net.load_states(path)
+    if "epoch" not in aux:
+        raise CheckpointError(f"{path} has no 'epoch' aux state, so it was not written by "
+                              "train_cnn.py and cannot be resumed; load it with "
+                              "model.load_states instead")
+    epoch = int(tensor.to_numpy(aux["epoch"]).reshape(-1)[0])
+    say(f"resumed from {path} after epoch {epoch}")
+    return epoch
+
+
+def _earlier_history(resume, start_epoch):
+    """The first ``start_epoch`` epochs of the resumed run's history (the JSON beside its
+    checkpoint), so the curves and history cover the whole run; empty lists otherwise."""
+    history = {k: [] for k in ("epoch", "train_loss", "train_acc", "val_loss", "val_acc",
+                               "time")}
+    if not resume or not start_epoch:
+        return history
+    stem = os.path.splitext(resume)[0]
+    path = (stem[:-len("_checkpoint")] if stem.endswith("_checkpoint") else stem) \
+        + "_history.json"
+    try:
+        with open(path) as fh:
+            earlier = json.load(fh)
+    except (OSError, ValueError):
+        return history
+    if all(isinstance(earlier.get(k), list) and len(earlier[k]) >= start_epoch
+           for k in history):
+        history = {k: earlier[k][:start_epoch] for k in history}
+    return history
 
 
 def _all_reduce(sgd, metrics, dev):
@@ -370,11 +499,23 @@ def build_parser():
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="show a progress bar (default: when stdout is a terminal)")
+    p.add_argument("--resume", default=None, metavar="CHECKPOINT",
+                   help="continue the run that wrote CHECKPOINT (weights, optimizer state, "
+                        "epoch) up to -m epochs")
+    p.add_argument("--trace", default=None, metavar="PATH",
+                   help="write a Chrome/Perfetto trace (JSON) of the graph-mode training "
+                        "steps to PATH")
+    p.add_argument("--tensorboard", default=None, metavar="DIR",
+                   help="log loss, accuracy and learning rate to TensorBoard event files in "
+                        'DIR (needs tensorboardX: pip install ".[examples]")')
     return p
 
 
 def main(argv=None):
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.trace and not args.graph:
+        parser.error("--trace records the graph-mode training steps; drop -g")
     for k, v in DEFAULTS[args.data].items():
         if getattr(args, k) is None:
             setattr(args, k, v)
@@ -388,8 +529,10 @@ def main(argv=None):
         return run(0, 1, args.device_id or 0, args.max_epoch, args.batch_size, args.model,
                    args.data, sgd, args.graph, args.verbosity, precision=args.precision,
                    dev=dev, data_dir=args.data_dir, out_dir=args.out_dir, subset=args.subset,
-                   progress=args.progress, seed=args.seed)
-    except sdata.DatasetNotFoundError as exc:
+                   progress=args.progress, seed=args.seed, resume=args.resume,
+                   trace=args.trace, tensorboard=args.tensorboard)
+    except (sdata.DatasetNotFoundError, CheckpointError, ExtensionUnavailableError,
+            GraphError) as exc:
         raise SystemExit(f"error: {exc}") from None
 
 

@@ -62,7 +62,8 @@ def main(argv=None, communicator=None):
                          args.batch_size, args.model, args.data, sgd, args.graph,
                          args.verbosity, option, args.spars, args.precision, dev=dev,
                          data_dir=args.data_dir, out_dir=args.out_dir, subset=args.subset,
-                         progress=args.progress, seed=args.seed)
+                         progress=args.progress, seed=args.seed, resume=args.resume,
+                         trace=args.trace, tensorboard=args.tensorboard)
 
 
 if __name__ == "__main__":

@@ -43,7 +43,8 @@ def _worker(args, local_rank, world_size, nccl_id):
                   args.batch_size, args.model, args.data, sgd, args.graph, args.verbosity,
                   option, args.spars, args.precision, dev=device.create_cuda_gpu_on(local_rank),
                   data_dir=args.data_dir, out_dir=args.out_dir, subset=args.subset,
-                  progress=args.progress, seed=args.seed)
+                  progress=args.progress, seed=args.seed, resume=args.resume,
+                  trace=args.trace, tensorboard=args.tensorboard)
 
 
 def main(argv=None):

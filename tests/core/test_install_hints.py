@@ -3,7 +3,8 @@
 The package index hosts an unrelated ``singa`` 3.0.0.dev1, so no hint may name ``singa`` or
 ``singa[extra]`` as a package to fetch: hints name this checkout (``pip install ".[extra]"``).
 The hints that code shows (the registry's "not installed" table, every installed plugin's
-``install_hint``, the CUDA probe's and the NCCL communicator's commands) are collected and each
+``install_hint``, the doctor's package table, the testing extra's command, the CUDA probe's and
+the NCCL communicator's commands) are collected and each
 ``pip install`` target in them is run with ``pip install --dry-run --no-deps`` from the
 repository's root; the documentation and sources are scanned for the old, broken form.
 """
@@ -44,9 +45,11 @@ def test_no_hint_names_the_index_singa():
 
 def _shown_hints() -> list[str]:
     """The install commands code shows to users, from every source that is importable here."""
-    from singa import _plugins
+    from singa import _doctor, _plugins
+    from singa.testing import TESTING_EXTRA
 
     hints = [*_plugins.KNOWN_BACKENDS.values(), *_plugins.KNOWN_COMMUNICATORS.values()]
+    hints += [TESTING_EXTRA, *(hint for _adds, hint in _doctor.PACKAGES.values())]
     reg = _plugins.registry()
     hints += [e.spec.install_hint for e in reg.backends.values()
               if getattr(e, "spec", None) is not None and e.spec.install_hint]

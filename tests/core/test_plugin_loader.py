@@ -322,9 +322,9 @@ def test_trace_plugins_prints_each_step(make_registry, monkeypatch, capsys):
     monkeypatch.setenv("SINGA_TRACE_PLUGINS", "1")
     reg.load()
     err = capsys.readouterr().err
-    assert "[singa plugins] load plugin 'fake' from distribution singa-fake 0.1" in err
+    assert "singa.plugins DEBUG: load plugin 'fake' from distribution singa-fake 0.1" in err
     assert "backend 'fake'" in err
-    assert "failed at import" in err
+    assert "singa.plugins WARNING: plugin 'broken'" in err and "failed at import" in err
 
 
 # ---------------------------------------------------------------------- devices

@@ -102,10 +102,13 @@ def test_checkpoint_layout_is_a_zip_of_npz_and_json(tmp_path):
         assert sorted(zf.namelist()) == ["states_attr.json", "tensor_dict.npz"]
         attrs = json.loads(zf.read("states_attr.json"))
         with np.load(io.BytesIO(zf.read("tensor_dict.npz")), allow_pickle=False) as npz:
-            assert set(npz.files) == set(STATES) | {"extra"}
+            # MyModel's optimizer (plain SGD, no step yet) contributes its step counter
+            assert set(npz.files) == set(STATES) | {"extra", "optimizer/step_counter"}
             np.testing.assert_array_equal(npz["extra"], [2.0, 2.0, 2.0])
+            np.testing.assert_array_equal(npz["optimizer/step_counter"], [0.0])
     assert attrs["extra"] == {"state_type": model.AUX_STATE_TYPE, "shape": [3],
                               "dtype": "float32"}
+    assert attrs["optimizer/step_counter"]["state_type"] == model.OPTIMIZER_STATE_TYPE
     assert attrs["conv1.W"]["state_type"] == model.MODEL_STATE_TYPE
     assert oct(path.stat().st_mode & 0o777) == oct(0o644)
 

@@ -26,6 +26,6 @@ def singa_backends():
             device_count=lambda: 1,
             install_hint="pip install singa-template",
             host_fallback=True,  # ops without a kernel run on the host, counted and warned
-            describe=lambda: ["template:0: host memory behind the template's own buffer type"],
+            describe=lambda: ["template:0: host memory in buffers of the backend's own type"],
         )
     ]

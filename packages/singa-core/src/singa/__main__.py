@@ -1,7 +1,7 @@
-"""``python -m singa info``: the environment report (see singa._doctor)."""
+"""``python -m singa``: the command line (see singa._cli)."""
 
 import sys
 
-from ._doctor import main
+from ._cli import main
 
 sys.exit(main())

@@ -408,10 +408,28 @@ class Device:
         return graph.profiling_report()
 
     def export_chrome_trace(self, path: str) -> None:
-        """Write the profiled runs of the last graph as a Chrome/Perfetto trace (JSON)."""
+        """Write the profiled runs of the last graph as a Chrome/Perfetto trace (JSON).
+
+        Only replays after the first :meth:`skip_iteration` ones, run while the verbosity is
+        above 0, are timed; when none was, :class:`~singa.errors.GraphError` says why instead
+        of writing a trace without events.
+        """
         graph = self._last_run_graph or self._graph
         if graph is None:
             raise GraphError(f"export_chrome_trace on {self.name}: no graph has run")
+        profiled = graph.profiler.wall_count
+        if profiled == 0:
+            ran = graph.iteration
+            if self._verbosity <= 0:
+                why = (f"profiling is off (verbosity {self._verbosity}); call "
+                       "dev.SetVerbosity(1) before training in graph mode")
+            else:
+                why = (f"the graph ran {ran} iteration(s) and the first {self._skip_iteration}"
+                       " are skipped as warm-up (SetSkipIteration); run more than "
+                       f"{self._skip_iteration} graph iterations, or call "
+                       f"dev.SetSkipIteration(n) with n < {max(ran, 1)} before training")
+            raise GraphError(f"export_chrome_trace on {self.name}: 0 profiled iterations, so "
+                             f"the trace would be empty: {why}")
         graph.export_chrome_trace(path)
 
     @staticmethod

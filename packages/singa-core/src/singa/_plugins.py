@@ -8,14 +8,13 @@ device (or by ``python -m singa info``). See :mod:`singa.hookspecs` for the cont
 from __future__ import annotations
 
 import operator
-import sys
 import threading
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import config
+from . import _logging, config
 from ._spec import BACKEND_API_VERSION, BackendSpec, CommunicatorSpec
 from .errors import DeviceUnavailableError, PluginConflictError, PluginError, SingaError
 
@@ -38,6 +37,9 @@ KNOWN_COMMUNICATORS = {
 #: sys.exit() must not end the user's program) and GeneratorExit. KeyboardInterrupt still
 #: propagates. :meth:`PluginRegistry.call` is the one place that catches them.
 PLUGIN_FAULTS = (Exception, SystemExit, GeneratorExit)
+
+#: load steps and created devices at DEBUG, plugins that failed to load at WARNING
+log = _logging.get_logger("plugins")
 
 #: The class every ``create_device`` must return an instance of. ``singa._device`` sits above
 #: this module in the stack, so it registers its ``Device`` here when it is imported (no
@@ -196,7 +198,7 @@ class PluginRegistry:
         if not any(f.provider.plugin == provider.plugin and f.stage == what
                    for f in self.failures):
             self.failures.append(failure)
-        self._trace(failure.summary())
+        log.debug(failure.summary())  # raised to the caller as a PluginError
         if said is None and isinstance(exc, SystemExit):
             said = f"called sys.exit({exc.code!r})"
         elif said is None:
@@ -218,13 +220,16 @@ class PluginRegistry:
             return self
         with self._lock:
             if not self.loaded:
+                _logging.configure()  # SINGA_LOG_LEVEL / SINGA_TRACE_PLUGINS as they are now
                 self._load()
                 self.loaded = True
+                log.debug("plugins: %s; backends: %s; communicators: %s; failed: %d",
+                          ", ".join(self.plugins) or "none", ", ".join(self.backends) or "none",
+                          ", ".join(self.communicators) or "none", len(self.failures))
         return self
 
     def _trace(self, msg: str) -> None:
-        if config.get("SINGA_TRACE_PLUGINS"):
-            print(f"[singa plugins] {msg}", file=sys.stderr)
+        log.debug(msg)
 
     def _load(self) -> None:
         import pluggy
@@ -296,7 +301,8 @@ class PluginRegistry:
         self.failures[:] = [f for f in self.failures
                             if not (f.provider.plugin == provider.plugin and f.stage == stage)]
         self.failures.append(failure)
-        self._trace(failure.summary())
+        log.warning("%s (the other plugins load; python -m singa info shows it)",
+                    failure.summary())
         if strict:
             raise PluginError(
                 f"{failure.summary()} (SINGA_STRICT_PLUGINS=1 re-raises; unset it to skip the "
@@ -514,6 +520,8 @@ class PluginRegistry:
                               returns=_returns_kernel_table)
             self.call(prov, "Device._attach", dev._attach, (spec, table))
             self._devices[key] = dev
+            log.debug("created device %s:%d (%s) with %d kernels, from %s", key[0], index,
+                      type(dev).__name__, len(table), prov)
             return dev
 
     def communicator(self, name: str) -> CommunicatorEntry:

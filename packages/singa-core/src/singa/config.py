@@ -77,7 +77,29 @@ _declare(
 )
 _declare(
     "SINGA_TRACE_PLUGINS", _parse_bool, False,
-    "1: print each plugin load step (entry point, distribution, records) to stderr.", "bool",
+    "1: print each plugin load step (entry point, distribution, records) to stderr: the "
+    "'singa.plugins' logger at DEBUG, shown as SINGA_LOG_LEVEL shows records.", "bool",
+)
+
+#: logging's level numbers, so that reading the variable needs no import of logging
+_LOG_LEVELS = {"DEBUG": 10, "INFO": 20, "WARNING": 30, "ERROR": 40, "CRITICAL": 50}
+
+
+def _parse_log_level(raw: str) -> int | None:
+    name = raw.strip().upper()
+    if not name:
+        return None
+    if name not in _LOG_LEVELS:
+        raise ValueError(f"expected one of {', '.join(_LOG_LEVELS)}")
+    return _LOG_LEVELS[name]
+
+
+_declare(
+    "SINGA_LOG_LEVEL", _parse_log_level, None,
+    "DEBUG, INFO, WARNING or ERROR: show the 'singa' logger's records (plugin loading, "
+    "devices created) at that level and above on stderr. Unset: singa logs nothing unless the "
+    "application configures logging (logging.basicConfig, or a handler on the 'singa' "
+    "logger). Warnings for users stay Python warnings.", "str",
 )
 _declare(
     "SINGA_OPENCL_DEVICE", _parse_str, "",

@@ -5,8 +5,11 @@ operation (forward, backward, optimizer update) into the device's graph and late
 it without re-running the Python body; both return the same result Tensors.
 
 Checkpoints (``save_states``) are zip files holding ``tensor_dict.npz`` and
-``states_attr.json``, written to a temporary file in the target folder and renamed, so a crash
-mid-save never damages an existing checkpoint. Loading never unpickles.
+``states_attr.json``, or safetensors files when the path ends in ``.safetensors``; either is
+written to a temporary file in the target folder and renamed, so a crash mid-save never damages
+an existing checkpoint. They hold the model's states, the caller's aux states and the attached
+optimizer's state (its step counter and per-parameter slots such as SGD's moments), so a run
+can be resumed. Loading never unpickles and checks every size before allocating.
 """
 
 from __future__ import annotations
@@ -27,14 +30,23 @@ import numpy as np
 
 from . import autograd
 from . import tensor as tensor_mod
+from ._checkpoint_optimizer import (
+    OPTIMIZER_PREFIX,
+    OPTIMIZER_STATE_TYPE,
+    load_optimizer_states,
+    optimizer_states,
+)
+from ._safetensors import is_safetensors, read_safetensors, write_safetensors
 from ._shapes import check_shape
+from ._summary import ModelSummary, record_output_shapes, summarize
 from .errors import CheckpointError, GraphError, ShapeError
 from .layer import Layer, LayerMeta
 from .scheduler import Graph
 from .tensor import Tensor
 
-__all__ = ["Model", "ModelMeta", "TENSOR_DICT_FILENAME", "STATES_ATTR_FILENAME",
-           "MODEL_STATE_TYPE", "AUX_STATE_TYPE"]
+__all__ = ["Model", "ModelMeta", "ModelSummary", "TENSOR_DICT_FILENAME",
+           "STATES_ATTR_FILENAME", "MODEL_STATE_TYPE", "AUX_STATE_TYPE",
+           "OPTIMIZER_STATE_TYPE", "OPTIMIZER_PREFIX"]
 
 TENSOR_DICT_FILENAME = "/tensor_dict.npz"
 STATES_ATTR_FILENAME = "/states_attr.json"
@@ -185,7 +197,9 @@ class Model(Layer, metaclass=ModelMeta):
         prev_graph = dev.use_graph(Graph(dev))  # the probe forward is recorded, then dropped
         dev.EnableGraph(True)
         try:
-            self.forward(*inputs)
+            with record_output_shapes(self):
+                self.forward(*inputs)
+            self.__dict__["_summary_input_shapes"] = [t.shape for t in inputs]
         finally:
             dev.EnableGraph(prev)
             dev.use_graph(prev_graph)
@@ -197,6 +211,13 @@ class Model(Layer, metaclass=ModelMeta):
 
     def forward(self, *input):
         raise NotImplementedError(f"{type(self).__name__}.forward")
+
+    def summary(self) -> ModelSummary:
+        """A table of the layers (nested, depth first): name, type, output shape recorded
+        by :meth:`compile`'s forward pass, parameter count; then the totals. Prints as the
+        table (``print(model.summary())``); its fields (``rows``, ``total_params``,
+        ``non_trainable_states``) are there for programs."""
+        return summarize(self)
 
     def train_one_batch(self, *input, **kwargs):
         raise NotImplementedError(f"{type(self).__name__}.train_one_batch")
@@ -254,7 +275,10 @@ class Model(Layer, metaclass=ModelMeta):
 
     # ------------------------------------------------------------------ checkpoints
     def save_states(self, fpath, aux_states=None):
-        """Write the model states (and ``aux_states``, a dict of Tensors) to zip ``fpath``.
+        """Write the model states, ``aux_states`` (a dict of Tensors) and the attached
+        optimizer's state (step counter and per-parameter slots, see :meth:`load_states`) to
+        ``fpath``: a zip file, or safetensors when ``fpath`` ends in ``.safetensors`` (needs
+        ``pip install safetensors``).
 
         The file is written under a temporary name in the same folder, synced, and renamed over
         ``fpath``, so an existing checkpoint survives a crash during the save (SINGA refused to
@@ -263,7 +287,8 @@ class Model(Layer, metaclass=ModelMeta):
         aux_states = aux_states or {}
         states = self.get_states()
         arrays, attrs = {}, {}
-        for kind, group in ((MODEL_STATE_TYPE, states), (AUX_STATE_TYPE, aux_states)):
+        for kind, group in ((MODEL_STATE_TYPE, states), (AUX_STATE_TYPE, aux_states),
+                            (OPTIMIZER_STATE_TYPE, optimizer_states(self))):
             for name, t in group.items():
                 if not isinstance(t, Tensor):
                     raise TypeError(f"state {name!r} is a {type(t).__name__}; states must be "
@@ -282,9 +307,14 @@ class Model(Layer, metaclass=ModelMeta):
                 # mkstemp creates the file 0600; give the checkpoint the usual permissions
                 mode = os.stat(fpath).st_mode & 0o777 if os.path.exists(fpath) else 0o644
                 os.fchmod(fh.fileno(), mode)
-                _write_checkpoint(fh, arrays, attrs)
-                fh.flush()
-                os.fsync(fh.fileno())
+                if not is_safetensors(fpath):
+                    _write_checkpoint(fh, arrays, attrs)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+            if is_safetensors(fpath):  # the package writes by path (and recreates the file)
+                write_safetensors(tmp, arrays, {n: a["state_type"] for n, a in attrs.items()})
+                os.chmod(tmp, mode)
+                _fsync_file(tmp)
             os.replace(tmp, fpath)
         except BaseException:
             if os.path.exists(tmp):
@@ -293,13 +323,18 @@ class Model(Layer, metaclass=ModelMeta):
         _fsync_dir(folder)
         remove_stale_temp_files(folder)
 
-    def load_states(self, fpath, max_bytes: int | None = None):
-        """Load states saved by :meth:`save_states`; returns the aux states as host Tensors.
+    def load_states(self, fpath, max_bytes: int | None = None, *, load_optimizer=True):
+        """Load states saved by :meth:`save_states` (zip, or ``.safetensors``: any
+        safetensors file whose tensor names are the model's state names); returns the aux
+        states as host Tensors.
 
-        Raises :class:`singa.errors.CheckpointError` listing missing, unexpected and
-        mis-shaped states, or describing a malformed/hostile file. Never unpickles. At most
-        ``max_bytes`` are inflated; by default what the model can hold: 3 times its states'
-        bytes (room for aux states such as optimizer moments) plus 64 MiB.
+        The optimizer state in the file is restored into the attached optimizer
+        (``set_optimizer``) with its ``set_states``, unless ``load_optimizer`` is False or no
+        optimizer is attached: its step counter, and per-parameter slots that it adopts at
+        each parameter's next update. Raises :class:`singa.errors.CheckpointError` listing
+        missing, unexpected and mis-shaped states, or describing a malformed/hostile file.
+        Never unpickles. At most ``max_bytes`` are read; by default what the model can hold:
+        3 times its states' bytes (room for aux states such as optimizer moments) plus 64 MiB.
         """
         states = self.get_states()
         if max_bytes is None:
@@ -326,7 +361,11 @@ class Model(Layer, metaclass=ModelMeta):
                 parts.append(f"shape mismatch: {bad}")
             raise CheckpointError(f"checkpoint {fpath} does not match the model; "
                                   + "; ".join(parts))
+        restore_optimizer = load_optimizer_states(
+            self, fpath, {n: arrays[n] for n, a in attrs.items()
+                          if a["state_type"] == OPTIMIZER_STATE_TYPE and load_optimizer})
         self.set_states({n: arrays[n] for n in model_names})
+        restore_optimizer()
         return {n: tensor_mod.from_numpy(arrays[n]) for n, a in attrs.items()
                 if a.get("state_type") == AUX_STATE_TYPE}
 
@@ -349,6 +388,14 @@ def _write_checkpoint(fh, arrays: dict, attrs: dict) -> None:
                         np.lib.format.write_array(member, np.ascontiguousarray(arr),
                                                   allow_pickle=False)
         zf.writestr(_MEMBERS[1], json.dumps(attrs, indent=1))
+
+
+def _fsync_file(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _fsync_dir(folder: str) -> None:
@@ -424,12 +471,13 @@ def _check_attrs(fpath, attrs) -> None:
         raise CheckpointError(f"{fpath}: states_attr.json must hold an object, got "
                               f"{type(attrs).__name__}")
     for name, a in attrs.items():
-        if not isinstance(a, dict) or a.get("state_type") not in (MODEL_STATE_TYPE,
-                                                                  AUX_STATE_TYPE):
+        if not isinstance(a, dict) or a.get("state_type") not in (
+                MODEL_STATE_TYPE, AUX_STATE_TYPE, OPTIMIZER_STATE_TYPE):
             raise CheckpointError(
                 f"{fpath}: states_attr.json entry {name!r} is {a!r}; each entry must be an "
-                f"object with \"state_type\": {MODEL_STATE_TYPE} (model) or {AUX_STATE_TYPE} "
-                "(aux). The file is damaged or was not written by save_states")
+                f"object with \"state_type\": {MODEL_STATE_TYPE} (model), {AUX_STATE_TYPE} "
+                f"(aux) or {OPTIMIZER_STATE_TYPE} (optimizer). The file is damaged or was not "
+                "written by save_states")
 
 
 def read_checkpoint(fpath, max_bytes: int = _MAX_CHECKPOINT_BYTES):
@@ -445,6 +493,10 @@ def read_checkpoint(fpath, max_bytes: int = _MAX_CHECKPOINT_BYTES):
                               "that save_states wrote (e.g. os.path.join(folder, 'model.zip'))")
     if not os.path.isfile(fpath):
         raise CheckpointError(f"checkpoint {fpath!r} does not exist")
+    if is_safetensors(fpath):
+        arrays, attrs = read_safetensors(fpath, max_bytes, _MAX_ATTRS_BYTES)
+        _check_attrs(fpath, attrs)
+        return arrays, attrs
     try:
         zf = zipfile.ZipFile(fpath)
     except (zipfile.BadZipFile, OSError) as exc:

@@ -110,10 +110,12 @@ def load_cifar10(data_dir: str, normalize: bool = True):
             "version (data_batch_1.bin ... data_batch_5.bin and test_batch.bin, as in "
             "cifar-10-binary.tar.gz, either directly there or in a cifar-10-batches-bin "
             "sub-folder) or the python version (data_batch_1 ... data_batch_5, test_batch in "
-            "cifar-10-batches-py). This environment does not download data: get the archive "
-            "from https://www.cs.toronto.edu/~kriz/cifar.html, extract it into that folder, "
-            "or pass the folder that holds it (train_cnn.py --data-dir DIR). To try the "
-            "examples without any download, use the 'digits' dataset."
+            "cifar-10-batches-py). singa does not download datasets: fetch the archive into "
+            "that folder and extract it there (curl -O https://www.cs.toronto.edu/~kriz/"
+            "cifar-10-binary.tar.gz && tar -xzf cifar-10-binary.tar.gz; see "
+            "https://www.cs.toronto.edu/~kriz/cifar.html), or pass the folder that holds it "
+            "(train_cnn.py --data-dir DIR). To try the examples without any download, use the "
+            "'digits' dataset (train_cnn.py cnn digits)."
         )
     reader, train_paths, test_path = found
     parts = [reader(p) for p in train_paths]

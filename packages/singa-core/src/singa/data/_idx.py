@@ -110,10 +110,11 @@ def _missing_mnist(data_dir: str, missing) -> DatasetNotFoundError:
     wanted = "\n".join(f"  {MNIST_FILES[r]}.gz (or {MNIST_FILES[r]})" for r in missing)
     return DatasetNotFoundError(
         f"MNIST files not found in {os.path.abspath(data_dir)!r}. Missing:\n{wanted}\n"
-        "This environment does not download data. Get the four idx files of MNIST (e.g. from "
-        "a mirror of http://yann.lecun.com/exdb/mnist/), put them in that folder (gzip or "
-        "uncompressed), or pass the folder that holds them (train_cnn.py --data-dir DIR). "
-        "To try the examples without any download, use the 'digits' dataset."
+        "singa does not download datasets: get the four idx files of MNIST (from "
+        "http://yann.lecun.com/exdb/mnist/ or one of its mirrors), put them in that folder "
+        "(gzip or uncompressed), or pass the folder that holds them (train_cnn.py --data-dir "
+        "DIR). To try the examples without any download, use the 'digits' dataset "
+        "(train_cnn.py cnn digits)."
     )
 
 

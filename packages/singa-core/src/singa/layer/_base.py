@@ -126,6 +126,12 @@ class Layer(metaclass=LayerMeta):
     def __call__(self, *args, **kwargs):
         return self.forward(*args, **kwargs)
 
+    def __repr__(self) -> str:
+        """The layer's type and settings, its parameter count and its sub-layers, nested."""
+        from .._summary import layer_repr
+
+        return layer_repr(self)
+
     # ------------------------------------------------------------------ naming
     def _prefix(self) -> str:
         name = self.__dict__.get("name")

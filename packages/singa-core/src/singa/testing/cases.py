@@ -76,8 +76,16 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from hypothesis import strategies as st
-from hypothesis.extra import numpy as hnp
+
+try:
+    from hypothesis import strategies as st
+    from hypothesis.extra import numpy as hnp
+except ModuleNotFoundError as exc:  # the testing extra is missing: say how to install it
+    from . import TESTING_MODULES, testing_extra_error
+
+    if exc.name not in TESTING_MODULES:
+        raise
+    raise testing_extra_error("singa.testing.cases", [exc.name]) from None
 
 from .. import _dtype
 

@@ -24,6 +24,7 @@ from .._ctensor import CTensor
 
 __all__ = [
     "DEFAULT_TOLERANCES",
+    "device_kernels",
     "ACC_UNITS",
     "FLOAT16_ULPS",
     "LAYOUTS",
@@ -453,3 +454,15 @@ _DISTRIBUTION_CHECKS: dict[str, Callable] = {
     "Uniform": _uniform,
     "Bernoulli": _bernoulli,
 }
+
+
+def _is_host_fallback(fn) -> bool:
+    return bool(getattr(fn, "is_host_fallback", False)) or getattr(
+        fn, "__qualname__", ""
+    ).startswith("Device._make_fallback.")
+
+
+def device_kernels(dev) -> dict:
+    """``{op_name: entry}`` of the device's own kernels (no host fallback); ``entry[0]`` is
+    the kernel and ``entry[1]`` its ``contiguous_inputs`` flag (see ``Device.kernels``)."""
+    return {name: entry for name, entry in dev.kernels.items() if not _is_host_fallback(entry[0])}

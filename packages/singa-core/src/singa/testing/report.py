@@ -51,7 +51,7 @@ class Cell:
 
 
 def _own_kernels(dev) -> dict:
-    from .conformance import device_kernels
+    from .checks import device_kernels  # not from conformance: the doctor runs without pytest
 
     return device_kernels(dev)
 
@@ -197,6 +197,12 @@ def main(argv=None) -> int:
     parser.add_argument("pytest_args", nargs="*",
                         help="after --: more pytest arguments, e.g. -- -k forward")
     args = parser.parse_args(argv)
+    from . import missing_testing_modules, testing_extra_error
+
+    missing = [] if args.no_run else missing_testing_modules()
+    if missing:  # the report alone (--no-run) needs neither
+        parser.exit(2, f"{parser.prog}: {testing_extra_error('running the kit', missing)} "
+                    "(or classify from the kernel table only, with --no-run)\n")
     from ..device import get_device
 
     dev = get_device(args.backend)
