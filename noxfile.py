@@ -7,6 +7,7 @@ backend it asked for is the one that runs, and fails if pytest collects no test.
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
 import re
@@ -21,6 +22,34 @@ nox.options.sessions = ["lint", "install", "tests(backend='cpu')", "pythons",
                         "tests(backend='opencl')", "template", "cuda", "dist", "onnx", "skips"]
 nox.options.reuse_existing_virtualenvs = False
 nox.options.error_on_missing_interpreters = True
+
+# Disk: each session's environment (torch alone is 750 MB installed; a full run made 12 GB
+# of .nox) is removed once the session has passed, so .nox holds at most the environment of
+# the session running (about 2.5 GB at the largest) plus those of failed sessions, kept for
+# debugging. SINGA_NOX_KEEP_VENVS=1 keeps them all, for `nox -r` reruns that skip the installs.
+KEEP_VENVS = os.environ.get("SINGA_NOX_KEEP_VENVS", "") == "1"
+
+
+def _remove(session: nox.Session, path: str, what: str) -> None:
+    if KEEP_VENVS or not path or not os.path.isdir(path):
+        return
+    shutil.rmtree(path, ignore_errors=True)
+    session.log(f"removed {what} {path} (SINGA_NOX_KEEP_VENVS=1 keeps it)")
+
+
+def drops_venv(fn):
+    """Remove the session's virtual environment after the session passed."""
+
+    @functools.wraps(fn)
+    def session_fn(session: nox.Session, *args, **kwargs):
+        fn(session, *args, **kwargs)
+        location = getattr(session.virtualenv, "location", None)
+        nox_dir = os.path.abspath(".nox") + os.sep
+        if location and os.path.abspath(location).startswith(nox_dir):
+            _remove(session, location, "the session's environment")
+
+    return session_fn
+
 
 CORE = "./packages/singa-core"
 TEST_DEPS = ["pytest>=7", "hypothesis>=6"]
@@ -135,6 +164,7 @@ IMPORT_ROOTS = [*(f"packages/{p}/src" for p in sorted(os.listdir("packages"))),
 
 
 @nox.session
+@drops_venv
 def lint(session: nox.Session) -> None:
     """ruff over the whole repository, then the import-linter architecture contracts
     (pyproject.toml's [tool.importlinter]) and the tests that prove each contract catches a
@@ -174,6 +204,7 @@ print(len(got), "distributions; from the clone:", sorted(set(siblings) & set(got
 
 
 @nox.session
+@drops_venv
 def install(session: nox.Session) -> None:
     """The README's installs from a fresh clone of this repository's HEAD: every extra of the
     meta-package resolves its sibling packages from the clone, never from the package index.
@@ -201,10 +232,12 @@ def install(session: nox.Session) -> None:
                     report, f"{clone}[{extra}]")
         session.run("python", "-c", RESOLUTION_CHECK, report, clone, ",".join(want),
                     ",".join(SIBLINGS))
+    _remove(session, tmp, "the clone")
 
 
 @nox.session
 @nox.parametrize("backend", list(BACKENDS))
+@drops_venv
 def tests(session: nox.Session, backend: str) -> None:
     """The test suite for one backend."""
     packages, targets = BACKENDS[backend]
@@ -270,12 +303,14 @@ def pythons(session: nox.Session, version: str) -> None:
     session.run(py, "-m", "pytest", "-q", *plugin, "-m", "slow or not slow", "tests/core",
                 "tests/examples", *session.posargs, env={"SINGA_DEVICE": "cpu"},
                 external=True)
+    _remove(session, os.path.dirname(venv), "the environment")
 
 
 TEMPLATE = "./examples/plugin-template"
 
 
 @nox.session
+@drops_venv
 def template(session: nox.Session) -> None:
     """examples/plugin-template installed from its path, as a vendor's CI runs it: the
     conformance kit on its native kernels, then its tests (fallbacks warned once per op and
@@ -301,6 +336,7 @@ CUDA_CHECK_DEPS = {
 
 @nox.session
 @nox.parametrize("stack", list(CUDA_CHECK_DEPS))
+@drops_venv
 def cuda(session: nox.Session, stack: str) -> None:
     """singa-cuda without a GPU, once per CUDA stack: every .cu kernel and every elementwise
     chain compiles with that stack's NVRTC for every architecture it supports of
@@ -352,6 +388,7 @@ def wheels(session: nox.Session) -> None:
 
 
 @nox.session
+@drops_venv
 def dist(session: nox.Session) -> None:
     """tests/dist: once as one process (the single-rank checks, plus the tests that launch
     their own mpiexec: faults, examples), then under ``mpiexec -n 2`` and ``-n 3`` from the
@@ -391,6 +428,7 @@ ONNX_DEVICE_TESTS = ["tests/onnx/test_torch_models.py", "tests/onnx/test_roundtr
 
 
 @nox.session
+@drops_venv
 def onnx(session: nox.Session) -> None:
     """singa-onnx: node tests (with the exclusion file), round trips, PyTorch models (both
     exporters), graph mode, fine-tuning and fuzz on the CPU; then the imported-model tests on
