@@ -1,4 +1,6 @@
-"""ResNet-18 (224x224) convolutions one by one: our CPU Conv2d kernel against onnxruntime.
+"""ResNet-18 (224x224) convolutions one by one: our CPU Conv2d kernel against onnxruntime
+(``--net depthwise``: depthwise layers of MobileNetV3-small, EfficientNet-B0 and ConvNeXt-tiny
+instead, one of each).
 
 Each layer shape of an ImageNet ResNet-18 becomes a one-node ONNX model (its weight an
 initializer) run by onnxruntime, and the same convolution runs through ``singa.ops.run`` on
@@ -7,8 +9,8 @@ the process's threads (all cores unless ``--threads``). Calls alternate in block
 two; each side reports its median. The total weighs each shape by how many layers share it,
 so it estimates the convolutions' share of one ResNet-18 inference.
 
-    python benchmarks/conv_layers.py [--batch 1] [--repeat 20] [--threads N]
-                                     [--winograd-min-tiles T]
+    python benchmarks/conv_layers.py [--net resnet18|depthwise] [--batch 1] [--repeat 20]
+                                     [--threads N] [--winograd-min-tiles T]
 
 ``--winograd-min-tiles`` overrides the Winograd kernel's batch threshold
 (``singa_cpu.kernels.winograd.MIN_BATCH_TILES``; a huge value turns Winograd off, 1 takes it
@@ -41,12 +43,24 @@ LAYERS = [
     ("l4.sc", 1, (256, 14, 14), (512, 1), 2, 0),
     ("l4", 3, (512, 7, 7), (512, 3), 1, 1),
 ]
+# name, count, (C, H, W), (O, k), stride, pad, group: depthwise layers (one of each)
+DEPTHWISE = [
+    ("mbv3.s2", 1, (16, 112, 112), (16, 3), 2, 1, 16),
+    ("mbv3.5x5", 1, (240, 14, 14), (240, 5), 1, 2, 240),
+    ("mbv3.7x7", 1, (576, 7, 7), (576, 5), 1, 2, 576),
+    ("eff.3x3", 1, (32, 112, 112), (32, 3), 1, 1, 32),
+    ("eff.s2", 1, (96, 112, 112), (96, 3), 2, 1, 96),
+    ("eff.5x5", 1, (240, 28, 28), (240, 5), 1, 2, 240),
+    ("cnx.56", 1, (96, 56, 56), (96, 7), 1, 3, 96),
+    ("cnx.14", 1, (384, 14, 14), (384, 7), 1, 3, 384),
+]
+NETS = {"resnet18": LAYERS, "depthwise": DEPTHWISE}
 
 
-def one_conv_model(x, w, stride, pad):
+def one_conv_model(x, w, stride, pad, group=1):
     """A one-node ONNX model computing Conv(x, w) with ``w`` as an initializer."""
     node = helper.make_node("Conv", ["x", "w"], ["y"], strides=[stride, stride],
-                            pads=[pad] * 4, kernel_shape=list(w.shape[2:]))
+                            pads=[pad] * 4, kernel_shape=list(w.shape[2:]), group=group)
     graph = helper.make_graph(
         [node], "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None] * 4)],
@@ -58,6 +72,7 @@ def one_conv_model(x, w, stride, pad):
 
 def main():
     p = argparse.ArgumentParser()
+    p.add_argument("--net", choices=list(NETS), default="resnet18")
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--repeat", type=int, default=20)
     p.add_argument("--threads", type=int, default=None)
@@ -92,14 +107,16 @@ def main():
           f"{winograd.MIN_BATCH_TILES}")
     print(f"{'layer':8s} {'count':>5s} {'ours ms':>9s} {'ort ms':>9s} {'ratio':>6s}")
     total_ours = total_ort = 0.0
-    for name, count, chw, (o, k), stride, pad in LAYERS:
+    for name, count, chw, (o, k), stride, pad, *group in NETS[args.net]:
+        group = group[0] if group else 1
+        cg = chw[0] // group
         x = rng.standard_normal((args.batch, *chw)).astype(np.float32)
-        w = (rng.standard_normal((o, chw[0], k, k)) / np.sqrt(chw[0] * k * k)).astype(
-            np.float32)
-        sess = ort.InferenceSession(one_conv_model(x, w, stride, pad).SerializeToString(),
-                                    opts, providers=["CPUExecutionProvider"])
+        w = (rng.standard_normal((o, cg, k, k)) / np.sqrt(cg * k * k)).astype(np.float32)
+        model = one_conv_model(x, w, stride, pad, group)
+        sess = ort.InferenceSession(model.SerializeToString(), opts,
+                                    providers=["CPUExecutionProvider"])
         want = sess.run(None, {"x": x})[0]
-        attrs = {"stride": (stride, stride), "pads": (pad,) * 4}
+        attrs = {"stride": (stride, stride), "pads": (pad,) * 4, "group": group}
         y = CTensor(want.shape, dev, np.float32)
         op, ins = OPS["Conv2d"], [ct(x), ct(w)]
         run(op, ins, attrs, [y])

@@ -83,6 +83,23 @@ CONV = {
     "group4": ((3, 16, 11, 9), (12, 4, 3, 3), {"group": 4, "pads": (1, 1, 1, 1)}),
     "depthwise": ((2, 12, 10, 10), (12, 1, 3, 3), {"group": 12, "stride": (2, 2),
                                                    "pads": (1, 1, 1, 1)}),
+    # depthwise layers of MobileNet, EfficientNet and ConvNeXt (the CPU's direct kernels)
+    "depthwise 5x5": ((2, 24, 14, 14), (24, 1, 5, 5), {"group": 24, "pads": (2, 2, 2, 2)}),
+    "depthwise 7x7 batch 8": ((8, 16, 9, 9), (16, 1, 7, 7), {"group": 16,
+                                                              "pads": (3, 3, 3, 3)}),
+    "depthwise stride 2 non-square": ((3, 8, 13, 10), (8, 1, 3, 5),
+                                      {"group": 8, "stride": (2, 2), "pads": (1, 0, 2, 1)}),
+    "depthwise dilated": ((2, 6, 12, 11), (6, 1, 3, 3), {"group": 6, "dilation": (2, 3),
+                                                         "pads": (2, 2, 3, 3)}),
+    "depthwise multiplier 2": ((2, 4, 9, 8), (8, 1, 3, 3), {"group": 4, "stride": (1, 2),
+                                                            "pads": (1, 1, 0, 2)}),
+    "depthwise multiplier 3": ((2, 4, 12, 10), (12, 1, 3, 3), {"group": 4,
+                                                              "pads": (1, 1, 1, 1)}),
+    "depthwise 5x3 stride 2x3 dilated": ((2, 6, 23, 28), (6, 1, 5, 3),
+                                         {"group": 6, "stride": (2, 3), "dilation": (1, 2),
+                                          "pads": (2, 1, 2, 2)}),
+    "depthwise big pads": ((1, 3, 4, 5), (3, 1, 2, 2), {"group": 3, "pads": (3, 2, 4, 1)}),
+    "group4 width 2": ((2, 8, 12, 11), (8, 2, 3, 3), {"group": 4, "pads": (1, 1, 1, 1)}),
     "dilated": ((2, 8, 15, 13), (6, 8, 3, 3), {"dilation": (2, 3), "pads": (2, 2, 3, 3)}),
     "asymmetric": ((2, 5, 13, 10), (7, 5, 4, 3), {"stride": (2, 3), "pads": (0, 3, 2, 1)}),
     "big pads": ((1, 2, 3, 3), (3, 2, 2, 2), {"pads": (3, 2, 4, 1)}),
@@ -129,7 +146,8 @@ def test_conv2d_forward_and_backward(dev, rng, case):
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float16])
-@pytest.mark.parametrize("case", ["r18.down", "group4", "pointwise", "winograd odd"])
+@pytest.mark.parametrize("case", ["r18.down", "group4", "pointwise", "winograd odd",
+                                  "depthwise stride 2 non-square"])
 def test_conv2d_other_dtypes(dev, rng, case, dtype):
     xs, ws, attrs = CONV[case]
     x, w, b = (a * 0.5 for a in _conv_arrays(rng, xs, ws, dtype))
@@ -154,6 +172,27 @@ def test_conv2d_batch_chunks_cover_every_image(dev, rng, monkeypatch):
     dy = randn(rng, y.shape)
     check(dev, "Conv2dBackwardX", [dy, w], {**attrs, "x_shape": xs})
     check(dev, "Conv2dBackwardW", [dy, x], {**attrs, "w_shape": ws})
+
+
+DEPTHWISE = [case for case in CONV if case.startswith("depthwise")]
+
+
+@pytest.mark.parametrize("case", [*DEPTHWISE, "group4 width 2", "group4"])
+def test_conv2d_direct_grouped_kernels(dev, rng, monkeypatch, case):
+    """The CPU's direct grouped kernels (singa_cpu.kernels.grouped) take every depthwise case
+    and 2 input channels per group, and with the width limit raised the group4 case (4 input
+    channels per group) too; with their work split across the threads however small."""
+    if dev.backend != "cpu":
+        pytest.skip("CPU kernel selection")
+    from singa.backend import conv2d_geometry
+    from singa_cpu.kernels import _threads, grouped
+
+    xs, ws, attrs = CONV[case]
+    if case == "group4":
+        monkeypatch.setattr(grouped, "MAX_GROUP_WIDTH", 4)
+    assert grouped.eligible(conv2d_geometry("Conv2d", xs, ws, attrs))
+    monkeypatch.setattr(_threads, "PARALLEL_MIN_MACS", 0)
+    conv_all_passes(dev, rng, case)
 
 
 def test_conv2d_workspace_is_reused(dev, rng):
@@ -281,7 +320,7 @@ def test_relu_kernels_are_numpys_formulas_bitwise(dev, rng, dtype, layout):
 
 
 @pytest.mark.parametrize("case", ["cnn.conv1", "cnn.conv2", "r18.l4", "pointwise", "group4",
-                                  "winograd odd", "asymmetric"])
+                                  "winograd odd", "asymmetric", "depthwise 5x5"])
 @pytest.mark.parametrize("bias", [True, False])
 def test_fused_conv_relu_is_conv_then_relu(dev, rng, case, bias):
     """Conv2d+ReLU (each im2col chunk rectified in cache; the Winograd and 1x1 paths after)
@@ -462,7 +501,7 @@ def test_parallel_numba_paths(dev, rng, monkeypatch):
 
     monkeypatch.setattr(_parallel, "PARALLEL_MIN_ITEMS", 0)
     monkeypatch.setattr(_parallel, "SERIAL_BY_DEFAULT", False)
-    for case in ("r18.l1", "asymmetric", "group4", "winograd odd"):
+    for case in ("r18.l1", "asymmetric", "group4", "winograd odd", "depthwise 7x7 batch 8"):
         conv_all_passes(dev, rng, case)
     for mode in ("max", "avg"):
         xs, geo = POOL["overlap ceil"]

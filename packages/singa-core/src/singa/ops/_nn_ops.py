@@ -272,9 +272,10 @@ def _conv2d_backward_w_infer(ins, attrs):
 
 def _sample_large_conv_geometry(g):
     """A convolution large enough for the paths backends pick by geometry: 3x3 stride-1
-    layers with >= 16 channels (Winograd), 1x1 stride-1 unpadded ones (a plain GEMM), and
-    strided/dilated/grouped/5x5 ones with >= 64 output pixels an image (per-image im2col)."""
-    kind = g.choice(["winograd", "pointwise", "im2col"])
+    layers with >= 16 channels (Winograd), 1x1 stride-1 unpadded ones (a plain GEMM),
+    strided/dilated/grouped/5x5 ones with >= 64 output pixels an image (per-image im2col), and
+    depthwise 3x3/5x5/7x7 ones (one input channel per group: direct kernels)."""
+    kind = g.choice(["winograd", "pointwise", "im2col", "depthwise"])
     n = g.integers(2, 3)
     if kind == "winograd":
         c, o, k, s, d, group = g.integers(16, 20), g.integers(16, 20), 3, 1, 1, 1
@@ -285,6 +286,12 @@ def _sample_large_conv_geometry(g):
         c, o, k, s, d, group = g.integers(8, 20), g.integers(8, 20), 1, 1, 1, 1
         pads = (0, 0, 0, 0)
         h, w = g.integers(8, 20), g.integers(8, 20)
+    elif kind == "depthwise":
+        c = group = g.integers(4, 12)
+        o = c * g.integers(1, 2)
+        k, s, d = g.choice([3, 5, 7]), g.integers(1, 2), g.integers(1, 2)
+        pads = tuple(g.integers(0, 3) for _ in range(4))
+        h, w = g.integers(20, 28), g.integers(20, 28)
     else:
         group = g.choice([1, 2])
         c, o = group * g.integers(2, 6), group * g.integers(2, 8)

@@ -1,11 +1,14 @@
-"""2-D convolution kernels. Three paths, chosen per call from the geometry:
+"""2-D convolution kernels. Four paths, chosen per call from the geometry:
 
 1. **Winograd F(4x4, 3x3) / F(2x2, 3x3)** (:mod:`.winograd`) for 3x3, stride-1, undilated,
    ungrouped layers with >= 16 channels (most of a ResNet): 4x / 2.25x fewer GEMM flops, for
    all three passes.
 2. **1x1, stride 1, unpadded**: the NCHW data already is the column matrix; one GEMM per image
    (forward and backward-data).
-3. **im2col + GEMM** for everything else (5x5, strided, dilated, grouped, padded 1x1 ...),
+3. **Direct grouped kernels** (:mod:`.grouped`) for depthwise and other narrow grouped
+   layers (at most ``grouped.MAX_GROUP_WIDTH`` input channels per group): per output plane,
+   one multiply-add per tap over whole rows, no GEMM.
+4. **im2col + GEMM** for everything else (5x5, strided, dilated, grouped, padded 1x1 ...),
    columns read from a zero-padded copy of a chunk of images (no bounds checks in the hot
    loop), in one of two layouts:
 
@@ -31,7 +34,7 @@ import math
 import numpy as np
 from singa.backend import EMPTY, conv2d_geometry, kernel_attrs, pool2d_geometry
 
-from . import _threads, pool, winograd
+from . import _threads, grouped, pool, winograd
 from ._float16 import via_float32
 from ._parallel import pjit
 from ._threads import ThreadSums, chunk_spans, run_chunks, run_ranges, single_threaded_blas
@@ -361,6 +364,9 @@ def kernels(device) -> dict:
         pool_attrs = attrs.get("second", EMPTY)
         if winograd.eligible(g):
             winograd.conv3x3(ws, x, w, b, y, (g.pt, g.pb, g.pl, g.pr), _pad_into)
+        elif grouped.eligible(g):
+            grouped.forward(x, w, b, y, g, relu)
+            relu = False
         elif _is_pointwise(g):
             y3 = y.reshape(g.n, g.o, -1)
             _pointwise(w2, x.reshape(g.n, g.c, -1), y3, g.n)
@@ -494,6 +500,9 @@ def kernels(device) -> dict:
         if winograd.eligible_backward_x(g):
             winograd.conv3x3_backward_x(ws, dy, w, dx, (g.pt, g.pb, g.pl, g.pr), _pad_into)
             return
+        if grouped.eligible(g):
+            grouped.backward_x(dy, w, dx, g)
+            return
         if _is_pointwise(g):
             _pointwise(w2.T, dy.reshape(g.n, g.o, -1), dx.reshape(g.n, g.c, -1), g.n)
             return
@@ -533,6 +542,9 @@ def kernels(device) -> dict:
         g = conv2d_geometry("Conv2dBackwardW", x.shape, attrs["w_shape"], attrs)
         if winograd.eligible(g):
             winograd.conv3x3_backward_w(ws, dy, x, dw, (g.pt, g.pb, g.pl, g.pr), _pad_into)
+            return
+        if grouped.eligible(g):
+            grouped.backward_w(dy, x, dw, g)
             return
         hw = g.ho * g.wo
         dy3 = dy.reshape(g.n, g.o, hw)
