@@ -21,10 +21,12 @@ from singa.errors import (
 @pytest.fixture
 def cpu():
     dev = get_device("cpu")
+    before = dev.verbosity(), dev.skip_iteration()
     yield dev
     dev.EnableGraph(False)
     dev.ResetGraph()
-    dev.SetVerbosity(0)
+    dev.SetVerbosity(before[0])
+    dev.SetSkipIteration(before[1])
 
 
 def _faulty(monkeypatch, dev, raise_):

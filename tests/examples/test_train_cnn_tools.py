@@ -26,11 +26,19 @@ def train_cnn():
 def test_trace_of_a_short_run_names_the_ops(train_cnn, tmp_path):
     from singa.device import get_default_device
 
+    dev = get_default_device()
+    before = dev.verbosity(), dev.skip_iteration()
+    dev.SetVerbosity(0)  # the defaults, whatever earlier tests of this process set
+    dev.SetSkipIteration(5)
     path = tmp_path / "trace.json"
-    result = train_cnn.main(SMALL + ["-m", "1", "-o", str(tmp_path), "--trace", str(path)])
+    try:
+        result = train_cnn.main(SMALL + ["-m", "1", "-o", str(tmp_path), "--trace", str(path)])
+        # the device's profiling settings are restored afterwards
+        assert (dev.verbosity(), dev.skip_iteration()) == (0, 5)
+    finally:
+        dev.SetVerbosity(before[0])
+        dev.SetSkipIteration(before[1])
     assert result.trace == str(path)
-    dev = get_default_device()  # the device's profiling settings are restored afterwards
-    assert (dev.verbosity(), dev.skip_iteration()) == (0, 5)
     doc = json.loads(path.read_text())
     events = doc["traceEvents"]
     # 5 graph steps: the example lowers the warm-up skip to 4 so the trace is never empty
@@ -40,7 +48,7 @@ def test_trace_of_a_short_run_names_the_ops(train_cnn, tmp_path):
     assert any(n.startswith("Conv2d") for n in names), names
     assert {"Matmul", "SoftmaxCrossEntropy", "SoftmaxCrossEntropyBackward",
             "Conv2dBackwardW"} <= names
-    assert all(e["ph"] == "X" and e["dur"] >= 0 and e["tid"] == "cpu" for e in events)
+    assert all(e["ph"] == "X" and e["dur"] >= 0 and e["tid"] == dev.name for e in events)
 
 
 def test_trace_needs_graph_mode(train_cnn, tmp_path, capsys):
