@@ -29,6 +29,8 @@ from . import half as _half
 
 #: how often the monitor thread looks at the armed deadline (seconds)
 _TICK = 0.25
+#: seconds between a timed-out rank's message and its abort (see MpiCommunicator.abort)
+_GRACE = 1.0
 
 
 def _mpi():
@@ -188,12 +190,17 @@ class MpiCommunicator(Communicator):
             self._monitor = _Monitor(self)
         return self._monitor.armed(float(self.timeout), what, peer)
 
-    def abort(self, message: str, code: int = 1) -> None:
+    def abort(self, message: str, code: int = 1, grace: float = 0.0) -> None:
+        """Print ``message`` and end every rank (``MPI_Abort``); ``grace`` seconds between
+        the two let the launcher forward the message before another rank's abort (ranks that
+        time out together all abort at once) tears the job down."""
         from . import watchdog
 
         watchdog.mark_done(self.rank)  # reported here: the watcher stays quiet
         sys.stderr.write(message.rstrip() + "\n")
         sys.stderr.flush()
+        if grace > 0:
+            time.sleep(grace)
         self.comm.Abort(code)
 
 
@@ -231,7 +238,7 @@ class _Monitor:
                 "it: a rank is in another collective or a put/get, has stopped, or is still "
                 "busy. Every rank must make the same calls in the same order; raise "
                 "SINGA_DIST_TIMEOUT (or comm.timeout) if ranks legitimately work longer "
-                f"between collectives. Aborting all {comm.world_size} ranks", 1)
+                f"between collectives. Aborting all {comm.world_size} ranks", 1, grace=_GRACE)
 
 
 class _Armed:
