@@ -195,6 +195,35 @@ def test_conv2d_direct_grouped_kernels(dev, rng, monkeypatch, case):
     conv_all_passes(dev, rng, case)
 
 
+@pytest.mark.parametrize("hw", [1, 2, 7])
+@pytest.mark.parametrize("n", [1, 8])
+@pytest.mark.parametrize("split", [False, True])
+def test_conv2d_1x1_on_small_maps(dev, rng, monkeypatch, hw, n, split):
+    """1x1 convolutions on small maps (squeeze-excitation on 1x1 maps, the last 7x7 stage of
+    a MobileNet), batch 1 and 8, with bias, all three passes against float64, and the fused
+    Conv2d+ReLU bitwise the Conv2d then the ReLU; ``split``: every product split across the
+    threads however small. On the CPU they take the direct GEMM path (the weight gradient
+    of batch 8 on 2x2 and 7x7 maps: packed im2col)."""
+    xs, ws, attrs = (n, 24, hw, hw), (40, 24, 1, 1), {}
+    if dev.backend == "cpu":
+        from singa.backend import conv2d_geometry
+        from singa_cpu.kernels import _threads, conv
+
+        assert conv._is_pointwise(conv2d_geometry("Conv2d", xs, ws, attrs))
+        if split:
+            monkeypatch.setattr(_threads, "PARALLEL_MIN_MACS", 0)
+    elif split:
+        pytest.skip("CPU threading")
+    x, w, b = _conv_arrays(rng, xs, ws)
+    y = check(dev, "Conv2d", [x, w, b], attrs)[0]
+    dy = randn(rng, y.shape)
+    check(dev, "Conv2dBackwardX", [dy, w], {**attrs, "x_shape": xs})
+    check(dev, "Conv2dBackwardW", [dy, x], {**attrs, "w_shape": ws})
+    want = run_op(dev, "ReLU", [y], {})[0]
+    assert_bitwise(run_fused(dev, "Conv2d+ReLU", [x, w, b], attrs, y.shape), want,
+                   f"Conv2d+ReLU 1x1 on {hw}x{hw}, batch {n}")
+
+
 def test_conv2d_workspace_is_reused(dev, rng):
     if dev.backend != "cpu":
         pytest.skip("CPU workspace internals")
@@ -319,11 +348,26 @@ def test_relu_kernels_are_numpys_formulas_bitwise(dev, rng, dtype, layout):
         assert np.isnan(got).any() and (got == 0).any()  # the edge values were in play
 
 
+@pytest.mark.parametrize("name, lo, hi", [("Sigmoid", -120.0, 120.0), ("Erf", -8.0, 8.0)])
+@pytest.mark.parametrize("size", [1, 1023, 1025, 5000])
+@pytest.mark.parametrize("in_place", [False, True])
+def test_sigmoid_and_erf_over_their_whole_range(dev, name, lo, hi, size, in_place):
+    """float32 Sigmoid and Erf (one-pass loops on the CPU, blocks of 1024) on an even grid
+    of their whole range, where the kit samples (-4, 4) and (-2, 2) only: within the kit's
+    float32 tolerance of the float64 reference, into a fresh output and in place."""
+    x = np.linspace(lo, hi, size, dtype=np.float32)
+    t = upload(dev, x)
+    out = t if in_place else None
+    got = run(OPS[name], [t], {}, None if out is None else [out])[0].to_numpy()
+    want = OPS[name].reference(x.astype(np.float64))
+    np.testing.assert_allclose(got.astype(np.float64), want, rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("case", ["cnn.conv1", "cnn.conv2", "r18.l4", "pointwise", "group4",
                                   "winograd odd", "asymmetric", "depthwise 5x5"])
 @pytest.mark.parametrize("bias", [True, False])
 def test_fused_conv_relu_is_conv_then_relu(dev, rng, case, bias):
-    """Conv2d+ReLU (each im2col chunk rectified in cache; the Winograd and 1x1 paths after)
+    """Conv2d+ReLU (each im2col chunk and 1x1 product rectified in cache; Winograd after)
     is bitwise the Conv2d kernel followed by the ReLU kernel, and near the float64 oracle."""
     xs, ws, attrs = CONV[case]
     x, w, b = _conv_arrays(rng, xs, ws)

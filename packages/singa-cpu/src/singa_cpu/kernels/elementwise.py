@@ -105,7 +105,62 @@ def _negative(x, out):
     np.multiply(x, -1, out=out)
 
 
+_f32 = np.float32
+#: Elements per block of the one-pass transcendental loops: each block is computed into a
+#: scratch buffer of this size (in L1), then copied to the output. Written straight into an
+#: output that is the input (graph mode runs activations in place), LLVM's runtime overlap
+#: check sent the loop to its scalar version: Erf over 150528 floats 0.06 ms apart, 0.47 ms
+#: in place; through the block, 0.07 ms both (AMD Zen 4).
+_BLOCK = 1024
+
+
+@njit(nogil=True, error_model="numpy")
+def _sigmoid_loop(x, out):
+    """out = 1 / (1 + exp(-x)) over flat float32 arrays in one pass, as e / (1 + e) for x < 0
+    with e = exp(-|x|) (no overflow). exp(-t) = 2^-k exp(r), k = round(t / ln 2), r = k ln 2 -
+    t in [-ln2/2, ln2/2] (Cody-Waite: ln 2 split in two), exp(r) by its Taylor polynomial of
+    degree 7 (truncation < 3e-9), 2^-k written as float32 bits: only multiplies, adds, selects
+    and one division, which LLVM vectorises (numba's math.exp is a scalar libm call here;
+    ``error_model="numpy"`` drops the division's zero check, which kept the loop scalar).
+    Relative error under 2e-7 (numpy's four passes, the kernel this replaces: 2.4e-7); t is
+    clamped to 87 (2^-126, float32's smallest normal) and x <= -104 gives 0; NaN stays."""
+    one, zero = _f32(1.0), _f32(0.0)
+    n = U(x.size)
+    poly = np.empty(_BLOCK, np.float32)
+    bits = np.empty(_BLOCK, np.int32)
+    scale = bits.view(np.float32)  # 2^-k
+    for b0 in range(U(0), n, U(_BLOCK)):
+        m = min(U(_BLOCK), n - b0)
+        for j in range(m):
+            t = abs(x[b0 + j])
+            t = t if t < _f32(87.0) else _f32(87.0)
+            kf = np.floor(t * _f32(1.4426950408889634) + _f32(0.5))
+            r = (kf * _f32(0.693359375) - t) - kf * _f32(2.12194440e-4)
+            p = _f32(1.0 / 5040.0)
+            p = p * r + _f32(1.0 / 720.0)
+            p = p * r + _f32(1.0 / 120.0)
+            p = p * r + _f32(1.0 / 24.0)
+            p = p * r + _f32(1.0 / 6.0)
+            p = p * r + _f32(0.5)
+            p = p * r + one
+            poly[j] = p * r + one
+            bits[j] = (np.int32(127) - np.int32(kf)) << np.int32(23)
+        for j in range(m):
+            v = x[b0 + j]
+            e = scale[j] * poly[j] if abs(v) < _f32(104.0) else zero
+            y = (one if v >= zero else e) / (one + e)
+            poly[j] = y if v == v else v
+        for j in range(m):  # not written above: out may be x (see _BLOCK)
+            out[b0 + j] = poly[j]
+
+
 def _sigmoid(x, out):
+    """One numba pass for C-contiguous float32 (measured on 1 thread, AMD Zen 4: 401408
+    floats 0.33 -> 0.21 ms, 1152 floats 4 -> 1 us); numpy's four passes otherwise (float64
+    keeps numpy's exp, accurate to the kit's float64 tolerance)."""
+    if x.dtype == _F32 and _flat(x, out):
+        _sigmoid_loop(x.reshape(-1), out.reshape(-1))
+        return
     _negative(x, out)
     np.exp(out, out=out)
     out += 1
@@ -131,9 +186,45 @@ def _erf_scalar(v):
     return math.erf(v)
 
 
+@njit(nogil=True, error_model="numpy")
+def _erf_loop(x, out):
+    """out = erf(x) over flat float32 arrays: the rational approximation of Eigen's float
+    erf (odd numerator of degree 13 over even denominator of degree 8, x clamped to [-4, 4],
+    where erf rounds to +-1 in float32). Absolute error under 4.5e-7 (measured against
+    math.erf on a grid of 2M points of [-6, 6]); -0.0 and NaN stay. Vectorised by LLVM, where
+    numba's math.erf is a scalar libm call: 301056 floats 4.6 -> 0.12 ms (AMD Zen 4)."""
+    n = U(x.size)
+    buf = np.empty(_BLOCK, np.float32)
+    for b0 in range(U(0), n, U(_BLOCK)):
+        m = min(U(_BLOCK), n - b0)
+        for j in range(m):
+            v = x[b0 + j]
+            c = v if v < _f32(4.0) else _f32(4.0)
+            c = c if c > _f32(-4.0) else _f32(-4.0)
+            x2 = c * c
+            p = x2 * _f32(-2.72614225801306e-10) + _f32(2.77068142495902e-08)
+            p = x2 * p + _f32(-2.10102402082508e-06)
+            p = x2 * p + _f32(-5.69250639462346e-05)
+            p = x2 * p + _f32(-7.34990630326855e-04)
+            p = x2 * p + _f32(-2.95459980854025e-03)
+            p = x2 * p + _f32(-1.60960333262415e-02)
+            q = x2 * _f32(-1.45660718464996e-05) + _f32(-2.13374055278905e-04)
+            q = x2 * q + _f32(-1.68282697438203e-03)
+            q = x2 * q + _f32(-7.37332916720468e-03)
+            q = x2 * q + _f32(-1.42647390514189e-02)
+            y = c * p / q
+            buf[j] = y if v == v else v
+        for j in range(m):
+            out[b0 + j] = buf[j]
+
+
 def _erf(x, out):
-    if x.dtype == np.float16:
-        out[...] = _erf_scalar(x.astype(np.float32))
+    if x.dtype == _F32 and _flat(x, out):
+        _erf_loop(x.reshape(-1), out.reshape(-1))
+    elif x.dtype == np.float16:  # rounded once from float32
+        tmp = np.ascontiguousarray(x, dtype=np.float32)
+        _erf_loop(tmp.reshape(-1), tmp.reshape(-1))
+        out[...] = tmp
     elif not out.flags.c_contiguous:  # numba's ufunc ignores a 1-D output's stride
         out[...] = _erf_scalar(x)
     else:
@@ -255,9 +346,10 @@ KERNELS["ReLUBackward"] = _relu_backward
 KERNELS["Add+ReLU"] = _add_relu
 KERNELS["Clip"] = _clip
 #: The memory-bound passes of a training step (activations, residual adds, their gradients)
-#: split across the cores; the transcendental ones keep numpy's single loop.
+#: and the one-pass Sigmoid and Erf loops split across the cores; the other transcendental
+#: ones keep numpy's single loop.
 for _name in ("ReLU", "ReLUBackward", "Add", "Add+ReLU", "Sub", "Mul", "AddScalar",
-              "MulScalar"):
+              "MulScalar", "Sigmoid", "Erf"):
     KERNELS[_name] = split_flat(KERNELS[_name], lambda: PARALLEL_MIN_ITEMS)
 
 
