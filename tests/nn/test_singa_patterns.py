@@ -86,6 +86,16 @@ def assert_same_losses(losses, eager, mode):
     np.testing.assert_allclose(losses, eager, rtol=1e-5, atol=1e-6, err_msg=f"{mode} losses")
 
 
+def assert_graph_equals_eager(train, mode):
+    """``train(mode, init)`` (returning ``(..., start, losses, final)``) in ``mode``, from
+    eager's initial values, gives eager's losses and final parameters."""
+    *_, start, eager, eager_final = train("eager")
+    *_, losses, final = train(mode, start)
+    assert_same_losses(losses, eager, mode)
+    for a, b in zip(final, eager_final):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
 # ---------------------------------------------------------------- 1. ResNet, closure branches
 class BasicBlock(layer.Layer):
     expansion = 1
@@ -211,11 +221,7 @@ def test_resnet_with_closure_downsample_trains_with_a_momentum_buffer_per_parame
 
 @pytest.mark.parametrize("mode", ["bfs", "serial"])
 def test_resnet_with_closure_downsample_graph_equals_eager(mode):
-    _, _, start, eager, eager_final = _train_resnet("eager")
-    _, _, _, losses, final = _train_resnet(mode, start)
-    assert_same_losses(losses, eager, mode)
-    for a, b in zip(final, eager_final):
-        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    assert_graph_equals_eager(_train_resnet, mode)
 
 
 # ---------------------------------------------------------------- 2. autograd functions only
@@ -331,11 +337,7 @@ def test_autograd_only_model_trains_with_a_momentum_buffer_per_parameter():
 
 @pytest.mark.parametrize("mode", ["bfs", "serial"])
 def test_autograd_only_model_graph_equals_eager(mode):
-    _, _, start, eager, eager_final = _train_autograd_net("eager")
-    _, _, _, losses, final = _train_autograd_net(mode, start)
-    assert_same_losses(losses, eager, mode)
-    for a, b in zip(final, eager_final):
-        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    assert_graph_equals_eager(_train_autograd_net, mode)
 
 
 # ---------------------------------------------------------------- 3. separable convolutions
