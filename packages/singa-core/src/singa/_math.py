@@ -15,57 +15,24 @@ from ._ctensor import CTensor, contiguous_strides
 from ._shapes import as_int, check_shape
 from .errors import DtypeMismatchError, ShapeError
 from .ops import EMPTY, OPS, run
+from .ops._elementwise import BINARY, UNARY
 from .ops._rules import broadcast_shapes, check_axis, normalize_axes
-
-_O = OPS
 
 
 def _one(name, ins, attrs=EMPTY):
-    return run(_O[name], ins, attrs)[0]
+    return run(OPS[name], ins, attrs)[0]
 
 
 # ---------------------------------------------------------------- elementwise
-def _make_unary(op_name):
-    op = _O[op_name]
+def _unary(decl):
+    op = OPS[decl.op]
 
     def f(x: CTensor, out: CTensor | None = None) -> CTensor:
         return run(op, [x], EMPTY, None if out is None else [out])[0]
 
-    f.__name__ = op_name.lower()
-    f.__doc__ = f"Elementwise {op.doc or op_name}."
+    f.__name__ = f.__qualname__ = decl.name
+    f.__doc__ = decl.doc("math")
     return f
-
-
-abs = _make_unary("Abs")  # noqa: A001
-neg = _make_unary("Neg")
-sign = _make_unary("Sign")
-square = _make_unary("Square")
-ceil = _make_unary("Ceil")
-floor = _make_unary("Floor")
-round = _make_unary("Round")  # noqa: A001
-rounde = _make_unary("RoundE")
-exp = _make_unary("Exp")
-log = _make_unary("Log")
-sqrt = _make_unary("Sqrt")
-reciprocal = _make_unary("Reciprocal")
-erf = _make_unary("Erf")
-relu = _make_unary("ReLU")
-sigmoid = _make_unary("Sigmoid")
-tanh = _make_unary("Tanh")
-softplus = _make_unary("SoftPlus")
-softsign = _make_unary("SoftSign")
-sin = _make_unary("Sin")
-cos = _make_unary("Cos")
-tan = _make_unary("Tan")
-asin = _make_unary("Asin")
-acos = _make_unary("Acos")
-atan = _make_unary("Atan")
-sinh = _make_unary("Sinh")
-cosh = _make_unary("Cosh")
-asinh = _make_unary("Asinh")
-acosh = _make_unary("Acosh")
-atanh = _make_unary("Atanh")
-logical_not = _make_unary("Not")
 
 
 def _scalar_value(x: CTensor, value):
@@ -100,9 +67,10 @@ def _promote_scalar(a: CTensor, value, out: CTensor | None) -> CTensor:
     return a
 
 
-def _binary(op_name: str, scalar_name: str | None):
-    op = _O[op_name]
-    sop = _O[scalar_name] if scalar_name else None
+def _binary(decl):
+    op_name = decl.op
+    op = OPS[op_name]
+    sop = OPS[decl.scalar] if decl.scalar else None
 
     def f(a: CTensor, b, out: CTensor | None = None) -> CTensor:
         outs = None if out is None else [out]
@@ -119,27 +87,16 @@ def _binary(op_name: str, scalar_name: str | None):
         raise TypeError(f"{op_name}: the second operand must be a tensor or a number, "
                         f"got {type(b).__name__}")
 
-    f.__name__ = op_name.lower()
-    f.__doc__ = f"Elementwise {op_name} of a tensor and a tensor (broadcast) or a number."
+    f.__name__ = f.__qualname__ = decl.name
+    f.__doc__ = decl.doc("math")
     return f
 
 
-add = _binary("Add", "AddScalar")
-sub = _binary("Sub", "SubScalar")
-mul = _binary("Mul", "MulScalar")
-div = _binary("Div", "DivScalar")
-pow = _binary("Pow", "PowScalar")  # noqa: A001
-lt = _binary("LT", "LTScalar")
-le = _binary("LE", "LEScalar")
-gt = _binary("GT", "GTScalar")
-ge = _binary("GE", "GEScalar")
-eq = _binary("EQ", "EQScalar")
-ne = _binary("NE", "NEScalar")
-maximum = _binary("Maximum", "MaxScalar")
-minimum = _binary("Minimum", "MinScalar")
-logical_and = _binary("And", None)
-logical_or = _binary("Or", None)
-logical_xor = _binary("Xor", None)
+# abs, neg, ..., sigmoid, tanh, logical_not; add, sub, mul, div, pow, lt, ..., logical_xor:
+# one function per record of the elementwise tables, named by the record
+_ELEMENTWISE = {**{decl.name: _unary(decl) for decl in UNARY.values()},
+                **{decl.name: _binary(decl) for decl in BINARY.values()}}
+globals().update(_ELEMENTWISE)
 
 
 def rsub(a: CTensor, value) -> CTensor:
@@ -171,10 +128,10 @@ def _inplace(f):
     return g
 
 
-iadd = _inplace(add)
-isub = _inplace(sub)
-imul = _inplace(mul)
-idiv = _inplace(div)
+iadd = _inplace(_ELEMENTWISE["add"])
+isub = _inplace(_ELEMENTWISE["sub"])
+imul = _inplace(_ELEMENTWISE["mul"])
+idiv = _inplace(_ELEMENTWISE["div"])
 
 
 def relu_backward(dy: CTensor, x: CTensor) -> CTensor:
@@ -189,19 +146,19 @@ def clip(x: CTensor, min=None, max=None) -> CTensor:  # noqa: A002
 
 # ---------------------------------------------------------------- fills and random
 def set_value(x: CTensor, value) -> CTensor:
-    run(_O["SetValue"], [], {"shape": x.shp, "dtype": x.dt, "value": _scalar_value(x, value)},
+    run(OPS["SetValue"], [], {"shape": x.shp, "dtype": x.dt, "value": _scalar_value(x, value)},
         [x])
     return x
 
 
 def gaussian(x: CTensor, mean: float, std: float) -> CTensor:
-    run(_O["Gaussian"], [], {"shape": x.shp, "dtype": x.dt, "mean": float(mean),
+    run(OPS["Gaussian"], [], {"shape": x.shp, "dtype": x.dt, "mean": float(mean),
                              "std": float(std)}, [x])
     return x
 
 
 def uniform(x: CTensor, low: float, high: float) -> CTensor:
-    run(_O["Uniform"], [], {"shape": x.shp, "dtype": x.dt, "low": float(low),
+    run(OPS["Uniform"], [], {"shape": x.shp, "dtype": x.dt, "low": float(low),
                             "high": float(high)}, [x])
     return x
 
@@ -209,7 +166,7 @@ def uniform(x: CTensor, low: float, high: float) -> CTensor:
 def bernoulli(x: CTensor, p: float) -> CTensor:
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"bernoulli: probability must be in [0, 1], got {p}")
-    run(_O["Bernoulli"], [], {"shape": x.shp, "dtype": x.dt, "p": float(p)}, [x])
+    run(OPS["Bernoulli"], [], {"shape": x.shp, "dtype": x.dt, "p": float(p)}, [x])
     return x
 
 
@@ -227,7 +184,7 @@ def copy_into(dst: CTensor, src: CTensor) -> CTensor:
         src = as_type(src, dst.dt)
     if src.shp != dst.shp:
         src = reshape(src, dst.shp)
-    run(_O["Copy"], [src], EMPTY, [dst])
+    run(OPS["Copy"], [src], EMPTY, [dst])
     return dst
 
 
@@ -360,7 +317,7 @@ def take(x: CTensor, idx: CTensor, axis: int = 0) -> CTensor:
 
 # ---------------------------------------------------------------- reductions
 def _reduce(name):
-    op = _O[name]
+    op = OPS[name]
 
     def f(x: CTensor, axes=None, keepdims: bool = False) -> CTensor:
         if axes is not None:
@@ -419,7 +376,7 @@ def softmax_backward(y: CTensor, dy: CTensor, axis: int = -1) -> CTensor:
 # ---------------------------------------------------------------- products
 def matmul(a: CTensor, b: CTensor, out: CTensor | None = None) -> CTensor:
     """numpy matmul: GEMV for 1-D, GEMM for 2-D, batched GEMM (broadcast) above."""
-    return run(_O["Matmul"], [a, b], EMPTY, None if out is None else [out])[0]
+    return run(OPS["Matmul"], [a, b], EMPTY, None if out is None else [out])[0]
 
 
 def gemm(a: CTensor, b: CTensor, c: CTensor, alpha=1.0, beta=0.0, trans_a=False,
@@ -427,7 +384,7 @@ def gemm(a: CTensor, b: CTensor, c: CTensor, alpha=1.0, beta=0.0, trans_a=False,
     """alpha * op(a) @ op(b) + beta * c (``out=c`` updates c in place)."""
     attrs = {"alpha": float(alpha), "beta": float(beta), "transA": bool(trans_a),
              "transB": bool(trans_b)}
-    return run(_O["GEMM"], [a, b, c], attrs, None if out is None else [out])[0]
+    return run(OPS["GEMM"], [a, b, c], attrs, None if out is None else [out])[0]
 
 
 def axpy(alpha, x: CTensor, y: CTensor) -> CTensor:
@@ -436,7 +393,7 @@ def axpy(alpha, x: CTensor, y: CTensor) -> CTensor:
         a = CTensor._new((1,), y.dev, y.dt)
         set_value(a, float(alpha))
         alpha = a
-    return run(_O["Axpy"], [alpha, x, y], EMPTY, [y])[0]
+    return run(OPS["Axpy"], [alpha, x, y], EMPTY, [y])[0]
 
 
 # ---------------------------------------------------------------- rows and columns
@@ -457,5 +414,5 @@ def as_row(v: CTensor, m: CTensor) -> CTensor:
 def scale_add(m: CTensor, v: CTensor, alpha: float, beta: float) -> CTensor:
     """m = alpha * v + beta * m in place (v broadcast to m)."""
     imul(m, float(beta))
-    iadd(m, mul(v, float(alpha)))
+    iadd(m, _ELEMENTWISE["mul"](v, float(alpha)))
     return m

@@ -10,61 +10,25 @@ from __future__ import annotations
 import sys
 
 from ..errors import ShapeError
+from ..ops._elementwise import BINARY as _BINARY
+from ..ops._elementwise import UNARY as _UNARY
 from . import _engine
 from ._elementwise import (
-    Abs,
-    Acos,
-    Acosh,
-    Add,
-    And,
-    Asin,
-    Asinh,
-    Atan,
-    Atanh,
+    OPERATORS as _OPERATORS,
+)
+from ._elementwise import (
     Cast,
-    Ceil,
     Clip,
-    Cos,
-    Cosh,
-    Div,
     Elu,
-    Equal,
-    Erf,
-    Exp,
-    Floor,
-    Greater,
     HardSigmoid,
     Identity,
     LeakyRelu,
-    Less,
-    Log,
     Max,
     Mean,
     Min,
-    Mul,
-    Negative,
-    Not,
-    Or,
-    Pow,
     PRelu,
-    Reciprocal,
-    ReLU,
-    Round,
-    Rounde,
     SeLU,
-    Sigmoid,
-    Sign,
-    Sin,
-    Sinh,
-    SoftPlus,
-    SoftSign,
-    Sqrt,
-    Square,
-    Sub,
     Sum,
-    Tan,
-    Tanh,
-    Xor,
 )
 from ._engine import (
     Dummy,
@@ -139,128 +103,45 @@ training = False
 
 _engine._pkg = sys.modules[__name__]
 
+globals().update(_OPERATORS)
+
+
+def _unary_function(cls, doc):
+    def function(x):
+        return cls()(x)[0]
+
+    function.__doc__ = doc
+    return function
+
+
+def _binary_function(cls, doc):
+    def function(a, b):
+        return cls()(a, b)[0]
+
+    function.__doc__ = doc
+    return function
+
+
+# relu, sigmoid, ..., _not; add, sub, ..., _xor: SINGA's functional form of each Operator that
+# the elementwise tables declare, named by the record
+_FUNCTIONS = {
+    **{decl.autograd: _unary_function(_OPERATORS[decl.operator or decl.op],
+                                      decl.doc("autograd", kind="Tensor"))
+       for decl in _UNARY.values() if decl.autograd},
+    **{decl.autograd: _binary_function(_OPERATORS[decl.operator or decl.op],
+                                       decl.doc("autograd", kind="Tensor"))
+       for decl in _BINARY.values() if decl.autograd},
+}
+for _name, _function in _FUNCTIONS.items():
+    _function.__name__ = _function.__qualname__ = _name
+globals().update(_FUNCTIONS)
+
 
 def _first(op, *xs):
     return op(*xs)[0]
 
 
 # ---------------------------------------------------------------- functional wrappers
-def relu(x):
-    return _first(ReLU(), x)
-
-
-def sigmoid(x):
-    return _first(Sigmoid(), x)
-
-
-def tanh(x):
-    return _first(Tanh(), x)
-
-
-def exp(x):
-    return _first(Exp(), x)
-
-
-def log(x):
-    return _first(Log(), x)
-
-
-def sqrt(x):
-    return _first(Sqrt(), x)
-
-
-def abs(x):  # noqa: A001
-    return _first(Abs(), x)
-
-
-def square(x):
-    return _first(Square(), x)
-
-
-def sign(x):
-    return _first(Sign(), x)
-
-
-def ceil(x):
-    return _first(Ceil(), x)
-
-
-def floor(x):
-    return _first(Floor(), x)
-
-
-def round(x):  # noqa: A001
-    return _first(Round(), x)
-
-
-def rounde(x):
-    return _first(Rounde(), x)
-
-
-def cos(x):
-    return _first(Cos(), x)
-
-
-def cosh(x):
-    return _first(Cosh(), x)
-
-
-def acos(x):
-    return _first(Acos(), x)
-
-
-def acosh(x):
-    return _first(Acosh(), x)
-
-
-def sin(x):
-    return _first(Sin(), x)
-
-
-def sinh(x):
-    return _first(Sinh(), x)
-
-
-def asin(x):
-    return _first(Asin(), x)
-
-
-def asinh(x):
-    return _first(Asinh(), x)
-
-
-def tan(x):
-    return _first(Tan(), x)
-
-
-def atan(x):
-    return _first(Atan(), x)
-
-
-def atanh(x):
-    return _first(Atanh(), x)
-
-
-def softsign(x):
-    return _first(SoftSign(), x)
-
-
-def softplus(x):
-    return _first(SoftPlus(), x)
-
-
-def negative(x):
-    return _first(Negative(), x)
-
-
-def reciprocal(x):
-    return _first(Reciprocal(), x)
-
-
-def erf(x):
-    return _first(Erf(), x)
-
-
 def identity(x):
     return _first(Identity(), x)
 
@@ -291,54 +172,6 @@ def clip(x, min=None, max=None):  # noqa: A002
 
 def cast(x, to):
     return _first(Cast(to), x)
-
-
-def add(a, b):
-    return _first(Add(), a, b)
-
-
-def sub(a, b):
-    return _first(Sub(), a, b)
-
-
-def mul(a, b):
-    return _first(Mul(), a, b)
-
-
-def div(a, b):
-    return _first(Div(), a, b)
-
-
-def pow(a, b):  # noqa: A001
-    return _first(Pow(), a, b)
-
-
-def less(a, b):
-    return _first(Less(), a, b)
-
-
-def greater(a, b):
-    return _first(Greater(), a, b)
-
-
-def equal(a, b):
-    return _first(Equal(), a, b)
-
-
-def _and(a, b):
-    return _first(And(), a, b)
-
-
-def _or(a, b):
-    return _first(Or(), a, b)
-
-
-def _xor(a, b):
-    return _first(Xor(), a, b)
-
-
-def _not(x):
-    return _first(Not(), x)
 
 
 def sum(*xs):  # noqa: A001

@@ -3,21 +3,20 @@
 from __future__ import annotations
 
 import functools
-import math
 
-from .. import _dtype
-from .. import _math as M
+from .. import _dtype, _math
 from .._ctensor import CTensor
+from ..ops._elementwise import BINARY, UNARY
 from ..tensor import Tensor
 from ._engine import Operator, back_broadcast, is_training
 
 
 def _ones_like(x: CTensor) -> CTensor:
-    return M.set_value(CTensor._new(x.shp, x.dev, x.dt), 1.0)
+    return _math.set_value(CTensor._new(x.shp, x.dev, x.dt), 1.0)
 
 
 def _zeros_like(x: CTensor) -> CTensor:
-    return M.set_value(CTensor._new(x.shp, x.dev, x.dt), 0.0)
+    return _math.set_value(CTensor._new(x.shp, x.dev, x.dt), 0.0)
 
 
 class _Unary(Operator):
@@ -39,180 +38,33 @@ class _Unary(Operator):
         return self.x, self.y
 
 
-class ReLU(_Unary):
-    """y = max(x, 0); dx = dy * (y > 0).
-
-    Keeps y rather than x (y > 0 exactly where x > 0): y is usually kept anyway by the next
-    op, so x (e.g. a batch-norm output) can be freed after the forward pass.
-    """
-
-    keep_x, keep_y = False, True
-
-    def compute(self, x):
-        return M.relu(x)
-
-    def backward(self, dy):
-        _, y = self._cached()
-        return M.relu_backward(dy, y)
-
-
-class Sigmoid(_Unary):
-    """y = 1 / (1 + exp(-x)); dx = dy * y * (1 - y)."""
-
-    keep_x, keep_y = False, True
+def _unary_operator(decl) -> type:
+    """The Operator class of a :class:`singa.ops._elementwise.Unary` record: forward runs its
+    op, backward its gradient rule on the x and/or y that ``keep`` names."""
+    fn = getattr(_math, decl.name)
+    name = decl.operator or decl.op
+    body = {"__doc__": decl.doc("autograd", kind="Tensor"), "__module__": __name__,
+            "__qualname__": name}
+    if decl.grad is None:
+        body["forward"] = lambda self, x: fn(x)
+        body["backward"] = lambda self, dy: None
+        return type(name, (Operator,), body)
+    grad = decl.grad
 
     def compute(self, x):
-        return M.sigmoid(x)
+        return fn(x)
 
-    def backward(self, dy):
-        _, y = self._cached()
-        return M.mul(dy, M.mul(y, M.rsub(y, 1.0)))
+    if decl.keep:
+        def backward(self, dy):
+            x, y = self._cached()
+            return grad(_math, dy, x, y)
+    else:
+        def backward(self, dy):
+            return grad(_math, dy, None, None)
 
-
-class Tanh(_Unary):
-    """y = tanh(x); dx = dy * (1 - y^2)."""
-
-    keep_x, keep_y = False, True
-
-    def compute(self, x):
-        return M.tanh(x)
-
-    def backward(self, dy):
-        _, y = self._cached()
-        return M.mul(dy, M.rsub(M.square(y), 1.0))
-
-
-class Exp(_Unary):
-    """y = exp(x); dx = dy * y."""
-
-    keep_x, keep_y = False, True
-
-    def compute(self, x):
-        return M.exp(x)
-
-    def backward(self, dy):
-        return M.mul(dy, self._cached()[1])
-
-
-class Log(_Unary):
-    """y = log(x); dx = dy / x."""
-
-    def compute(self, x):
-        return M.log(x)
-
-    def backward(self, dy):
-        return M.div(dy, self._cached()[0])
-
-
-class Sqrt(_Unary):
-    """y = sqrt(x); dx = dy * 0.5 / y."""
-
-    keep_x, keep_y = False, True
-
-    def compute(self, x):
-        return M.sqrt(x)
-
-    def backward(self, dy):
-        return M.div(M.mul(dy, 0.5), self._cached()[1])
-
-
-class Abs(_Unary):
-    """y = |x|; dx = dy * sign(x)."""
-
-    def compute(self, x):
-        return M.abs(x)
-
-    def backward(self, dy):
-        return M.mul(dy, M.sign(self._cached()[0]))
-
-
-class Square(_Unary):
-    """y = x^2; dx = 2 x dy."""
-
-    def compute(self, x):
-        return M.square(x)
-
-    def backward(self, dy):
-        return M.mul(M.mul(dy, self._cached()[0]), 2.0)
-
-
-class _ZeroGrad(_Unary):
-    """Piecewise-constant functions: the gradient is zero almost everywhere."""
-
-    keep_x = False
-
-    def backward(self, dy):
-        return _zeros_like(dy)
-
-
-def _zero_grad_op(name, fn, doc):
-    return type(name, (_ZeroGrad,), {"compute": lambda self, x: fn(x), "__doc__": doc})
-
-
-Sign = _zero_grad_op("Sign", M.sign, "y = sign(x); dx = 0.")
-Ceil = _zero_grad_op("Ceil", M.ceil, "y = ceil(x); dx = 0.")
-Floor = _zero_grad_op("Floor", M.floor, "y = floor(x); dx = 0.")
-Round = _zero_grad_op("Round", M.round, "y = round(x), halves away from zero; dx = 0.")
-Rounde = _zero_grad_op("Rounde", M.rounde, "y = round(x), halves to even; dx = 0.")
-
-
-def _deriv_op(name, fwd, deriv, doc):
-    """An op with dx = dy * deriv(x)."""
-
-    def compute(self, x):
-        return fwd(x)
-
-    def backward(self, dy):
-        return M.mul(dy, deriv(self._cached()[0]))
-
-    return type(name, (_Unary,), {"compute": compute, "backward": backward, "__doc__": doc})
-
-
-def _inv_sqrt(x):
-    return M.pow(x, -0.5)
-
-
-Cos = _deriv_op("Cos", M.cos, lambda x: M.neg(M.sin(x)), "y = cos(x); dx = -sin(x) dy.")
-Sin = _deriv_op("Sin", M.sin, M.cos, "y = sin(x); dx = cos(x) dy.")
-Tan = _deriv_op("Tan", M.tan, lambda x: M.rdiv(M.square(M.cos(x)), 1.0),
-                "y = tan(x); dx = dy / cos(x)^2.")
-Cosh = _deriv_op("Cosh", M.cosh, M.sinh, "y = cosh(x); dx = sinh(x) dy.")
-Sinh = _deriv_op("Sinh", M.sinh, M.cosh, "y = sinh(x); dx = cosh(x) dy.")
-Acos = _deriv_op("Acos", M.acos, lambda x: M.neg(_inv_sqrt(M.rsub(M.square(x), 1.0))),
-                 "y = acos(x); dx = -dy / sqrt(1 - x^2).")
-Asin = _deriv_op("Asin", M.asin, lambda x: _inv_sqrt(M.rsub(M.square(x), 1.0)),
-                 "y = asin(x); dx = dy / sqrt(1 - x^2).")
-Atan = _deriv_op("Atan", M.atan, lambda x: M.rdiv(M.add(M.square(x), 1.0), 1.0),
-                 "y = atan(x); dx = dy / (1 + x^2).")
-Acosh = _deriv_op("Acosh", M.acosh, lambda x: _inv_sqrt(M.sub(M.square(x), 1.0)),
-                  "y = acosh(x); dx = dy / sqrt(x^2 - 1).")
-Asinh = _deriv_op("Asinh", M.asinh, lambda x: _inv_sqrt(M.add(M.square(x), 1.0)),
-                  "y = asinh(x); dx = dy / sqrt(x^2 + 1).")
-Atanh = _deriv_op("Atanh", M.atanh, lambda x: M.rdiv(M.rsub(M.square(x), 1.0), 1.0),
-                  "y = atanh(x); dx = dy / (1 - x^2).")
-SoftSign = _deriv_op("SoftSign", M.softsign,
-                     lambda x: M.rdiv(M.square(M.add(M.abs(x), 1.0)), 1.0),
-                     "y = x / (1 + |x|); dx = dy / (1 + |x|)^2.")
-SoftPlus = _deriv_op("SoftPlus", M.softplus, M.sigmoid,
-                     "y = log(1 + exp(x)); dx = sigmoid(x) dy.")
-Reciprocal = _deriv_op("Reciprocal", M.reciprocal,
-                       lambda x: M.neg(M.reciprocal(M.square(x))),
-                       "y = 1 / x; dx = -dy / x^2.")
-Erf = _deriv_op("Erf", M.erf,
-                lambda x: M.mul(M.exp(M.neg(M.square(x))), 2.0 / math.sqrt(math.pi)),
-                "y = erf(x); dx = 2/sqrt(pi) exp(-x^2) dy (SINGA used dy in place of x).")
-
-
-class Negative(_Unary):
-    """y = -x; dx = -dy."""
-
-    keep_x = False
-
-    def compute(self, x):
-        return M.neg(x)
-
-    def backward(self, dy):
-        return M.neg(dy)
+    body.update(compute=compute, backward=backward, keep_x="x" in decl.keep,
+                keep_y="y" in decl.keep)
+    return type(name, (_Unary,), body)
 
 
 class Identity(_Unary):
@@ -221,7 +73,7 @@ class Identity(_Unary):
     keep_x = False
 
     def compute(self, x):
-        return M.copy(x)
+        return _math.copy(x)
 
     def backward(self, dy):
         return dy
@@ -235,15 +87,15 @@ class Elu(_Unary):
         self.alpha = float(alpha)
 
     def compute(self, x):
-        pos = M.gt(x, 0.0)
-        neg = M.mul(M.sub(M.exp(M.minimum(x, 0.0)), 1.0), self.alpha)
-        return M.add(M.mul(x, pos), M.mul(neg, M.rsub(pos, 1.0)))
+        pos = _math.gt(x, 0.0)
+        neg = _math.mul(_math.sub(_math.exp(_math.minimum(x, 0.0)), 1.0), self.alpha)
+        return _math.add(_math.mul(x, pos), _math.mul(neg, _math.rsub(pos, 1.0)))
 
     def backward(self, dy):
         x, _ = self._cached()
-        pos = M.gt(x, 0.0)
-        g_neg = M.mul(M.exp(M.minimum(x, 0.0)), self.alpha)
-        return M.mul(dy, M.add(pos, M.mul(g_neg, M.rsub(pos, 1.0))))
+        pos = _math.gt(x, 0.0)
+        g_neg = _math.mul(_math.exp(_math.minimum(x, 0.0)), self.alpha)
+        return _math.mul(dy, _math.add(pos, _math.mul(g_neg, _math.rsub(pos, 1.0))))
 
 
 class SeLU(_Unary):
@@ -254,15 +106,18 @@ class SeLU(_Unary):
         self.alpha, self.gamma = float(alpha), float(gamma)
 
     def compute(self, x):
-        pos = M.gt(x, 0.0)
-        neg = M.mul(M.sub(M.exp(M.minimum(x, 0.0)), 1.0), self.alpha * self.gamma)
-        return M.add(M.mul(x, M.mul(pos, self.gamma)), M.mul(neg, M.rsub(pos, 1.0)))
+        pos = _math.gt(x, 0.0)
+        neg = _math.mul(_math.sub(_math.exp(_math.minimum(x, 0.0)), 1.0),
+                        self.alpha * self.gamma)
+        return _math.add(_math.mul(x, _math.mul(pos, self.gamma)),
+                         _math.mul(neg, _math.rsub(pos, 1.0)))
 
     def backward(self, dy):
         x, _ = self._cached()
-        pos = M.gt(x, 0.0)
-        g_neg = M.mul(M.exp(M.minimum(x, 0.0)), self.alpha * self.gamma)
-        return M.mul(dy, M.add(M.mul(pos, self.gamma), M.mul(g_neg, M.rsub(pos, 1.0))))
+        pos = _math.gt(x, 0.0)
+        g_neg = _math.mul(_math.exp(_math.minimum(x, 0.0)), self.alpha * self.gamma)
+        return _math.mul(dy, _math.add(_math.mul(pos, self.gamma),
+                                       _math.mul(g_neg, _math.rsub(pos, 1.0))))
 
 
 class LeakyRelu(_Unary):
@@ -273,12 +128,12 @@ class LeakyRelu(_Unary):
         self.a = float(a)
 
     def compute(self, x):
-        return M.add(M.relu(x), M.mul(M.minimum(x, 0.0), self.a))
+        return _math.add(_math.relu(x), _math.mul(_math.minimum(x, 0.0), self.a))
 
     def backward(self, dy):
         x, _ = self._cached()
-        pos = M.gt(x, 0.0)
-        return M.mul(dy, M.add(pos, M.mul(M.rsub(pos, 1.0), self.a)))
+        pos = _math.gt(x, 0.0)
+        return _math.mul(dy, _math.add(pos, _math.mul(_math.rsub(pos, 1.0), self.a)))
 
 
 class HardSigmoid(_Unary):
@@ -289,13 +144,13 @@ class HardSigmoid(_Unary):
         self.alpha, self.gamma = float(alpha), float(gamma)
 
     def compute(self, x):
-        return M.clip(M.add(M.mul(x, self.alpha), self.gamma), 0.0, 1.0)
+        return _math.clip(_math.add(_math.mul(x, self.alpha), self.gamma), 0.0, 1.0)
 
     def backward(self, dy):
         x, _ = self._cached()
-        z = M.add(M.mul(x, self.alpha), self.gamma)
-        mask = M.mul(M.gt(z, 0.0), M.lt(z, 1.0))
-        return M.mul(dy, M.mul(mask, self.alpha))
+        z = _math.add(_math.mul(x, self.alpha), self.gamma)
+        mask = _math.mul(_math.gt(z, 0.0), _math.lt(z, 1.0))
+        return _math.mul(dy, _math.mul(mask, self.alpha))
 
 
 class Clip(_Unary):
@@ -306,16 +161,16 @@ class Clip(_Unary):
         self.min, self.max = min, max
 
     def compute(self, x):
-        return M.clip(x, self.min, self.max)
+        return _math.clip(x, self.min, self.max)
 
     def backward(self, dy):
         x, _ = self._cached()
         mask = _ones_like(x)
         if self.min is not None:
-            mask = M.mul(mask, M.ge(x, float(self.min)))
+            mask = _math.mul(mask, _math.ge(x, float(self.min)))
         if self.max is not None:
-            mask = M.mul(mask, M.le(x, float(self.max)))
-        return M.mul(dy, mask)
+            mask = _math.mul(mask, _math.le(x, float(self.max)))
+        return _math.mul(dy, mask)
 
 
 class Cast(Operator):
@@ -327,12 +182,12 @@ class Cast(Operator):
 
     def forward(self, x):
         self.src_dtype = x.dt
-        return M.as_type(x, self.to)
+        return _math.as_type(x, self.to)
 
     def backward(self, dy):
         if self.src_dtype not in _dtype.FLOATS:
             return None
-        return M.as_type(dy, self.src_dtype)
+        return _math.as_type(dy, self.src_dtype)
 
 
 # ---------------------------------------------------------------- binary
@@ -370,78 +225,11 @@ class _Binary(Operator):
                 None if db is None else back_broadcast(out_shape, sb, db))
 
 
-class Add(_Binary):
-    """y = a + b (broadcast); da, db = dy reduced to each shape."""
-
-    def forward(self, a, b):
-        self.shapes = (a.shp, b.shp)
-        return M.add(a, b)
-
-    def backward(self, dy):
-        return self._reduce(dy.shp, dy, dy)
-
-
-class Sub(_Binary):
-    """y = a - b; da = dy, db = -dy (reduced)."""
-
-    def forward(self, a, b):
-        self.shapes = (a.shp, b.shp)
-        return M.sub(a, b)
-
-    def backward(self, dy):
-        return self._reduce(dy.shp, dy, M.neg(dy))
-
-
 def _float_pair(a, b):
-    """SINGA runs Mul/Div on int inputs in float, then casts back."""
+    """SINGA runs Mul on int inputs in float, then casts back."""
     if a.dt == _dtype.kInt and b.dt == _dtype.kInt:
-        return M.as_type(a, _dtype.kFloat32), M.as_type(b, _dtype.kFloat32), True
+        return _math.as_type(a, _dtype.kFloat32), _math.as_type(b, _dtype.kFloat32), True
     return a, b, False
-
-
-class Mul(_Binary):
-    """y = a * b; da = dy b, db = dy a (reduced)."""
-
-    def forward(self, a, b):
-        a2, b2, was_int = _float_pair(a, b)
-        self._cache(a2, b2)
-        y = M.mul(a2, b2)
-        return M.as_type(y, _dtype.kInt) if was_int else y
-
-    def backward(self, dy):
-        a, b = self._cached()
-        return self._reduce(dy.shp, M.mul(dy, b), M.mul(dy, a))
-
-
-class Div(_Binary):
-    """y = a / b; da = dy / b, db = -dy a / b^2 (reduced)."""
-
-    def forward(self, a, b):
-        self._cache(a, b)
-        return M.div(a, b)
-
-    def backward(self, dy):
-        a, b = self._cached()
-        da = M.div(dy, b)
-        db = M.neg(M.div(M.mul(da, a), b))
-        return self._reduce(dy.shp, da, db)
-
-
-class Pow(_Binary):
-    """y = a ** b; da = dy b a^(b-1), db = dy log(a) a^b (reduced)."""
-
-    def forward(self, a, b):
-        self._cache(a, b)
-        y = M.pow(a, b)
-        if is_training():
-            self.y = y
-        return y
-
-    def backward(self, dy):
-        a, b = self._cached()
-        da = M.mul(dy, M.mul(b, M.pow(a, M.sub(b, 1.0))))
-        db = M.mul(dy, M.mul(M.log(a), self.y))
-        return self._reduce(dy.shp, da, db)
 
 
 class _NoGradBinary(_Binary):
@@ -456,50 +244,40 @@ class _NoGradBinary(_Binary):
         return None, None
 
 
-class Less(_NoGradBinary):
-    """y = (a < b) as 1/0."""
+def _binary_operator(decl) -> type:
+    """The Operator class of a :class:`singa.ops._elementwise.Binary` record: forward runs its
+    op (keeping a, b and y as ``keep`` says), backward its gradient rule reduced to each
+    input's shape."""
+    fn = getattr(_math, decl.name)
+    name = decl.operator or decl.op
+    body = {"__doc__": decl.doc("autograd", kind="Tensor"), "__module__": __name__,
+            "__qualname__": name}
+    if decl.grad is None:
+        body["fn"] = staticmethod(fn)
+        return type(name, (_NoGradBinary,), body)
+    grad, int_as_float = decl.grad, decl.int_as_float
+    keep_ab, keep_y = "a" in decl.keep, "y" in decl.keep
 
-    fn = staticmethod(M.lt)
-
-
-class Greater(_NoGradBinary):
-    """y = (a > b) as 1/0."""
-
-    fn = staticmethod(M.gt)
-
-
-class Equal(_NoGradBinary):
-    """y = (a == b) as 1/0."""
-
-    fn = staticmethod(M.eq)
-
-
-class And(_NoGradBinary):
-    """y = a and b (nonzero is true)."""
-
-    fn = staticmethod(M.logical_and)
-
-
-class Or(_NoGradBinary):
-    """y = a or b."""
-
-    fn = staticmethod(M.logical_or)
-
-
-class Xor(_NoGradBinary):
-    """y = a xor b."""
-
-    fn = staticmethod(M.logical_xor)
-
-
-class Not(Operator):
-    """y = not x (1 where x == 0)."""
-
-    def forward(self, x):
-        return M.logical_not(x)
+    def forward(self, a, b):
+        was_int = False
+        if int_as_float:
+            a, b, was_int = _float_pair(a, b)
+        self.shapes = (a.shp, b.shp)
+        y = fn(a, b)
+        if is_training():
+            if keep_ab:
+                self.a, self.b = a, b
+            if keep_y:
+                self.y = y
+        return _math.as_type(y, _dtype.kInt) if was_int else y
 
     def backward(self, dy):
-        return None
+        a, b = self._cached() if keep_ab else (None, None)
+        da, db = grad(_math, dy, a, b, self.y if keep_y else None)
+        return self._reduce(dy.shp, da, db)
+
+    body.update(forward=forward, backward=backward)
+    return type(name, (_Binary,), body)
 
 
 class PRelu(_Binary):
@@ -507,15 +285,15 @@ class PRelu(_Binary):
 
     def forward(self, x, slope):
         self._cache(x, slope)
-        pos = M.gt(x, 0.0)
-        return M.add(M.mul(x, pos), M.mul(M.mul(x, slope), M.rsub(pos, 1.0)))
+        pos = _math.gt(x, 0.0)
+        return _math.add(_math.mul(x, pos), _math.mul(_math.mul(x, slope), _math.rsub(pos, 1.0)))
 
     def backward(self, dy):
         x, slope = self._cached()
-        pos = M.gt(x, 0.0)
-        neg = M.rsub(pos, 1.0)
-        dx = M.mul(dy, M.add(pos, M.mul(neg, slope)))
-        dslope = M.mul(dy, M.mul(x, neg))
+        pos = _math.gt(x, 0.0)
+        neg = _math.rsub(pos, 1.0)
+        dx = _math.mul(dy, _math.add(pos, _math.mul(neg, slope)))
+        dslope = _math.mul(dy, _math.mul(x, neg))
         return self._reduce(dy.shp, dx, dslope)
 
 
@@ -542,8 +320,8 @@ class Sum(_Nary):
         self.n = len(xs)
         y = xs[0]
         for x in xs[1:]:
-            y = M.add(y, x)
-        return y if len(xs) > 1 else M.copy(y)
+            y = _math.add(y, x)
+        return y if len(xs) > 1 else _math.copy(y)
 
     def backward(self, dy):
         return tuple(dy for _ in range(self.n))
@@ -557,11 +335,11 @@ class Mean(_Nary):
         self.n = len(xs)
         y = xs[0]
         for x in xs[1:]:
-            y = M.add(y, x)
-        return M.mul(y, 1.0 / len(xs))
+            y = _math.add(y, x)
+        return _math.mul(y, 1.0 / len(xs))
 
     def backward(self, dy):
-        g = M.mul(dy, 1.0 / self.n)
+        g = _math.mul(dy, 1.0 / self.n)
         return tuple(g for _ in range(self.n))
 
 
@@ -584,30 +362,39 @@ class _Extreme(_Nary):
             y = type(self).pick(y, x)
         if is_training():
             self.xs, self.y = xs, y
-        return y if len(xs) > 1 else M.copy(y)
+        return y if len(xs) > 1 else _math.copy(y)
 
     def backward(self, dy):
         if not hasattr(self, "xs"):
             self._need_cache()
         if len(self.xs) == 1:
-            return M.copy(dy)
+            return _math.copy(dy)
         taken = None  # 1 where an earlier input already matched y
         dxs = []
         for x in self.xs:
-            hit = M.eq(x, self.y)
-            first = hit if taken is None else M.mul(hit, M.rsub(taken, 1.0))
-            taken = hit if taken is None else M.maximum(taken, hit)
-            dxs.append(M.mul(dy, first))
+            hit = _math.eq(x, self.y)
+            first = hit if taken is None else _math.mul(hit, _math.rsub(taken, 1.0))
+            taken = hit if taken is None else _math.maximum(taken, hit)
+            dxs.append(_math.mul(dy, first))
         return tuple(dxs)
 
 
 class Max(_Extreme):
     """y = elementwise max of the inputs."""
 
-    pick = staticmethod(M.maximum)
+    pick = staticmethod(_math.maximum)
 
 
 class Min(_Extreme):
     """y = elementwise min of the inputs."""
 
-    pick = staticmethod(M.minimum)
+    pick = staticmethod(_math.minimum)
+
+
+# Sigmoid, Tanh, ..., Not; Add, Sub, Mul, Div, Pow, Less, Greater, Equal, And, Or, Xor: one
+# class per record of the elementwise tables that autograd names
+OPERATORS = {**{(decl.operator or decl.op): _unary_operator(decl)
+                for decl in UNARY.values() if decl.autograd},
+             **{(decl.operator or decl.op): _binary_operator(decl)
+                for decl in BINARY.values() if decl.autograd}}
+globals().update(OPERATORS)

@@ -1,6 +1,8 @@
 """Declarations of the tensor-math operators: elementwise, reductions, GEMM, copies, fills.
 
-Each entry is (name, numpy reference, input domain, dtypes); the shape/dtype rules are shared.
+The unary and binary elementwise ops come from their records in :mod:`._elementwise`; the
+other entries are (name, numpy reference, dtypes) tables or single declarations, with shared
+shape/dtype rules.
 References compute in the dtype they are given (the conformance kit passes float64 copies of
 floating inputs) and never touch devices.
 """
@@ -13,62 +15,11 @@ import numpy as np
 
 from .. import _dtype
 from ..errors import ShapeError
-from . import _rules as R
+from . import _rules as rules
+from ._elementwise import BINARY, UNARY
 from ._registry import FHD, NUM, defop
 
-_erf = np.vectorize(math.erf, otypes=[np.float64])
-
-
-def _round_half_away(x):
-    """Round half away from zero, keeping the sign (C's ``round``: ``round(-0.3) = -0.0``).
-
-    ``floor(|x| + 0.5)`` would be off for the float just below 0.5 (the sum rounds up), so
-    the fraction is compared exactly instead."""
-    t = np.trunc(x)
-    with np.errstate(invalid="ignore"):
-        r = t + np.where(np.abs(x - t) >= 0.5, np.sign(x), 0.0)
-    return np.copysign(r, x)
-
-
-def _sigmoid(x):
-    return 1.0 / (1.0 + np.exp(-x))
-
-
 # ---------------------------------------------------------------- unary elementwise
-# name: (reference, (low, high) of sampled inputs, dtypes)
-UNARY = {
-    "Abs": (np.abs, (-3, 3), NUM),
-    "Neg": (np.negative, (-3, 3), NUM),
-    "Sign": (np.sign, (-3, 3), NUM),
-    "Square": (np.square, (-3, 3), NUM),
-    "Ceil": (np.ceil, (-3, 3), FHD),
-    "Floor": (np.floor, (-3, 3), FHD),
-    "Round": (_round_half_away, (-3, 3), FHD),
-    "RoundE": (np.rint, (-3, 3), FHD),
-    "Exp": (np.exp, (-3, 3), FHD),
-    "Log": (np.log, (0.1, 5), FHD),
-    "Sqrt": (np.sqrt, (0.01, 5), FHD),
-    "Reciprocal": (np.reciprocal, (0.5, 3), FHD),
-    "Erf": (_erf, (-2, 2), FHD),
-    "ReLU": (lambda x: np.maximum(x, 0).astype(x.dtype), (-3, 3), NUM),
-    "Sigmoid": (_sigmoid, (-4, 4), FHD),
-    "Tanh": (np.tanh, (-3, 3), FHD),
-    "SoftPlus": (lambda x: np.log1p(np.exp(x)), (-3, 3), FHD),
-    "SoftSign": (lambda x: x / (1 + np.abs(x)), (-3, 3), FHD),
-    "Sin": (np.sin, (-3, 3), FHD),
-    "Cos": (np.cos, (-3, 3), FHD),
-    "Tan": (np.tan, (-1.2, 1.2), FHD),
-    "Asin": (np.arcsin, (-0.95, 0.95), FHD),
-    "Acos": (np.arccos, (-0.95, 0.95), FHD),
-    "Atan": (np.arctan, (-3, 3), FHD),
-    "Sinh": (np.sinh, (-3, 3), FHD),
-    "Cosh": (np.cosh, (-3, 3), FHD),
-    "Asinh": (np.arcsinh, (-3, 3), FHD),
-    "Acosh": (np.arccosh, (1.05, 4), FHD),
-    "Atanh": (np.arctanh, (-0.9, 0.9), FHD),
-    "Not": (lambda x: (x == 0).astype(x.dtype), (-1, 1), NUM),
-}
-
 
 def _unary_sampler(low, high, name):
     def sample(g, dtype):
@@ -83,10 +34,10 @@ def _unary_sampler(low, high, name):
     return sample
 
 
-for _name, (_ref, (_lo, _hi), _dts) in UNARY.items():
-    defop(_name, 1, R.same if _dts is NUM else R.same_float(_name), _ref,
-          _unary_sampler(_lo, _hi, _name), dtypes=_dts,
-          doc=f"y = {_name.lower()}(x), elementwise", inplace=(0,), recompute=True)
+for _unary in UNARY.values():
+    defop(_unary.op, 1, rules.same if _unary.dtypes is NUM else rules.same_float(_unary.op),
+          _unary.reference, _unary_sampler(*_unary.domain, _unary.op), dtypes=_unary.dtypes,
+          doc=f"y = {_unary.formula}, elementwise", inplace=(0,), recompute=True)
 
 
 # ---------------------------------------------------------------- x (op) scalar
@@ -136,31 +87,11 @@ def _scalar_sampler(name):
 
 
 for _name, (_ref, _dts) in SCALAR.items():
-    defop(_name, 1, R.same, _ref, _scalar_sampler(_name), dtypes=_dts,
+    defop(_name, 1, rules.same, _ref, _scalar_sampler(_name), dtypes=_dts,
           doc=f"y = {_name[:-6].lower()}(x, value), elementwise with a Python scalar",
           inplace=(0,), recompute=True)
 
 # ---------------------------------------------------------------- binary, broadcasting
-BINARY = {
-    "Add": (np.add, NUM),
-    "Sub": (np.subtract, NUM),
-    "Mul": (np.multiply, NUM),
-    "Div": (lambda a, b: (a / b).astype(a.dtype) if a.dtype.kind == "i" else a / b, NUM),
-    "Pow": (np.power, FHD),
-    "LT": (lambda a, b: (a < b).astype(a.dtype), NUM),
-    "LE": (lambda a, b: (a <= b).astype(a.dtype), NUM),
-    "GT": (lambda a, b: (a > b).astype(a.dtype), NUM),
-    "GE": (lambda a, b: (a >= b).astype(a.dtype), NUM),
-    "EQ": (lambda a, b: (a == b).astype(a.dtype), NUM),
-    "NE": (lambda a, b: (a != b).astype(a.dtype), NUM),
-    "Maximum": (np.maximum, NUM),
-    "Minimum": (np.minimum, NUM),
-    "And": (lambda a, b: np.logical_and(a, b).astype(a.dtype), NUM),
-    "Or": (lambda a, b: np.logical_or(a, b).astype(a.dtype), NUM),
-    "Xor": (lambda a, b: np.logical_xor(a, b).astype(a.dtype), NUM),
-}
-
-
 def _binary_sampler(name):
     def sample(g, dtype):
         sa, sb = g.broadcastable_shapes()
@@ -178,17 +109,18 @@ def _binary_sampler(name):
     return sample
 
 
-for _name, (_ref, _dts) in BINARY.items():
-    defop(_name, 2, R.binary(_name), _ref, _binary_sampler(_name), dtypes=_dts,
-          doc=f"y = {_name.lower()}(a, b), elementwise with numpy broadcasting",
-          inplace=(0, 1), recompute=True)
+for _binary in BINARY.values():
+    defop(_binary.op, 2, rules.binary(_binary.op), _binary.reference,
+          _binary_sampler(_binary.op), dtypes=_binary.dtypes,
+          doc=f"y = {_binary.formula}, elementwise with numpy broadcasting", inplace=(0, 1),
+          recompute=True)
 
 
 def _relu_backward_ref(dy, x):
     return dy * (x > 0)
 
 
-defop("ReLUBackward", 2, R.binary("ReLUBackward"), _relu_backward_ref,
+defop("ReLUBackward", 2, rules.binary("ReLUBackward"), _relu_backward_ref,
       lambda g, dt: ([g.array(s := g.shape(), dt, -3, 3), g.array(s, dt, -3, 3)], {}),
       dtypes=FHD, doc="dx = dy * (x > 0)", inplace=(0, 1), recompute=True)
 
@@ -204,7 +136,7 @@ def _clip_sample(g, dtype):
     return [x], {"min": lo, "max": hi}
 
 
-defop("Clip", 1, R.same, _clip_ref, _clip_sample, dtypes=FHD, recompute=True,
+defop("Clip", 1, rules.same, _clip_ref, _clip_sample, dtypes=FHD, recompute=True,
       doc="y = min(max(x, min), max); either bound may be None")
 
 # ---------------------------------------------------------------- copies, casts, fills
@@ -214,7 +146,7 @@ def _copy_sample(g, dtype):
     return [g.array(g.shape(min_dims=1), dtype, -3, 3)], {}
 
 
-defop("Copy", 1, R.same, lambda x: np.array(x), _copy_sample, dtypes=NUM + (_dtype.kUChar,),
+defop("Copy", 1, rules.same, lambda x: np.array(x), _copy_sample, dtypes=NUM + (_dtype.kUChar,),
       recompute=True,
       doc="contiguous copy of a (possibly strided, offset or broadcast) view")
 
@@ -242,7 +174,7 @@ def _fill_sample(g, dtype):
                 if dtype != _dtype.kInt else g.integers(-3, 3)}
 
 
-defop("SetValue", 0, R.from_attrs,
+defop("SetValue", 0, rules.from_attrs,
       lambda shape, dtype, value: np.full(shape, value, _dtype.NP_DTYPE[dtype]),
       _fill_sample, dtypes=NUM, doc="fill with attrs['value']")
 
@@ -263,12 +195,13 @@ def _rand_sample(kind):
     return sample
 
 
-defop("Gaussian", 0, R.from_attrs, lambda shape, dtype, mean, std: np.full(shape, mean),
+defop("Gaussian", 0, rules.from_attrs, lambda shape, dtype, mean, std: np.full(shape, mean),
       _rand_sample("Gaussian"), random=True, dtypes=FHD,
       doc="normal draws N(mean, std^2) from the device RNG")
-defop("Uniform", 0, R.from_attrs, lambda shape, dtype, low, high: np.full(shape, (low + high) / 2),
+defop("Uniform", 0, rules.from_attrs,
+      lambda shape, dtype, low, high: np.full(shape, (low + high) / 2),
       _rand_sample("Uniform"), random=True, dtypes=FHD, doc="uniform draws on [low, high)")
-defop("Bernoulli", 0, R.from_attrs, lambda shape, dtype, p: np.full(shape, p),
+defop("Bernoulli", 0, rules.from_attrs, lambda shape, dtype, p: np.full(shape, p),
       _rand_sample("Bernoulli"), random=True, dtypes=FHD, doc="1 with probability p, else 0")
 
 # ---------------------------------------------------------------- reductions
@@ -292,7 +225,7 @@ def _reduce_sample(g, dtype):
 
 
 def _np_axes(x, axes):
-    return R.normalize_axes("reduce", axes, x.ndim)
+    return rules.normalize_axes("reduce", axes, x.ndim)
 
 
 def _reduce_bound(mean):
@@ -305,25 +238,25 @@ def _reduce_bound(mean):
     return bound
 
 
-defop("Sum", 1, R.reduce_rule("Sum"),
+defop("Sum", 1, rules.reduce_rule("Sum"),
       lambda x, axes=None, keepdims=False: np.sum(x, _np_axes(x, axes), keepdims=keepdims)
       .astype(x.dtype), _reduce_sample, dtypes=NUM, acc_bound=_reduce_bound(False),
       doc="sum over attrs['axes'] (None: all)")
-defop("ReduceMean", 1, R.reduce_rule("ReduceMean"),
+defop("ReduceMean", 1, rules.reduce_rule("ReduceMean"),
       lambda x, axes=None, keepdims=False: np.mean(x, _np_axes(x, axes), keepdims=keepdims),
       _reduce_sample, dtypes=FHD, acc_bound=_reduce_bound(True), doc="mean over attrs['axes']")
-defop("ReduceMax", 1, R.reduce_rule("ReduceMax"),
+defop("ReduceMax", 1, rules.reduce_rule("ReduceMax"),
       lambda x, axes=None, keepdims=False: np.max(x, _np_axes(x, axes), keepdims=keepdims),
       _reduce_sample, dtypes=NUM, doc="max over attrs['axes']")
-defop("ReduceMin", 1, R.reduce_rule("ReduceMin"),
+defop("ReduceMin", 1, rules.reduce_rule("ReduceMin"),
       lambda x, axes=None, keepdims=False: np.min(x, _np_axes(x, axes), keepdims=keepdims),
       _reduce_sample, dtypes=NUM, doc="min over attrs['axes']")
 
 
 def _argmax_infer(ins, attrs):
     x = ins[0]
-    ax = R.check_axis("ArgMax", attrs["axis"], len(x.shp))
-    return [(R.reduced_shape(x.shp, (ax,), attrs.get("keepdims", False)), _dtype.kInt)]
+    ax = rules.check_axis("ArgMax", attrs["axis"], len(x.shp))
+    return [(rules.reduced_shape(x.shp, (ax,), attrs.get("keepdims", False)), _dtype.kInt)]
 
 
 def _argmax_sample(g, dtype):
@@ -372,10 +305,10 @@ def _log_softmax_ref(x, axis=-1):
 
 
 def _softmax_infer(name):
-    float_rule = R.same_float(name)
+    float_rule = rules.same_float(name)
 
     def infer(ins, attrs):
-        ax = R.check_axis(name, attrs.get("axis", -1), len(ins[0].shp))
+        ax = rules.check_axis(name, attrs.get("axis", -1), len(ins[0].shp))
         if ins[0].shp[ax] == 0:
             raise ShapeError(f"{name}: axis {ax} of {ins[0].shp} is empty; a softmax over no "
                              "values is undefined")
@@ -412,7 +345,7 @@ defop("SoftmaxBackward", 2, _softmax_infer("SoftmaxBackward"), _softmax_bwd_ref,
 
 def _matmul_infer(ins, attrs):
     a, b = ins
-    dt = R.check_dtypes("Matmul", ins)
+    dt = rules.check_dtypes("Matmul", ins)
     sa, sb = a.shp, b.shp
     if not sa or not sb:
         raise ShapeError("Matmul: operands must have at least one dimension")
@@ -429,7 +362,7 @@ def _matmul_infer(ins, attrs):
         return [(sb[:-2] + sb[-1:], dt)]
     if len(sb) == 1:
         return [(sa[:-1], dt)]
-    batch = R.broadcast_shapes("Matmul", sa[:-2], sb[:-2])
+    batch = rules.broadcast_shapes("Matmul", sa[:-2], sb[:-2])
     return [(batch + (sa[-2], sb[-1]), dt)]
 
 
@@ -469,13 +402,13 @@ defop("Matmul", 2, _matmul_infer, np.matmul, _matmul_sample, dtypes=FHD,
 
 def _gemm_infer(ins, attrs):
     a, b, c = ins
-    dt = R.check_dtypes("GEMM", ins)
+    dt = rules.check_dtypes("GEMM", ins)
     sa = a.shp[::-1] if attrs.get("transA") else a.shp
     sb = b.shp[::-1] if attrs.get("transB") else b.shp
     if len(sa) != 2 or len(sb) != 2 or sa[1] != sb[0]:
         raise ShapeError(f"GEMM: cannot multiply op(A) {sa} by op(B) {sb}")
     out = (sa[0], sb[1])
-    R.broadcast_shapes("GEMM", c.shp, out)
+    rules.broadcast_shapes("GEMM", c.shp, out)
     return [(out, dt)]
 
 
@@ -507,7 +440,7 @@ defop("GEMM", 3, _gemm_infer, _gemm_ref, _gemm_sample, dtypes=FHD, acc_bound=_ge
 
 def _axpy_infer(ins, attrs):
     a, x, y = ins
-    R.check_dtypes("Axpy", ins)
+    rules.check_dtypes("Axpy", ins)
     if x.shp != y.shp or a.size != 1:
         raise ShapeError(f"Axpy: x {x.shp} and y {y.shp} must match and alpha be one element")
     return [(y.shp, y.dt)]
@@ -525,9 +458,9 @@ defop("Axpy", 3, _axpy_infer, lambda a, x, y: a.reshape(()) * x + y, _axpy_sampl
 
 
 def _concat_infer(ins, attrs):
-    dt = R.check_dtypes("Concat", ins)
+    dt = rules.check_dtypes("Concat", ins)
     first = ins[0].shp
-    ax = R.check_axis("Concat", attrs["axis"], len(first))
+    ax = rules.check_axis("Concat", attrs["axis"], len(first))
     total = 0
     for i, x in enumerate(ins):
         s = x.shp
@@ -557,7 +490,7 @@ defop("Concat", -1, _concat_infer, lambda *xs, axis: np.concatenate(xs, axis), _
 
 def _repeat_infer(ins, attrs):
     x = ins[0]
-    ax = R.check_axis("Repeat", attrs["axis"], len(x.shp))
+    ax = rules.check_axis("Repeat", attrs["axis"], len(x.shp))
     reps = attrs["repeats"]
     if len(reps) == 1:
         n = x.shp[ax] * reps[0]
@@ -591,7 +524,7 @@ def _take_infer(ins, attrs):
     x, idx = ins
     if idx.dt != _dtype.kInt:
         raise ShapeError("Take: indices must be an int32 tensor")
-    ax = R.check_axis("Take", attrs["axis"], len(x.shp))
+    ax = rules.check_axis("Take", attrs["axis"], len(x.shp))
     return [(x.shp[:ax] + idx.shp + x.shp[ax + 1:], x.dt)]
 
 

@@ -1,0 +1,293 @@
+"""The elementwise ops, each declared once: op-table entry and gradient rule side by side.
+
+A :class:`Unary` or :class:`Binary` record holds everything about one op: the op-table key and
+numpy reference (what backends implement and the conformance kit checks), its math as text,
+the gradient rule, and the names SINGA gives it in ``singa._math``, ``singa.tensor`` and
+``singa.autograd``. :mod:`singa.ops._tensor_ops` enters them in the op table; the three wrapper
+layers build their functions and Operator classes from :data:`UNARY` and :data:`BINARY`
+(:mod:`singa._math`, :mod:`singa.tensor`, :mod:`singa.autograd._elementwise`), so adding such
+an op is one record here plus its backend kernels. Both tables map op-table keys to records.
+
+A gradient rule is ``grad(ops, dy, x, y) -> dx`` (unary) or ``grad(ops, dy, a, b, y) -> (da,
+db)`` (binary, before the reduction to each input's shape), with ``ops`` the functional module
+:mod:`singa._math` passed in at call time: the table is loaded before that module exists.
+Inputs the record does not keep (``keep``) arrive as None.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import _dtype
+from .._ctensor import CTensor
+from ._registry import FHD, NUM
+
+__all__ = ["Unary", "Binary", "UNARY", "BINARY", "zero_grad"]
+
+
+def zero_grad(ops, dy, x, y):
+    """The gradient of a piecewise-constant function: zero almost everywhere."""
+    return ops.set_value(CTensor._new(dy.shp, dy.dev, dy.dt), 0.0)
+
+
+def _dtype_names(dtypes) -> str:
+    names = [_dtype.name_of(d) for d in dtypes]
+    return ", ".join(names[:-1]) + " or " + names[-1]
+
+
+def _fmt(values) -> str:
+    return "[" + ", ".join(f"{float(v):.4g}" for v in np.ravel(values)) + "]"
+
+
+_OUT = "out : CTensor, optional\n    Written with y (in place) instead of a new tensor.\n"
+
+
+@dataclass(frozen=True, eq=False)
+class Unary:
+    """An elementwise op of one tensor.
+
+    op: op-table key. name: the ``singa._math`` function. reference: numpy reference.
+    domain: ``(low, high)`` of sampled test inputs (and of the docstring example).
+    formula: y in terms of x. grad: gradient rule ``grad(ops, dy, x, y)``; None: the op has no
+    gradient (backward gives None). grad_formula: dx in terms of dy, x, y. keep: which of x and
+    y the gradient reads ("x", "y" or ""), so autograd keeps only those. operator and
+    autograd: the ``singa.autograd`` class and function names (None: not in autograd).
+    tensor: ``singa.tensor`` exports ``name``. note: why the gradient is written as it is.
+    """
+
+    op: str
+    name: str
+    reference: Callable
+    domain: tuple
+    dtypes: tuple
+    formula: str
+    grad: Callable | None
+    grad_formula: str
+    keep: str = "x"
+    operator: str | None = None
+    autograd: str | None = None
+    tensor: bool = False
+    note: str = ""
+
+    @property
+    def example(self) -> str:
+        low, high = self.domain
+        x = np.round(np.linspace(low, high, 3), 2)
+        return f"{self.name}({_fmt(x)}) = {_fmt(self.reference(x))}"
+
+    def doc(self, layer: str, arg: str = "x", kind: str = "CTensor") -> str:
+        """The docstring of this op's function or Operator in ``layer``."""
+        grad = (f"\n\nGradient: dx = {self.grad_formula}." if self.grad is not None else
+                "\n\nNo gradient flows through it.") if layer == "autograd" else ""
+        note = f"\n\n{self.note}" if self.note and layer == "autograd" else ""
+        return (f"y = {self.formula}, elementwise (op ``{self.op}``).{grad}{note}\n\n"
+                f"Parameters\n----------\n{arg} : {kind}\n    Any shape; dtype "
+                f"{_dtype_names(self.dtypes)}.\n{_OUT if layer == 'math' else ''}\nReturns\n-------\n{kind}\n"
+                f"    y, of {arg}'s shape and dtype.\n\nExamples\n--------\n{self.example}\n")
+
+
+@dataclass(frozen=True, eq=False)
+class Binary:
+    """An elementwise op of two tensors with numpy broadcasting, or a tensor and a number.
+
+    op, name, reference, dtypes, formula, operator, autograd as in :class:`Unary`. scalar: the
+    op-table key of the tensor-and-number form (None: the number is broadcast as a 0-d
+    tensor). grad: ``grad(ops, dy, a, b, y) -> (da, db)``; None: no gradient (comparisons and
+    logic). keep: which of a, b, y the gradient reads ("ab", "aby" or ""). int_as_float:
+    autograd computes int32 inputs in float32 and casts the result back (SINGA's Mul).
+    tensor: the ``singa.tensor`` function name (None: not exported there).
+    """
+
+    op: str
+    name: str
+    reference: Callable
+    dtypes: tuple
+    formula: str
+    scalar: str | None
+    grad: Callable | None = None
+    grad_formula: str = ""
+    keep: str = ""
+    operator: str | None = None
+    autograd: str | None = None
+    int_as_float: bool = False
+    tensor: str | None = None
+
+    @property
+    def example(self) -> str:
+        a, b = np.array([1.0, 2.0, 3.0]), np.array([2.0, 2.0, 2.0])
+        return f"{self.name}({_fmt(a)}, {_fmt(b)}) = {_fmt(self.reference(a, b))}"
+
+    def doc(self, layer: str, kind: str = "CTensor") -> str:
+        """The docstring of this op's function or Operator in ``layer``."""
+        grad = (f"\n\nGradient (each reduced to its input's shape): {self.grad_formula}."
+                if self.grad is not None else "\n\nNo gradient flows through it."
+                ) if layer == "autograd" else ""
+        other = kind if layer == "autograd" else f"{kind} or number"
+        return (f"y = {self.formula}, elementwise with numpy broadcasting (op ``{self.op}``)."
+                f"{grad}\n\nParameters\n----------\na : {kind}\n    dtype "
+                f"{_dtype_names(self.dtypes)}.\nb : {other}\n    Broadcasts with a; a "
+                "tensor of another dtype is converted to the common dtype.\n"
+                f"{_OUT if layer == 'math' else ''}\nReturns\n"
+                f"-------\n{kind}\n    y, of the broadcast shape.\n\nExamples\n--------\n"
+                f"{self.example}\n")
+
+
+def _round_half_away(x):
+    """Round half away from zero, keeping the sign (C's ``round``: ``round(-0.3) = -0.0``).
+
+    ``floor(|x| + 0.5)`` would be off for the float just below 0.5 (the sum rounds up), so
+    the fraction is compared exactly instead."""
+    t = np.trunc(x)
+    with np.errstate(invalid="ignore"):
+        r = t + np.where(np.abs(x - t) >= 0.5, np.sign(x), 0.0)
+    return np.copysign(r, x)
+
+
+def _sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+
+
+def _div_grad(ops, dy, a, b, y):
+    da = ops.div(dy, b)
+    return da, ops.neg(ops.div(ops.mul(da, a), b))
+
+
+def _pow_grad(ops, dy, a, b, y):
+    return (ops.mul(dy, ops.mul(b, ops.pow(a, ops.sub(b, 1.0)))),
+            ops.mul(dy, ops.mul(ops.log(a), y)))
+
+
+UNARY = {decl.op: decl for decl in (
+    Unary("Abs", "abs", np.abs, (-3, 3), NUM, "|x|",
+          lambda ops, dy, x, y: ops.mul(dy, ops.sign(x)), "dy * sign(x)",
+          autograd="abs", tensor=True),
+    Unary("Neg", "neg", np.negative, (-3, 3), NUM, "-x",
+          lambda ops, dy, x, y: ops.neg(dy), "-dy", keep="",
+          operator="Negative", autograd="negative"),
+    Unary("Sign", "sign", np.sign, (-3, 3), NUM, "sign(x)", zero_grad, "0", keep="",
+          autograd="sign", tensor=True),
+    Unary("Square", "square", np.square, (-3, 3), NUM, "x^2",
+          lambda ops, dy, x, y: ops.mul(ops.mul(dy, x), 2.0), "2 x dy",
+          autograd="square", tensor=True),
+    Unary("Ceil", "ceil", np.ceil, (-3, 3), FHD, "ceil(x)", zero_grad, "0", keep="",
+          autograd="ceil", tensor=True),
+    Unary("Floor", "floor", np.floor, (-3, 3), FHD, "floor(x)", zero_grad, "0", keep="",
+          autograd="floor"),
+    Unary("Round", "round", _round_half_away, (-3, 3), FHD,
+          "round(x), halves away from zero", zero_grad, "0", keep="", autograd="round"),
+    Unary("RoundE", "rounde", np.rint, (-3, 3), FHD, "round(x), halves to even", zero_grad,
+          "0", keep="", operator="Rounde", autograd="rounde"),
+    Unary("Exp", "exp", np.exp, (-3, 3), FHD, "exp(x)",
+          lambda ops, dy, x, y: ops.mul(dy, y), "dy * y", keep="y",
+          autograd="exp", tensor=True),
+    Unary("Log", "log", np.log, (0.1, 5), FHD, "log(x)",
+          lambda ops, dy, x, y: ops.div(dy, x), "dy / x", autograd="log", tensor=True),
+    Unary("Sqrt", "sqrt", np.sqrt, (0.01, 5), FHD, "sqrt(x)",
+          lambda ops, dy, x, y: ops.div(ops.mul(dy, 0.5), y), "dy * 0.5 / y", keep="y",
+          autograd="sqrt", tensor=True),
+    Unary("Reciprocal", "reciprocal", np.reciprocal, (0.5, 3), FHD, "1 / x",
+          lambda ops, dy, x, y: ops.mul(dy, ops.neg(ops.reciprocal(ops.square(x)))),
+          "-dy / x^2", autograd="reciprocal"),
+    Unary("Erf", "erf", _erf, (-2, 2), FHD, "erf(x)",
+          lambda ops, dy, x, y: ops.mul(dy, ops.mul(ops.exp(ops.neg(ops.square(x))),
+                                                    _TWO_OVER_SQRT_PI)),
+          "2/sqrt(pi) exp(-x^2) dy", autograd="erf"),
+    Unary("ReLU", "relu", lambda x: np.maximum(x, 0).astype(x.dtype), (-3, 3), NUM,
+          "max(x, 0)", lambda ops, dy, x, y: ops.relu_backward(dy, y), "dy * (y > 0)",
+          keep="y", autograd="relu", tensor=True,
+          note="Keeps y rather than x (y > 0 exactly where x > 0): y is usually kept anyway "
+               "by the next op, so x (e.g. a batch-norm output) can be freed after the "
+               "forward pass."),
+    Unary("Sigmoid", "sigmoid", _sigmoid, (-4, 4), FHD, "1 / (1 + exp(-x))",
+          lambda ops, dy, x, y: ops.mul(dy, ops.mul(y, ops.rsub(y, 1.0))),
+          "dy * y * (1 - y)", keep="y", autograd="sigmoid", tensor=True),
+    Unary("Tanh", "tanh", np.tanh, (-3, 3), FHD, "tanh(x)",
+          lambda ops, dy, x, y: ops.mul(dy, ops.rsub(ops.square(y), 1.0)),
+          "dy * (1 - y^2)", keep="y", autograd="tanh", tensor=True),
+    Unary("SoftPlus", "softplus", lambda x: np.log1p(np.exp(x)), (-3, 3), FHD,
+          "log(1 + exp(x))", lambda ops, dy, x, y: ops.mul(dy, ops.sigmoid(x)),
+          "sigmoid(x) dy", autograd="softplus"),
+    Unary("SoftSign", "softsign", lambda x: x / (1 + np.abs(x)), (-3, 3), FHD,
+          "x / (1 + |x|)",
+          lambda ops, dy, x, y: ops.mul(dy, ops.rdiv(ops.square(ops.add(ops.abs(x), 1.0)),
+                                                     1.0)),
+          "dy / (1 + |x|)^2", autograd="softsign"),
+    Unary("Sin", "sin", np.sin, (-3, 3), FHD, "sin(x)",
+          lambda ops, dy, x, y: ops.mul(dy, ops.cos(x)), "cos(x) dy", autograd="sin"),
+    Unary("Cos", "cos", np.cos, (-3, 3), FHD, "cos(x)",
+          lambda ops, dy, x, y: ops.mul(dy, ops.neg(ops.sin(x))), "-sin(x) dy",
+          autograd="cos"),
+    Unary("Tan", "tan", np.tan, (-1.2, 1.2), FHD, "tan(x)",
+          lambda ops, dy, x, y: ops.mul(dy, ops.rdiv(ops.square(ops.cos(x)), 1.0)),
+          "dy / cos(x)^2", autograd="tan"),
+    Unary("Asin", "asin", np.arcsin, (-0.95, 0.95), FHD, "asin(x)",
+          lambda ops, dy, x, y: ops.mul(dy, ops.pow(ops.rsub(ops.square(x), 1.0), -0.5)),
+          "dy / sqrt(1 - x^2)", autograd="asin"),
+    Unary("Acos", "acos", np.arccos, (-0.95, 0.95), FHD, "acos(x)",
+          lambda ops, dy, x, y: ops.mul(dy, ops.neg(ops.pow(ops.rsub(ops.square(x), 1.0),
+                                                            -0.5))),
+          "-dy / sqrt(1 - x^2)", autograd="acos"),
+    Unary("Atan", "atan", np.arctan, (-3, 3), FHD, "atan(x)",
+          lambda ops, dy, x, y: ops.mul(dy, ops.rdiv(ops.add(ops.square(x), 1.0), 1.0)),
+          "dy / (1 + x^2)", autograd="atan"),
+    Unary("Sinh", "sinh", np.sinh, (-3, 3), FHD, "sinh(x)",
+          lambda ops, dy, x, y: ops.mul(dy, ops.cosh(x)), "cosh(x) dy", autograd="sinh"),
+    Unary("Cosh", "cosh", np.cosh, (-3, 3), FHD, "cosh(x)",
+          lambda ops, dy, x, y: ops.mul(dy, ops.sinh(x)), "sinh(x) dy", autograd="cosh"),
+    Unary("Asinh", "asinh", np.arcsinh, (-3, 3), FHD, "asinh(x)",
+          lambda ops, dy, x, y: ops.mul(dy, ops.pow(ops.add(ops.square(x), 1.0), -0.5)),
+          "dy / sqrt(x^2 + 1)", autograd="asinh"),
+    Unary("Acosh", "acosh", np.arccosh, (1.05, 4), FHD, "acosh(x)",
+          lambda ops, dy, x, y: ops.mul(dy, ops.pow(ops.sub(ops.square(x), 1.0), -0.5)),
+          "dy / sqrt(x^2 - 1)", autograd="acosh"),
+    Unary("Atanh", "atanh", np.arctanh, (-0.9, 0.9), FHD, "atanh(x)",
+          lambda ops, dy, x, y: ops.mul(dy, ops.rdiv(ops.rsub(ops.square(x), 1.0), 1.0)),
+          "dy / (1 - x^2)", autograd="atanh"),
+    Unary("Not", "logical_not", lambda x: (x == 0).astype(x.dtype), (-1, 1), NUM,
+          "1 where x == 0, else 0", None, "", keep="", operator="Not", autograd="_not"),
+)}
+
+BINARY = {decl.op: decl for decl in (
+    Binary("Add", "add", np.add, NUM, "a + b", "AddScalar",
+           lambda ops, dy, a, b, y: (dy, dy), "da = dy, db = dy", autograd="add",
+           tensor="add"),
+    Binary("Sub", "sub", np.subtract, NUM, "a - b", "SubScalar",
+           lambda ops, dy, a, b, y: (dy, ops.neg(dy)), "da = dy, db = -dy", autograd="sub",
+           tensor="sub"),
+    Binary("Mul", "mul", np.multiply, NUM, "a * b", "MulScalar",
+           lambda ops, dy, a, b, y: (ops.mul(dy, b), ops.mul(dy, a)), "da = dy b, db = dy a",
+           keep="ab", autograd="mul", int_as_float=True, tensor="eltwise_mult"),
+    Binary("Div", "div", lambda a, b: (a / b).astype(a.dtype) if a.dtype.kind == "i" else a / b,
+           NUM, "a / b", "DivScalar", _div_grad, "da = dy / b, db = -dy a / b^2", keep="ab",
+           autograd="div", tensor="div"),
+    Binary("Pow", "pow", np.power, FHD, "a ** b", "PowScalar", _pow_grad,
+           "da = dy b a^(b-1), db = dy log(a) a^b", keep="aby", autograd="pow"),
+    Binary("LT", "lt", lambda a, b: (a < b).astype(a.dtype), NUM, "(a < b) as 1/0",
+           "LTScalar", operator="Less", autograd="less", tensor="lt"),
+    Binary("LE", "le", lambda a, b: (a <= b).astype(a.dtype), NUM, "(a <= b) as 1/0",
+           "LEScalar", tensor="le"),
+    Binary("GT", "gt", lambda a, b: (a > b).astype(a.dtype), NUM, "(a > b) as 1/0",
+           "GTScalar", operator="Greater", autograd="greater", tensor="gt"),
+    Binary("GE", "ge", lambda a, b: (a >= b).astype(a.dtype), NUM, "(a >= b) as 1/0",
+           "GEScalar", tensor="ge"),
+    Binary("EQ", "eq", lambda a, b: (a == b).astype(a.dtype), NUM, "(a == b) as 1/0",
+           "EQScalar", operator="Equal", autograd="equal", tensor="eq"),
+    Binary("NE", "ne", lambda a, b: (a != b).astype(a.dtype), NUM, "(a != b) as 1/0",
+           "NEScalar"),
+    Binary("Maximum", "maximum", np.maximum, NUM, "max(a, b)", "MaxScalar"),
+    Binary("Minimum", "minimum", np.minimum, NUM, "min(a, b)", "MinScalar"),
+    Binary("And", "logical_and", lambda a, b: np.logical_and(a, b).astype(a.dtype), NUM,
+           "a and b (nonzero is true) as 1/0", None, operator="And", autograd="_and"),
+    Binary("Or", "logical_or", lambda a, b: np.logical_or(a, b).astype(a.dtype), NUM,
+           "a or b as 1/0", None, operator="Or", autograd="_or"),
+    Binary("Xor", "logical_xor", lambda a, b: np.logical_xor(a, b).astype(a.dtype), NUM,
+           "a xor b as 1/0", None, operator="Xor", autograd="_xor"),
+)}
