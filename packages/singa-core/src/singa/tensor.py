@@ -13,24 +13,22 @@ from numbers import Number
 
 import numpy as np
 
-from . import _dtype
-from . import _math as M
+from . import _dtype, _math
 from ._ctensor import CTensor
 from ._ctensor import host_array as _host_array
 from ._device_api import get_default_device, get_device
 from ._shapes import as_int, check_shape  # the shape rule, public for extensions
 from .errors import DeviceMismatchError, DtypeMismatchError, ShapeError
+from .ops._elementwise import BINARY as _BINARY
+from .ops._elementwise import UNARY as _UNARY
 
-__all__ = [
+__all__ = [  # and the elementwise functions built below from the op records
     "CTensor", "PlaceHolder", "Tensor", "float16", "float32", "float64", "int32", "kFloat16",
-    "kFloat32", "kInt", "abs", "add", "add_column", "add_row", "as_int", "average", "axpy",
-    "bernoulli", "ceil", "check_shape", "concatenate", "contiguous", "copy_data_to_from",
-    "copy_from_numpy", "div",
-    "einsum", "eltwise_mult", "eq", "exp", "from_numpy", "from_raw_tensor",
-    "from_raw_tensors", "gaussian", "ge", "gt", "le", "log", "lt", "mult", "ones", "ones_like",
-    "pow", "product", "random", "repeat", "reshape", "sigmoid", "sign", "sizeof", "softmax",
-    "sqrt", "square", "sub", "sum", "sum_columns", "sum_rows", "tanh", "tensordot", "to_host",
-    "to_numpy", "transpose", "uniform", "zeros", "zeros_like",
+    "kFloat32", "kInt", "add_column", "add_row", "as_int", "average", "axpy", "bernoulli",
+    "check_shape", "concatenate", "contiguous", "copy_data_to_from", "copy_from_numpy", "einsum",
+    "from_numpy", "from_raw_tensor", "from_raw_tensors", "gaussian", "mult", "ones", "ones_like",
+    "pow", "product", "random", "repeat", "reshape", "sizeof", "softmax", "sum", "sum_columns",
+    "sum_rows", "tensordot", "to_host", "to_numpy", "transpose", "uniform", "zeros", "zeros_like",
 ]
 
 float32 = kFloat32 = _dtype.kFloat32
@@ -168,23 +166,23 @@ class Tensor:
 
     def transpose(self, axes=None) -> Tensor:
         """A strided view with permuted axes (no copy)."""
-        return self._like(M.transpose(self.data, axes))
+        return self._like(_math.transpose(self.data, axes))
 
     def T(self) -> Tensor:
         return self.transpose()
 
     def reshape(self, shape) -> Tensor:
         """A tensor of the new shape sharing data when contiguous (materialised otherwise)."""
-        return self._like(M.reshape(self.data, shape))
+        return self._like(_math.reshape(self.data, shape))
 
     def contiguous(self) -> Tensor:
-        return self._like(M.contiguous(self.data))
+        return self._like(_math.contiguous(self.data))
 
     def reset_like(self, t: Tensor) -> None:
         self.data = CTensor._new(t.shape, t.device, t.dtype)
 
     def clone(self) -> Tensor:
-        return self._like(M.copy(self.data))
+        return self._like(_math.copy(self.data))
 
     def deepcopy(self) -> Tensor:
         return self.clone()
@@ -202,7 +200,7 @@ class Tensor:
         return self._like(ct._view_as(ct.shp, ct.strd))
 
     def repeat(self, repeats, axis) -> Tensor:
-        return self._like(M.repeat(self.data, repeats, axis))
+        return self._like(_math.repeat(self.data, repeats, axis))
 
     def __getitem__(self, keys) -> Tensor:
         """Slices per axis (ints keep the axis with size 1, as in SINGA); returns a copy."""
@@ -227,7 +225,7 @@ class Tensor:
                 steps.append(step)
             else:
                 raise TypeError(f"unsupported index {key!r}; use ints and slices")
-        return self._like(M.copy(M.slice_view(self.data, starts, stops, steps)))
+        return self._like(_math.copy(_math.slice_view(self.data, starts, stops, steps)))
 
     # ------------------------------------------------------------------ dtype and placement
     def as_type(self, dtype) -> Tensor:
@@ -238,7 +236,7 @@ class Tensor:
             code = _dtype.code_of(dtype)
         except DtypeMismatchError as exc:
             raise TypeError(str(exc)) from None
-        return self._like(M.as_type(self.data, code))
+        return self._like(_math.as_type(self.data, code))
 
     def to_type(self, dtype) -> Tensor:
         """Convert in place."""
@@ -259,35 +257,35 @@ class Tensor:
 
     def l1(self) -> float:
         """Mean absolute value (SINGA's l1)."""
-        return M.l1(self.data)
+        return _math.l1(self.data)
 
     def l2(self) -> float:
         """Euclidean norm divided by the size (SINGA's l2)."""
-        return M.l2(self.data)
+        return _math.l2(self.data)
 
     # ------------------------------------------------------------------ fills
     def set_value(self, x, inplace=True) -> Tensor:
         if not inplace:
             raise NotImplementedError("set_value(inplace=False) is not supported (as in SINGA)")
-        M.set_value(self.data, x)
+        _math.set_value(self.data, x)
         return self
 
     def gaussian(self, mean, std, inplace=True) -> Tensor:
         if not inplace:
             raise NotImplementedError("gaussian(inplace=False) is not supported (as in SINGA)")
-        M.gaussian(self.data, mean, std)
+        _math.gaussian(self.data, mean, std)
         return self
 
     def uniform(self, low, high, inplace=True) -> Tensor:
         if not inplace:
             raise NotImplementedError("uniform(inplace=False) is not supported (as in SINGA)")
-        M.uniform(self.data, low, high)
+        _math.uniform(self.data, low, high)
         return self
 
     def bernoulli(self, p, inplace=True) -> Tensor:
         if not inplace:
             raise NotImplementedError("bernoulli(inplace=False) is not supported (as in SINGA)")
-        M.bernoulli(self.data, p)
+        _math.bernoulli(self.data, p)
         return self
 
     def copy_from_numpy(self, np_array, offset=0) -> None:
@@ -297,7 +295,7 @@ class Tensor:
     def copy_data(self, t: Tensor) -> None:
         if t.size() != self.size():
             raise ShapeError(f"copy_data: sizes differ ({t.shape} vs {self.shape})")
-        M.copy_into(self.data, t.data)
+        _math.copy_into(self.data, t.data)
 
     def copy_from(self, t) -> None:
         if isinstance(t, Tensor):
@@ -317,19 +315,19 @@ class Tensor:
         return self
 
     def div_column(self, v):
-        self.data = M.div(self.data, _as_col(v, self))
+        self.data = _math.div(self.data, _as_col(v, self))
         return self
 
     def div_row(self, v):
-        self.data = M.div(self.data, _as_row(v, self))
+        self.data = _math.div(self.data, _as_row(v, self))
         return self
 
     def mult_column(self, v):
-        self.data = M.mul(self.data, _as_col(v, self))
+        self.data = _math.mul(self.data, _as_col(v, self))
         return self
 
     def mult_row(self, v):
-        self.data = M.mul(self.data, _as_row(v, self))
+        self.data = _math.mul(self.data, _as_row(v, self))
         return self
 
     # ------------------------------------------------------------------ operators
@@ -339,7 +337,7 @@ class Tensor:
             return self.data, x.data
         if isinstance(x, (Number, np.number)):
             if self.data.dt == _dtype.kInt and isinstance(x, (float, np.floating)):
-                return M.as_type(self.data, _dtype.kFloat32), float(x)
+                return _math.as_type(self.data, _dtype.kFloat32), float(x)
             return self.data, x
         raise TypeError(f"unsupported operand type {type(x).__name__} for Tensor arithmetic")
 
@@ -347,54 +345,20 @@ class Tensor:
         a, b = self._operand(x)
         return Tensor._wrap(fn(a, b))
 
-    def __add__(self, x):
-        return self._binop(M.add, x)
-
-    def __sub__(self, x):
-        return self._binop(M.sub, x)
-
-    def __mul__(self, x):
-        return self._binop(M.mul, x)
-
-    def __truediv__(self, x):
-        return self._binop(M.div, x)
-
-    __div__ = __truediv__
-
     def __floordiv__(self, x):
-        return Tensor._wrap(M.floor(self._binop(M.div, x).data))
-
-    def __pow__(self, x):
-        return self._binop(M.pow, x)
+        return Tensor._wrap(_math.floor(self._binop(_math.div, x).data))
 
     def __matmul__(self, x):
         return mult(self, x)
 
     def __neg__(self):
-        return Tensor._wrap(M.neg(self.data))
+        return Tensor._wrap(_math.neg(self.data))
 
     def _reflected(self, fn_scalar, x):
         if not isinstance(x, (Number, np.number)):
             return NotImplemented
         a, b = self._operand(x)
         return Tensor._wrap(fn_scalar(a, b))
-
-    def __radd__(self, x):
-        return self._reflected(M.add, x)
-
-    def __rsub__(self, x):
-        return self._reflected(M.rsub, x)
-
-    def __rmul__(self, x):
-        return self._reflected(M.mul, x)
-
-    def __rtruediv__(self, x):
-        return self._reflected(M.rdiv, x)
-
-    __rdiv__ = __rtruediv__
-
-    def __rpow__(self, x):
-        return self._reflected(M.rpow, x)
 
     def _inplace(self, fn, x) -> Tensor:
         if isinstance(x, Tensor):
@@ -405,48 +369,50 @@ class Tensor:
             raise TypeError(f"unsupported operand type {type(x).__name__} for Tensor arithmetic")
         return self
 
-    def __iadd__(self, x):
-        return self._inplace(M.iadd, x)
-
-    def __isub__(self, x):
-        return self._inplace(M.isub, x)
-
-    def __imul__(self, x):
-        return self._inplace(M.imul, x)
-
-    def __itruediv__(self, x):
-        return self._inplace(M.idiv, x)
-
-    __idiv__ = __itruediv__
-
     def _compare(self, fn, x):
         r = self._binop(fn, x).data
         if r.dt == _dtype.kInt:
-            r = M.as_type(r, _dtype.kFloat32)
+            r = _math.as_type(r, _dtype.kFloat32)
         return Tensor._wrap(r)
-
-    def __lt__(self, x):
-        return self._compare(M.lt, x)
-
-    def __le__(self, x):
-        return self._compare(M.le, x)
-
-    def __gt__(self, x):
-        return self._compare(M.gt, x)
-
-    def __ge__(self, x):
-        return self._compare(M.ge, x)
 
     def __eq__(self, x):
         if x is None:
             return False
-        return self._compare(M.eq, x)
+        return self._compare(_math.eq, x)
 
     def __ne__(self, x):
         if x is None:
             return True
-        return self._compare(M.ne, x)
+        return self._compare(_math.ne, x)
 
+
+def _operator_method(dunder: str, apply, fn):
+    def method(self, x):
+        return apply(self, fn, x)
+
+    method.__name__, method.__qualname__ = dunder, f"Tensor.{dunder}"
+    method.__doc__ = f"``{dunder}``: {fn.__name__} of the tensor and x (a tensor or number)."
+    return method
+
+
+# Python's arithmetic and comparison operators: how the method applies the _math function
+# (Tensor._binop: a new tensor; _reflected: number (op) tensor; _inplace: into self;
+# _compare: a float32 1/0 tensor)
+for _apply, _methods in (
+        (Tensor._binop, {"__add__": _math.add, "__sub__": _math.sub, "__mul__": _math.mul,
+                         "__truediv__": _math.div, "__pow__": _math.pow}),
+        (Tensor._reflected, {"__radd__": _math.add, "__rsub__": _math.rsub,
+                             "__rmul__": _math.mul, "__rtruediv__": _math.rdiv,
+                             "__rpow__": _math.rpow}),
+        (Tensor._inplace, {"__iadd__": _math.iadd, "__isub__": _math.isub,
+                           "__imul__": _math.imul, "__itruediv__": _math.idiv}),
+        (Tensor._compare, {"__lt__": _math.lt, "__le__": _math.le, "__gt__": _math.gt,
+                           "__ge__": _math.ge})):
+    for _dunder, _fn in _methods.items():
+        setattr(Tensor, _dunder, _operator_method(_dunder, _apply, _fn))
+Tensor.__div__ = Tensor.__truediv__
+Tensor.__rdiv__ = Tensor.__rtruediv__
+Tensor.__idiv__ = Tensor.__itruediv__
 
 PlaceHolder = Tensor
 
@@ -478,7 +444,7 @@ def to_numpy(t: Tensor) -> np.ndarray:
 
 def to_host(t: Tensor) -> Tensor:
     """A host (CPU) copy of ``t``."""
-    return Tensor._wrap(M.to_device(t.data, t.device.host()), t.requires_grad, t.stores_grad)
+    return Tensor._wrap(_math.to_device(t.data, t.device.host()), t.requires_grad, t.stores_grad)
 
 
 def from_raw_tensor(t: CTensor) -> Tensor:
@@ -544,11 +510,11 @@ def transpose(t: Tensor, axes=None) -> Tensor:
 
 
 def concatenate(tensors, axis) -> Tensor:
-    return Tensor._wrap(M.concat([t.data for t in tensors], axis))
+    return Tensor._wrap(_math.concat([t.data for t in tensors], axis))
 
 
 def repeat(t: Tensor, repeats, axis=None) -> Tensor:
-    return Tensor._wrap(M.repeat(t.data, repeats, axis))
+    return Tensor._wrap(_math.repeat(t.data, repeats, axis))
 
 
 def copy_data_to_from(dst: Tensor, src: Tensor, size: int, dst_offset=0, src_offset=0) -> None:
@@ -562,39 +528,18 @@ def copy_data_to_from(dst: Tensor, src: Tensor, size: int, dst_offset=0, src_off
             f"copy_data_to_from: {size} elements at offsets src={src_offset}, dst={dst_offset} "
             f"exceed the tensors ({s.size} and {d.size} elements)"
         )
-    sv = M.slice_view(M.reshape(s, (s.size,)), [src_offset], [src_offset + size])
+    sv = _math.slice_view(_math.reshape(s, (s.size,)), [src_offset], [src_offset + size])
     if s.dev is not d.dev:
-        sv = M.to_device(sv, d.dev)
+        sv = _math.to_device(sv, d.dev)
     if not d.contig:
         raise ShapeError("copy_data_to_from: the destination must be contiguous")
-    dv = M.slice_view(d._view_as((d.size,), (1,)), [dst_offset], [dst_offset + size])
+    dv = _math.slice_view(d._view_as((d.size,), (1,)), [dst_offset], [dst_offset + size])
     if sv.dt != dv.dt:
-        sv = M.as_type(sv, dv.dt)
-    M.copy_into(dv, sv)
+        sv = _math.as_type(sv, dv.dt)
+    _math.copy_into(dv, sv)
 
 
 # ---------------------------------------------------------------------- math
-def _unary(fn):
-    def f(t: Tensor) -> Tensor:
-        return Tensor._wrap(fn(t.data))
-
-    f.__name__ = fn.__name__
-    f.__doc__ = fn.__doc__
-    return f
-
-
-abs = _unary(M.abs)  # noqa: A001
-exp = _unary(M.exp)
-ceil = _unary(M.ceil)
-log = _unary(M.log)
-sigmoid = _unary(M.sigmoid)
-sign = _unary(M.sign)
-sqrt = _unary(M.sqrt)
-square = _unary(M.square)
-tanh = _unary(M.tanh)
-relu = _unary(M.relu)
-
-
 def _ret(ret, ct):
     if ret is None:
         return Tensor._wrap(ct)
@@ -606,45 +551,63 @@ def pow(t: Tensor, x, out=None) -> Tensor:  # noqa: A001
     """t ** x elementwise; x is a number or a tensor."""
     b = x.data if isinstance(x, Tensor) else x
     if out is not None:
-        M.pow(t.data, b, out=out.data)
+        _math.pow(t.data, b, out=out.data)
         return out
-    return Tensor._wrap(M.pow(t.data, b))
+    return Tensor._wrap(_math.pow(t.data, b))
 
 
-def _cmp(fn):
-    def f(t: Tensor, x) -> Tensor:
+def _unary(decl):
+    fn = getattr(_math, decl.name)
+
+    def function(t: Tensor) -> Tensor:
+        return Tensor._wrap(fn(t.data))
+
+    function.__doc__ = decl.doc("tensor", arg="t", kind="Tensor")
+    return function
+
+
+def _compare(decl):
+    fn = getattr(_math, decl.name)
+
+    def function(t: Tensor, x) -> Tensor:
         return t._compare(fn, x)
 
-    return f
+    function.__doc__ = decl.doc("tensor", ("t", "x"), "Tensor").replace(
+        "    y, of the broadcast shape.", "    y, of the broadcast shape, float32 (1/0).")
+    return function
 
 
-lt = _cmp(M.lt)
-le = _cmp(M.le)
-gt = _cmp(M.gt)
-ge = _cmp(M.ge)
-eq = _cmp(M.eq)
+def _arith(decl):
+    fn = getattr(_math, decl.name)
 
-
-def _arith(fn):
-    def f(lhs: Tensor, rhs, ret: Tensor | None = None) -> Tensor:
+    def function(lhs: Tensor, rhs, ret: Tensor | None = None) -> Tensor:
         a, b = lhs._operand(rhs)
         if ret is None:
             return Tensor._wrap(fn(a, b))
         fn(a, b, out=ret.data)
         return ret
 
-    return f
+    function.__doc__ = decl.doc("tensor", ("lhs", "rhs"), "Tensor", out=(
+        "ret : Tensor, optional\n    Written with y (in place) instead of a new tensor.\n"))
+    return function
 
 
-add = _arith(M.add)
-sub = _arith(M.sub)
-eltwise_mult = _arith(M.mul)
-div = _arith(M.div)
+# abs, exp, ..., relu; add, sub, eltwise_mult, div; lt, le, gt, ge, eq: the records of the
+# elementwise tables that SINGA's tensor module exports, named by the record
+_FUNCTIONS = {
+    **{decl.name: _unary(decl) for decl in _UNARY.values() if decl.tensor},
+    **{decl.tensor: (_compare if decl.grad is None else _arith)(decl)
+       for decl in _BINARY.values() if decl.tensor},
+}
+for _name, _function in _FUNCTIONS.items():
+    _function.__name__ = _function.__qualname__ = _name
+globals().update(_FUNCTIONS)
+__all__ += sorted(_FUNCTIONS)
 
 
 def axpy(alpha, x: Tensor, y: Tensor) -> Tensor:
     """y += alpha * x; returns y."""
-    M.axpy(alpha.data if isinstance(alpha, Tensor) else alpha, x.data, y.data)
+    _math.axpy(alpha.data if isinstance(alpha, Tensor) else alpha, x.data, y.data)
     return y
 
 
@@ -654,18 +617,18 @@ def mult(A: Tensor, B: Tensor, C: Tensor | None = None, alpha=1.0, beta=0.0) -> 
     With ``C`` it computes C = alpha * A @ B + beta * C in place and returns C.
     """
     if C is None:
-        out = M.matmul(A.data, B.data)
+        out = _math.matmul(A.data, B.data)
         if alpha != 1.0:
-            out = M.mul(out, float(alpha))
+            out = _math.mul(out, float(alpha))
         return Tensor._wrap(out)
     if A.ndim() == 2 and B.ndim() == 2:
-        M.gemm(A.data, B.data, C.data, alpha, beta, out=C.data)
+        _math.gemm(A.data, B.data, C.data, alpha, beta, out=C.data)
         return C
-    prod = M.matmul(A.data, B.data)
+    prod = _math.matmul(A.data, B.data)
     if prod.shp != C.shape:
         raise ShapeError(f"mult: A @ B has shape {prod.shp} but C has shape {C.shape}")
-    M.imul(C.data, float(beta))
-    M.axpy(float(alpha), prod, C.data)
+    _math.imul(C.data, float(beta))
+    _math.axpy(float(alpha), prod, C.data)
     return C
 
 
@@ -678,9 +641,9 @@ def sum(t: Tensor, axis=None, out=None) -> Tensor:  # noqa: A001
     number with ``tensor.to_numpy(s)`` or ``s.to_numpy().item()``. ``out``, when given, must
     have the result's shape.
     """
-    ct = M.sum(t.data, axis)
+    ct = _math.sum(t.data, axis)
     if not ct.shp:
-        ct = M.reshape(ct, (1, 1))
+        ct = _math.reshape(ct, (1, 1))
     if out is not None and tuple(out.shape) != ct.shp:
         raise ShapeError(f"tensor.sum: out has shape {tuple(out.shape)} but the sum has shape "
                          f"{ct.shp}; pass an out of that shape or omit it")
@@ -690,15 +653,15 @@ def sum(t: Tensor, axis=None, out=None) -> Tensor:  # noqa: A001
 def average(t: Tensor, axis=None):
     """Mean: a float for 1-D input; otherwise a Tensor averaged over ``axis`` (default 0)."""
     if t.ndim() <= 1:
-        return float(M.reduce_mean(t.data).to_numpy())
-    return Tensor._wrap(M.reduce_mean(t.data, 0 if axis is None else axis))
+        return float(_math.reduce_mean(t.data).to_numpy())
+    return Tensor._wrap(_math.reduce_mean(t.data, 0 if axis is None else axis))
 
 
 def softmax(t: Tensor, out=None) -> Tensor:
     """Row-wise softmax of a 1-D or 2-D tensor."""
     if t.ndim() > 2:
         raise ShapeError(f"softmax: expects a 1-D or 2-D tensor, got shape {t.shape}")
-    return _ret(out, M.softmax(t.data, -1))
+    return _ret(out, _math.softmax(t.data, -1))
 
 
 def einsum(ops: str, A: Tensor, B: Tensor) -> Tensor:
@@ -731,30 +694,30 @@ def uniform(low, high, t: Tensor) -> Tensor:
 
 # ---------------------------------------------------------------------- row / column helpers
 def _as_col(v: Tensor, m: Tensor) -> CTensor:
-    return M.as_column(v.data, m.data)
+    return _math.as_column(v.data, m.data)
 
 
 def _as_row(v: Tensor, m: Tensor) -> CTensor:
-    return M.as_row(v.data, m.data)
+    return _math.as_row(v.data, m.data)
 
 
 def add_column(alpha, v: Tensor, beta, M_: Tensor) -> Tensor:
     """M = alpha * v (as a column, broadcast) + beta * M, in place."""
-    M.scale_add(M_.data, _as_col(v, M_), alpha, beta)
+    _math.scale_add(M_.data, _as_col(v, M_), alpha, beta)
     return M_
 
 
 def add_row(alpha, v: Tensor, beta, M_: Tensor) -> Tensor:
     """M = alpha * v (as a row, broadcast) + beta * M, in place."""
-    M.scale_add(M_.data, _as_row(v, M_), alpha, beta)
+    _math.scale_add(M_.data, _as_row(v, M_), alpha, beta)
     return M_
 
 
 def sum_columns(M_: Tensor) -> Tensor:
     """Sum of the columns: shape (rows, 1)."""
-    return Tensor._wrap(M.sum(M_.data, 1, keepdims=True))
+    return Tensor._wrap(_math.sum(M_.data, 1, keepdims=True))
 
 
 def sum_rows(M_: Tensor) -> Tensor:
     """Sum of the rows: shape (1, cols)."""
-    return Tensor._wrap(M.sum(M_.data, 0, keepdims=True))
+    return Tensor._wrap(_math.sum(M_.data, 0, keepdims=True))

@@ -13,7 +13,7 @@ import itertools
 import weakref
 from collections import Counter, deque
 
-from .. import _math as M
+from .. import _math
 from .._ctensor import CTensor
 from ..errors import SingaError
 from ..tensor import Tensor
@@ -273,7 +273,7 @@ def _accumulate(a, b):
         return b
     if b is None:
         return a
-    return M.add(a, b)
+    return _math.add(a, b)
 
 
 def backward(y: Tensor, dy=None, retain_graph: bool = True):
@@ -301,7 +301,7 @@ def backward(y: Tensor, dy=None, retain_graph: bool = True):
                 f"backward: y has shape {y.shape}; pass dy (a Tensor of that shape) or reduce "
                 "y to one element (e.g. a loss)"
             )
-        dy = M.set_value(CTensor._new(y.shape, y.device, y.dtype), 1.0 if dy is None else dy)
+        dy = _math.set_value(CTensor._new(y.shape, y.device, y.dtype), 1.0 if dy is None else dy)
     if dy.shp != y.shape:
         raise SingaError(f"backward: dy has shape {dy.shp} but y has shape {y.shape}")
     root = y.creator
@@ -373,8 +373,8 @@ def back_broadcast(y_shape, x_shape, dx: CTensor) -> CTensor:
     axes = tuple(range(nd)) + tuple(nd + i for i, d in enumerate(x_shape)
                                     if d == 1 and y_shape[nd + i] != 1)
     if axes:
-        dx = M.sum(dx, axes)
-    return M.reshape(dx, x_shape) if dx.shp != x_shape else dx
+        dx = _math.sum(dx, axes)
+    return _math.reshape(dx, x_shape) if dx.shp != x_shape else dx
 
 
 def ctensor2numpy(x: CTensor):

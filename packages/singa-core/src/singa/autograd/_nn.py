@@ -6,15 +6,12 @@ so these classes hold no backend code: each backend supplies the kernels.
 
 from __future__ import annotations
 
-from .. import _dtype
-from .. import _math as M
+from .. import _dtype, _math
 from .._ctensor import CTensor
 from .._handles import BatchNormHandle, ConvHandle, PoolingHandle, _pads4
 from ..errors import DeviceMismatchError, ShapeError, SingaError
 from ..ops import OPS, run
 from ._engine import Operator, is_training
-
-_O = OPS
 
 
 class _Conv2d(Operator):
@@ -32,7 +29,7 @@ class _Conv2d(Operator):
 
     def forward(self, x, W, b=None):
         ins = [x, W] if b is None else [x, W, b]
-        y = run(_O["Conv2d"], ins, self.attrs)[0]
+        y = run(OPS["Conv2d"], ins, self.attrs)[0]
         if is_training():
             self.x, self.W, self.has_bias = x, W, b is not None
         return y
@@ -41,12 +38,12 @@ class _Conv2d(Operator):
         if not hasattr(self, "x"):
             self._need_cache()
         x, W = self.x, self.W
-        dx = run(_O["Conv2dBackwardX"], [dy, W], {**self.attrs, "x_shape": x.shp})[0] \
+        dx = run(OPS["Conv2dBackwardX"], [dy, W], {**self.attrs, "x_shape": x.shp})[0] \
             if self.needs_grad(0) else None
-        dW = run(_O["Conv2dBackwardW"], [dy, x], {**self.attrs, "w_shape": W.shp})[0] \
+        dW = run(OPS["Conv2dBackwardW"], [dy, x], {**self.attrs, "w_shape": W.shp})[0] \
             if self.needs_grad(1) else None
         if self.has_bias:
-            return dx, dW, M.sum(dy, (0, 2, 3))
+            return dx, dW, _math.sum(dy, (0, 2, 3))
         return dx, dW
 
 
@@ -61,7 +58,7 @@ class _Pooling2d(Operator):
             self.attrs["pads"] = _pads4(handle.pads, odd_padding)
 
     def forward(self, x):
-        y = run(_O["Pooling2d"], [x], self.attrs)[0]
+        y = run(OPS["Pooling2d"], [x], self.attrs)[0]
         if is_training():
             self.x, self.y = x, y
         return y
@@ -69,7 +66,7 @@ class _Pooling2d(Operator):
     def backward(self, dy):
         if not hasattr(self, "x"):
             self._need_cache()
-        return run(_O["Pooling2dBackward"], [dy, self.x, self.y], self.attrs)[0]
+        return run(OPS["Pooling2dBackward"], [dy, self.x, self.y], self.attrs)[0]
 
 
 class _BatchNorm2d(Operator):
@@ -96,17 +93,17 @@ class _BatchNorm2d(Operator):
             mean = CTensor._new((c,), x.dev, x.dt)
             inv = CTensor._new((c,), x.dev, x.dt)
             y = CTensor._new(x.shp, x.dev, x.dt)
-            run(_O["BatchNormTrain"], [x, scale, bias, rm, rv],
+            run(OPS["BatchNormTrain"], [x, scale, bias, rm, rv],
                 {"momentum": self.handle.factor, "eps": eps}, [y, mean, inv, rm, rv])
             self.cache = (x, scale, mean, inv)
             return y
-        return run(_O["BatchNormInfer"], [x, scale, bias, rm, rv], {"eps": eps})[0]
+        return run(OPS["BatchNormInfer"], [x, scale, bias, rm, rv], {"eps": eps})[0]
 
     def backward(self, dy):
         if not hasattr(self, "cache"):
             self._need_cache()
         x, scale, mean, inv = self.cache
-        dx, dscale, dbias = run(_O["BatchNormBackward"], [dy, x, scale, mean, inv])
+        dx, dscale, dbias = run(OPS["BatchNormBackward"], [dy, x, scale, mean, inv])
         return dx, dscale, dbias
 
 
@@ -127,13 +124,13 @@ class Dropout(Operator):
         if not is_training() or self.ratio == 0.0:
             self.mask = None
             return x
-        mask = M.bernoulli(CTensor._new(x.shp, x.dev, x.dt), 1.0 - self.ratio)
-        M.imul(mask, 1.0 / (1.0 - self.ratio))
+        mask = _math.bernoulli(CTensor._new(x.shp, x.dev, x.dt), 1.0 - self.ratio)
+        _math.imul(mask, 1.0 / (1.0 - self.ratio))
         self.mask = mask
-        return M.mul(x, mask)
+        return _math.mul(x, mask)
 
     def backward(self, dy):
-        return dy if self.mask is None else M.mul(dy, self.mask)
+        return dy if self.mask is None else _math.mul(dy, self.mask)
 
 
 def _target(t, x: CTensor) -> CTensor:
@@ -146,20 +143,20 @@ def _target(t, x: CTensor) -> CTensor:
                                   f"{x.dev.name}; create the target on the same device (or "
                                   f"move it with t.to_device(x.device))")
     if len(t.shp) == 1 or (len(t.shp) == 2 and t.shp[1] == 1 and x.shp[1] != 1):
-        ids = M.reshape(t, (t.shp[0],))
-        return ids if ids.dt == _dtype.kInt else M.as_type(ids, _dtype.kInt)
+        ids = _math.reshape(t, (t.shp[0],))
+        return ids if ids.dt == _dtype.kInt else _math.as_type(ids, _dtype.kInt)
     if t.shp != x.shp:
         raise ShapeError(f"target shape {t.shp} matches neither ids ({x.shp[0]},) nor the "
                          f"logits {x.shp}")
-    return t if t.dt == x.dt else M.as_type(t, x.dt)
+    return t if t.dt == x.dt else _math.as_type(t, x.dt)
 
 
 def _scale_by(g: CTensor, dy) -> CTensor:
     if dy is None:
         return g
     if isinstance(dy, CTensor):
-        return M.mul(g, M.reshape(dy, ()) if dy.size == 1 else dy)
-    return M.mul(g, float(dy))
+        return _math.mul(g, _math.reshape(dy, ()) if dy.size == 1 else dy)
+    return _math.mul(g, float(dy))
 
 
 def _rows_summing_to_one(t: CTensor):
@@ -168,9 +165,9 @@ def _rows_summing_to_one(t: CTensor):
     SINGA's reading of a dense target; an all-zero row stays zero (no 0/0) and is masked out
     of the gradient, since it contributes nothing to the loss.
     """
-    s = M.sum(t, 1, keepdims=True)
-    live = M.ne(s, 0.0)
-    return M.div(t, M.add(s, M.rsub(live, 1.0))), live
+    s = _math.sum(t, 1, keepdims=True)
+    live = _math.ne(s, 0.0)
+    return _math.div(t, _math.add(s, _math.rsub(live, 1.0))), live
 
 
 class SoftMaxCrossEntropy(Operator):
@@ -195,14 +192,14 @@ class SoftMaxCrossEntropy(Operator):
         self.live = None
         if len(self.tc.shp) == 2:
             self.tc, self.live = _rows_summing_to_one(self.tc)
-        loss, probs = run(_O["SoftmaxCrossEntropy"], [x, self.tc])
+        loss, probs = run(OPS["SoftmaxCrossEntropy"], [x, self.tc])
         self.p = probs
         return loss
 
     def backward(self, dy=1.0):
-        g = run(_O["SoftmaxCrossEntropyBackward"], [self.p, self.tc])[0]
+        g = run(OPS["SoftmaxCrossEntropyBackward"], [self.p, self.tc])[0]
         if getattr(self, "live", None) is not None:
-            g = M.mul(g, self.live)
+            g = _math.mul(g, self.live)
         return _scale_by(g, dy)
 
 
@@ -224,16 +221,16 @@ class CrossEntropy(Operator):
         if len(tc.shp) == 1:
             # class ids: SINGA's CrossEntropyFwd, whose kernels refuse ids outside [0, C) on
             # every backend (a one-hot of a bad id would be a silent row of zeros)
-            per_row = run(_O["CrossEntropyFwd"], [x, tc])[0]
+            per_row = run(OPS["CrossEntropyFwd"], [x, tc])[0]
             self.x = x
-            self.tc = run(_O["OneHot"], [tc], {"depth": x.shp[1], "axis": -1, "on_value": 1.0,
+            self.tc = run(OPS["OneHot"], [tc], {"depth": x.shp[1], "axis": -1, "on_value": 1.0,
                                                "off_value": 0.0, "dtype": x.dt})[0]
-            return M.reshape(M.mul(M.sum(per_row), 1.0 / n), (1,))
+            return _math.reshape(_math.mul(_math.sum(per_row), 1.0 / n), (1,))
         self.x, self.tc = x, tc
-        return M.reshape(M.mul(M.sum(M.mul(tc, M.log(x))), -1.0 / n), (1,))
+        return _math.reshape(_math.mul(_math.sum(_math.mul(tc, _math.log(x))), -1.0 / n), (1,))
 
     def backward(self, dy=1.0):
-        g = M.mul(M.div(self.tc, self.x), -1.0 / self.x.shp[0])
+        g = _math.mul(_math.div(self.tc, self.x), -1.0 / self.x.shp[0])
         return _scale_by(g, dy)
 
 
@@ -250,17 +247,18 @@ class BinaryCrossEntropy(Operator):
         t = self.t.data if hasattr(self.t, "data") else self.t
         if t.shp != x.shp:
             raise ShapeError(f"binary_cross_entropy: target {t.shp} must match x {x.shp}")
-        t = t if t.dt == x.dt else M.as_type(t, x.dt)
+        t = t if t.dt == x.dt else _math.as_type(t, x.dt)
         self.x, self.tc = x, t
         e = self.eps
-        pos = M.mul(t, M.log(M.add(x, e)))
-        neg = M.mul(M.rsub(t, 1.0), M.log(M.add(M.rsub(x, 1.0), e)))
-        return M.reshape(M.mul(M.sum(M.add(pos, neg)), -1.0 / x.shp[0]), (1,))
+        pos = _math.mul(t, _math.log(_math.add(x, e)))
+        neg = _math.mul(_math.rsub(t, 1.0), _math.log(_math.add(_math.rsub(x, 1.0), e)))
+        return _math.reshape(_math.mul(_math.sum(_math.add(pos, neg)), -1.0 / x.shp[0]), (1,))
 
     def backward(self, dy=1.0):
         x, t, e = self.x, self.tc, self.eps
-        g = M.sub(M.div(t, M.add(x, e)), M.div(M.rsub(t, 1.0), M.add(M.rsub(x, 1.0), e)))
-        return _scale_by(M.mul(g, -1.0 / x.shp[0]), dy)
+        g = _math.sub(_math.div(t, _math.add(x, e)),
+                      _math.div(_math.rsub(t, 1.0), _math.add(_math.rsub(x, 1.0), e)))
+        return _scale_by(_math.mul(g, -1.0 / x.shp[0]), dy)
 
 
 class MeanSquareError(Operator):
@@ -283,12 +281,12 @@ class MeanSquareError(Operator):
         if x.size == 0:
             raise ShapeError(f"mse_loss: x {x.shp} is empty; the mean of no squared errors is "
                              "undefined (check the batch)")
-        self.diff = M.sub(x, t)
-        return M.reshape(M.mul(M.sum(M.square(self.diff)), 1.0 / x.size), (1,))
+        self.diff = _math.sub(x, t)
+        return _math.reshape(_math.mul(_math.sum(_math.square(self.diff)), 1.0 / x.size), (1,))
 
     def backward(self, dy=1.0):
-        g = _scale_by(M.mul(self.diff, 2.0 / self.diff.size), dy)
-        return (g, M.neg(g)) if self.two_inputs else g
+        g = _scale_by(_math.mul(self.diff, 2.0 / self.diff.size), dy)
+        return (g, _math.neg(g)) if self.two_inputs else g
 
 
 class RankingLoss(Operator):
@@ -302,13 +300,13 @@ class RankingLoss(Operator):
         if pos.shp != neg.shp:
             raise ShapeError(f"ranking_loss: pos {pos.shp} and neg {neg.shp} must have one "
                              "shape (one score per pair)")
-        z = M.add(M.sub(neg, pos), self.M)
-        self.active = M.gt(z, 0.0)
-        return M.reshape(M.reduce_mean(M.relu(z)), (1,))
+        z = _math.add(_math.sub(neg, pos), self.M)
+        self.active = _math.gt(z, 0.0)
+        return _math.reshape(_math.reduce_mean(_math.relu(z)), (1,))
 
     def backward(self, dy=1.0):
-        g = _scale_by(M.mul(self.active, 1.0 / self.active.size), dy)
-        return M.neg(g), g
+        g = _scale_by(_math.mul(self.active, 1.0 / self.active.size), dy)
+        return _math.neg(g), g
 
 
 class _RNN(Operator):

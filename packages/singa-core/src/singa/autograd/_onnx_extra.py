@@ -4,8 +4,7 @@ arg-max, transposed convolution, each over ops already in the op table (``Reduce
 
 from __future__ import annotations
 
-from .. import _dtype
-from .. import _math as M
+from .. import _dtype, _math
 from ..ops import OPS, run
 from ..ops._rules import normalize_axes
 from ._engine import Operator, is_training
@@ -34,28 +33,28 @@ class _ReduceExtreme(Operator):
             self.x, self.y_kept, self.ax = x, y, axes
         if self.keepdims:
             return y
-        return M.reshape(y, tuple(d for i, d in enumerate(x.shp) if i not in axes))
+        return _math.reshape(y, tuple(d for i, d in enumerate(x.shp) if i not in axes))
 
     def backward(self, dy):
         if not hasattr(self, "x"):
             self._need_cache()
         x, y = self.x, self.y_kept
-        mask = M.as_type(M.eq(x, M.broadcast_to(y, x.shp)), x.dt)
-        count = M.sum(mask, self.ax, True)
-        g = M.div(M.reshape(dy, y.shp), count)
-        return M.mul(mask, M.broadcast_to(g, x.shp))
+        mask = _math.as_type(_math.eq(x, _math.broadcast_to(y, x.shp)), x.dt)
+        count = _math.sum(mask, self.ax, True)
+        g = _math.div(_math.reshape(dy, y.shp), count)
+        return _math.mul(mask, _math.broadcast_to(g, x.shp))
 
 
 class ReduceMax(_ReduceExtreme):
     """y = max over ``axes``; the gradient flows to the maximal cells."""
 
-    fn = staticmethod(M.reduce_max)
+    fn = staticmethod(_math.reduce_max)
 
 
 class ReduceMin(_ReduceExtreme):
     """y = min over ``axes``; the gradient flows to the minimal cells."""
 
-    fn = staticmethod(M.reduce_min)
+    fn = staticmethod(_math.reduce_min)
 
 
 class ArgMax(Operator):
@@ -66,8 +65,8 @@ class ArgMax(Operator):
         self.axis, self.keepdims = axis, bool(keepdims)
 
     def forward(self, x):
-        y = M.argmax(x, self.axis, self.keepdims)
-        return y if y.dt == _dtype.kInt else M.as_type(y, _dtype.kInt)
+        y = _math.argmax(x, self.axis, self.keepdims)
+        return y if y.dt == _dtype.kInt else _math.as_type(y, _dtype.kInt)
 
     def backward(self, dy):
         return None
@@ -102,7 +101,7 @@ class ConvTranspose2d(Operator):
     def forward(self, x, W, b=None):
         y = run(OPS["Conv2dBackwardX"], [x, W], {**self.attrs, "x_shape": self.out_shape})[0]
         if b is not None:
-            y = M.add(y, M.reshape(b, (1, b.shp[0], 1, 1)))
+            y = _math.add(y, _math.reshape(b, (1, b.shp[0], 1, 1)))
         if is_training():
             self.x, self.W, self.has_bias = x, W, b is not None
         return y
@@ -114,7 +113,7 @@ class ConvTranspose2d(Operator):
         dW = run(OPS["Conv2dBackwardW"], [self.x, dy], {**self.attrs, "w_shape": self.W.shp})[0] \
             if self.needs_grad(1) else None
         if self.has_bias:
-            return dx, dW, M.sum(dy, (0, 2, 3))
+            return dx, dW, _math.sum(dy, (0, 2, 3))
         return dx, dW
 
 

@@ -6,8 +6,7 @@ import math
 
 import numpy as np
 
-from .. import _dtype
-from .. import _math as M
+from .. import _dtype, _math
 from .._bounds import check_indices, integer_indices
 from .._ctensor import CTensor
 from .._shapes import as_int, check_shape
@@ -20,13 +19,13 @@ from ._engine import Operator, back_broadcast, is_training
 
 def _swap_last(x: CTensor) -> CTensor:
     nd = len(x.shp)
-    return M.transpose(x, list(range(nd - 2)) + [nd - 1, nd - 2])
+    return _math.transpose(x, list(range(nd - 2)) + [nd - 1, nd - 2])
 
 
 def _as_ctensor(value, dev, dtype=_dtype.kInt) -> CTensor:
     """A CTensor from a list/ndarray/CTensor (indices, conditions) on ``dev``."""
     if isinstance(value, CTensor):
-        return value if value.dev is dev else M.to_device(value, dev)
+        return value if value.dev is dev else _math.to_device(value, dev)
     from ..tensor import Tensor
 
     if isinstance(value, Tensor):
@@ -44,9 +43,9 @@ class Matmul(Operator):
         if not a.shp or not b.shp:
             raise ShapeError(f"matmul: operands must have at least one axis, got {a.shp} and "
                              f"{b.shp} (numpy's rule; use mul for scalars)")
-        a2 = a if len(a.shp) > 1 else M.reshape(a, (1, a.shp[0]))
-        b2 = b if len(b.shp) > 1 else M.reshape(b, (b.shp[0], 1))
-        y2 = M.matmul(a2, b2)
+        a2 = a if len(a.shp) > 1 else _math.reshape(a, (1, a.shp[0]))
+        b2 = b if len(b.shp) > 1 else _math.reshape(b, (b.shp[0], 1))
+        y2 = _math.matmul(a2, b2)
         if is_training():
             self.a2, self.b2, self.shapes = a2, b2, (a.shp, b.shp)
         self.y2_shape = y2.shp
@@ -56,21 +55,21 @@ class Matmul(Operator):
                 shape = shape[:-2] + shape[-1:]
             if len(b.shp) == 1:
                 shape = shape[:-1]
-            return M.reshape(y2, shape)
+            return _math.reshape(y2, shape)
         return y2
 
     def backward(self, dy):
         if not hasattr(self, "a2"):
             self._need_cache()
-        dy2 = M.reshape(dy, self.y2_shape)
+        dy2 = _math.reshape(dy, self.y2_shape)
         sa, sb = self.shapes
         da = db = None
         if self.needs_grad(0):
-            da = M.reshape(back_broadcast(dy2.shp[:-2] + self.a2.shp[-2:], self.a2.shp,
-                                          M.matmul(dy2, _swap_last(self.b2))), sa)
+            da = _math.reshape(back_broadcast(dy2.shp[:-2] + self.a2.shp[-2:], self.a2.shp,
+                                          _math.matmul(dy2, _swap_last(self.b2))), sa)
         if self.needs_grad(1):
-            db = M.reshape(back_broadcast(dy2.shp[:-2] + self.b2.shp[-2:], self.b2.shp,
-                                          M.matmul(_swap_last(self.a2), dy2)), sb)
+            db = _math.reshape(back_broadcast(dy2.shp[:-2] + self.b2.shp[-2:], self.b2.shp,
+                                          _math.matmul(_swap_last(self.a2), dy2)), sb)
         return da, db
 
 
@@ -95,12 +94,12 @@ class AddBias(Operator):
             raise ShapeError(f"AddBias(axis={self.axis}): bias has {b.size} elements, "
                              f"expected {n} for x {x.shp}")
         self.b_shape = b.shp
-        bb = M.reshape(b, (1, n) if self.axis == 0 else (n, 1))
-        return M.add(x, bb)
+        bb = _math.reshape(b, (1, n) if self.axis == 0 else (n, 1))
+        return _math.add(x, bb)
 
     def backward(self, dy):
-        db = M.sum(dy, 0 if self.axis == 0 else 1)
-        return dy, M.reshape(db, self.b_shape)
+        db = _math.sum(dy, 0 if self.axis == 0 else 1)
+        return dy, _math.reshape(db, self.b_shape)
 
 
 class Gemm(Operator):
@@ -112,15 +111,15 @@ class Gemm(Operator):
         self.transA, self.transB = bool(transA), bool(transB)
 
     def forward(self, A, B, C=None):
-        a = M.transpose(A) if self.transA else A
-        b = M.transpose(B) if self.transB else B
-        y = M.matmul(a, b)
+        a = _math.transpose(A) if self.transA else A
+        b = _math.transpose(B) if self.transB else B
+        y = _math.matmul(a, b)
         if self.alpha != 1.0:
-            y = M.mul(y, self.alpha)
+            y = _math.mul(y, self.alpha)
         self.c_shape = None
         if C is not None:
             self.c_shape = C.shp
-            y = M.add(y, M.mul(C, self.beta) if self.beta != 1.0 else C)
+            y = _math.add(y, _math.mul(C, self.beta) if self.beta != 1.0 else C)
         if is_training():
             self.a, self.b = a, b
         return y
@@ -128,14 +127,14 @@ class Gemm(Operator):
     def backward(self, dy):
         if not hasattr(self, "a"):
             self._need_cache()
-        g = M.mul(dy, self.alpha) if self.alpha != 1.0 else dy
-        da = M.matmul(g, M.transpose(self.b))
-        db = M.matmul(M.transpose(self.a), g)
-        dA = M.contiguous(M.transpose(da)) if self.transA else da
-        dB = M.contiguous(M.transpose(db)) if self.transB else db
+        g = _math.mul(dy, self.alpha) if self.alpha != 1.0 else dy
+        da = _math.matmul(g, _math.transpose(self.b))
+        db = _math.matmul(_math.transpose(self.a), g)
+        dA = _math.contiguous(_math.transpose(da)) if self.transA else da
+        dB = _math.contiguous(_math.transpose(db)) if self.transB else db
         if self.c_shape is None:
             return dA, dB
-        dC = back_broadcast(dy.shp, self.c_shape, M.mul(dy, self.beta)
+        dC = back_broadcast(dy.shp, self.c_shape, _math.mul(dy, self.beta)
                             if self.beta != 1.0 else dy)
         return dA, dB, dC
 
@@ -164,20 +163,20 @@ class _SoftmaxFamily(Operator):
 class SoftMax(_SoftmaxFamily):
     """y = softmax(x) along ``axis``; dx = y (dy - sum(dy y))."""
 
-    fn = staticmethod(M.softmax)
+    fn = staticmethod(_math.softmax)
 
     def backward(self, dy):
-        return M.softmax_backward(self._output(), dy, self.axis)
+        return _math.softmax_backward(self._output(), dy, self.axis)
 
 
 class LogSoftMax(_SoftmaxFamily):
     """y = log softmax(x) along ``axis``; dx = dy - exp(y) sum(dy)."""
 
-    fn = staticmethod(M.log_softmax)
+    fn = staticmethod(_math.log_softmax)
 
     def backward(self, dy):
-        s = M.sum(dy, self.axis, keepdims=True)
-        return M.sub(dy, M.mul(M.exp(self._output()), s))
+        s = _math.sum(dy, self.axis, keepdims=True)
+        return _math.sub(dy, _math.mul(_math.exp(self._output()), s))
 
 
 # ---------------------------------------------------------------- reductions
@@ -196,15 +195,15 @@ class _Reduce(Operator):
         axes = normalize_axes(type(self).__name__, self.axes, len(x.shp))
         self.n = math.prod(x.shp[a] for a in axes)
         self.norm_axes = axes
-        f = M.reduce_mean if self.mean else M.sum
+        f = _math.reduce_mean if self.mean else _math.sum
         return f(x, axes, self.keepdims)
 
     def backward(self, dy):
         kept = tuple(1 if i in self.norm_axes else d for i, d in enumerate(self.x_shape))
-        g = M.reshape(dy, kept)
+        g = _math.reshape(dy, kept)
         if self.mean:
-            g = M.mul(g, 1.0 / max(self.n, 1))
-        return M.copy(M.broadcast_to(g, self.x_shape))
+            g = _math.mul(g, 1.0 / max(self.n, 1))
+        return _math.copy(_math.broadcast_to(g, self.x_shape))
 
 
 class ReduceSum(_Reduce):
@@ -243,7 +242,7 @@ class _View(Operator):
     """Ops whose backward reshapes dy back to x's shape."""
 
     def backward(self, dy):
-        return M.reshape(dy, self.x_shape)
+        return _math.reshape(dy, self.x_shape)
 
 
 class Reshape(_View):
@@ -261,7 +260,7 @@ class Reshape(_View):
             raise ShapeError(f"Reshape: shape {self.shape} has a 0 at a position the input "
                              f"{x.shp} does not have (0 copies the input's dimension there)")
         shape = [x.shp[i] if d == 0 else int(d) for i, d in enumerate(self.shape)]
-        return M.reshape(x, shape)
+        return _math.reshape(x, shape)
 
 
 class Flatten(_View):
@@ -277,7 +276,7 @@ class Flatten(_View):
         ax = self.axis + nd if self.axis < 0 else self.axis
         if not 0 <= ax <= nd:
             raise ShapeError(f"Flatten: axis {self.axis} out of range for {x.shp}")
-        return M.reshape(x, (math.prod(x.shp[:ax]), math.prod(x.shp[ax:])))
+        return _math.reshape(x, (math.prod(x.shp[:ax]), math.prod(x.shp[ax:])))
 
 
 class Unsqueeze(_View):
@@ -300,7 +299,7 @@ class Unsqueeze(_View):
         shape = list(x.shp)
         for a in axes:
             shape.insert(a, 1)
-        return M.reshape(x, shape)
+        return _math.reshape(x, shape)
 
 
 class Squeeze(_View):
@@ -324,7 +323,7 @@ class Squeeze(_View):
                     raise ShapeError(f"Squeeze: axis {a} of {x.shp} is not 1")
         else:
             axes = tuple(i for i, d in enumerate(x.shp) if d == 1)
-        return M.reshape(x, [d for i, d in enumerate(x.shp) if i not in axes])
+        return _math.reshape(x, [d for i, d in enumerate(x.shp) if i not in axes])
 
 
 class Transpose(Operator):
@@ -336,12 +335,12 @@ class Transpose(Operator):
 
     def forward(self, x):
         perm = self.perm if self.perm is not None else list(range(len(x.shp)))[::-1]
-        y = M.transpose(x, perm)  # validates perm (a permutation of x's axes)
+        y = _math.transpose(x, perm)  # validates perm (a permutation of x's axes)
         self.inv = list(np.argsort([a % len(x.shp) for a in perm])) if x.shp else []
         return y
 
     def backward(self, dy):
-        return M.transpose(dy, self.inv)
+        return _math.transpose(dy, self.inv)
 
 
 class Concat(Operator):
@@ -354,12 +353,12 @@ class Concat(Operator):
     def forward(self, *xs):
         ax = check_axis("Concat", self.axis, len(xs[0].shp))
         self.ax, self.sizes = ax, [x.shp[ax] for x in xs]
-        return M.concat(xs, ax)
+        return _math.concat(xs, ax)
 
     def backward(self, dy):
         out, start = [], 0
         for n in self.sizes:
-            out.append(M.slice_view(dy, [start], [start + n], None, [self.ax]))
+            out.append(_math.slice_view(dy, [start], [start + n], None, [self.ax]))
             start += n
         return tuple(out)
 
@@ -398,7 +397,7 @@ class Split(Operator):
         self.ax, self.sizes, self.x_shape, self.dt, self.dev = ax, list(parts), x.shp, x.dt, x.dev
         out, start = [], 0
         for p in parts:
-            out.append(M.copy(M.slice_view(x, [start], [start + p], None, [ax])))
+            out.append(_math.copy(_math.slice_view(x, [start], [start + p], None, [ax])))
             start += p
         return tuple(out)
 
@@ -408,9 +407,9 @@ class Split(Operator):
             if dy is None:
                 shape = list(self.x_shape)
                 shape[self.ax] = p
-                dy = M.set_value(CTensor._new(tuple(shape), self.dev, self.dt), 0.0)
+                dy = _math.set_value(CTensor._new(tuple(shape), self.dev, self.dt), 0.0)
             parts.append(dy)
-        return M.concat(parts, self.ax)
+        return _math.concat(parts, self.ax)
 
 
 def _normalize_slice(x_shape, starts, ends, axes, steps):
@@ -447,14 +446,14 @@ class Slice(Operator):
     def forward(self, x):
         self.args = _normalize_slice(x.shp, self.starts, self.ends, self.axes, self.steps)
         self.x_shape, self.dt, self.dev = x.shp, x.dt, x.dev
-        view = M.slice_view(x, *self.args)
+        view = _math.slice_view(x, *self.args)
         if 0 in view.shp:
             raise ShapeError(f"Slice: empty result {view.shp} is not supported")
-        return M.copy(view)
+        return _math.copy(view)
 
     def backward(self, dy):
-        dx = M.set_value(CTensor._new(self.x_shape, self.dev, self.dt), 0.0)
-        M.copy_into(M.slice_view(dx, *self.args), dy)
+        dx = _math.set_value(CTensor._new(self.x_shape, self.dev, self.dt), 0.0)
+        _math.copy_into(_math.slice_view(dx, *self.args), dy)
         return dx
 
 
@@ -473,7 +472,7 @@ class Gather(Operator):
         idx = np.where(idx < 0, idx + x.shp[ax], idx).astype(np.int32)
         self.idx = _as_ctensor(idx, x.dev)
         self.ax, self.x_shape = ax, x.shp
-        return M.take(x, self.idx, ax)
+        return _math.take(x, self.idx, ax)
 
     def backward(self, dy):
         return run(OPS["ScatterAdd"], [self.idx, dy],
@@ -503,13 +502,13 @@ class Tile(Operator):
         self.x_shape, self.reps, self.full = x.shp, reps, shape
         inter = [v for d in shape for v in (1, d)]
         big = [v for r, d in zip(reps, shape) for v in (r, d)]
-        y = M.copy(M.broadcast_to(M.reshape(x, inter), big))
-        return M.reshape(y, [r * d for r, d in zip(reps, shape)])
+        y = _math.copy(_math.broadcast_to(_math.reshape(x, inter), big))
+        return _math.reshape(y, [r * d for r, d in zip(reps, shape)])
 
     def backward(self, dy):
         big = [v for r, d in zip(self.reps, self.full) for v in (r, d)]
-        g = M.sum(M.reshape(dy, big), tuple(range(0, len(big), 2)))
-        return M.reshape(g, self.x_shape)
+        g = _math.sum(_math.reshape(dy, big), tuple(range(0, len(big), 2)))
+        return _math.reshape(g, self.x_shape)
 
 
 class Expand(Operator):
@@ -522,7 +521,7 @@ class Expand(Operator):
     def forward(self, x):
         out = broadcast_shapes("Expand", x.shp, tuple(self.shape))
         self.x_shape = x.shp
-        return M.copy(M.broadcast_to(x, out))
+        return _math.copy(_math.broadcast_to(x, out))
 
     def backward(self, dy):
         return back_broadcast(dy.shp, self.x_shape, dy)
@@ -564,7 +563,7 @@ class Pad(Operator):
                     self.gathers.append((ax, _as_ctensor(_reflect_source(n, lo, hi), x.dev)))
                     pads[ax] = pads[nd + ax] = 0
         for ax, idx in self.gathers:
-            x = M.take(x, idx, ax)
+            x = _math.take(x, idx, ax)
         self.inner_pads, self.inner_shape = tuple(pads), x.shp
         if not any(pads) and self.gathers:
             return x
@@ -612,12 +611,12 @@ class _Rearrange(Operator):
     def forward(self, x):
         mid, perm, out = self._plan(x.shp)
         self.x_shape, self.mid, self.perm = x.shp, mid, perm
-        return M.reshape(M.transpose(M.reshape(x, mid), perm), out)
+        return _math.reshape(_math.transpose(_math.reshape(x, mid), perm), out)
 
     def backward(self, dy):
         inv = list(np.argsort(self.perm))
         mid_t = [self.mid[p] for p in self.perm]
-        return M.reshape(M.transpose(M.reshape(dy, mid_t), inv), self.x_shape)
+        return _math.reshape(_math.transpose(_math.reshape(dy, mid_t), inv), self.x_shape)
 
 
 class DepthToSpace(_Rearrange):
@@ -721,7 +720,7 @@ class ConstantOfShape(Operator):
 
     def forward(self, shape):
         dims = tuple(int(d) for d in shape.to_numpy().reshape(-1))
-        return M.set_value(CTensor._new(dims, shape.dev, _dtype.kFloat32), float(self.value))
+        return _math.set_value(CTensor._new(dims, shape.dev, _dtype.kFloat32), float(self.value))
 
     def backward(self, dy):
         return None
@@ -751,7 +750,7 @@ class OneHot(Operator):
 
     def forward(self, indices):
         if indices.dt != _dtype.kInt:
-            indices = M.as_type(indices, _dtype.kInt)
+            indices = _math.as_type(indices, _dtype.kInt)
         return run(OPS["OneHot"], [indices], {"depth": self.depth, "axis": self.axis,
                                               "on_value": self.on, "off_value": self.off,
                                               "dtype": _dtype.kFloat32})[0]
@@ -766,10 +765,10 @@ class CosSim(Operator):
     def forward(self, a, b):
         if len(a.shp) != 2 or a.shp != b.shp:
             raise ShapeError(f"CosSim: a and b must be equal 2-D shapes, got {a.shp}, {b.shp}")
-        dot = M.sum(M.mul(a, b), 1)
-        na = M.sqrt(M.sum(M.square(a), 1))
-        nb = M.sqrt(M.sum(M.square(b), 1))
-        y = M.div(dot, M.mul(na, nb))
+        dot = _math.sum(_math.mul(a, b), 1)
+        na = _math.sqrt(_math.sum(_math.square(a), 1))
+        nb = _math.sqrt(_math.sum(_math.square(b), 1))
+        y = _math.div(dot, _math.mul(na, nb))
         if is_training():
             self.cache = (a, b, na, nb, y)
         return y
@@ -781,13 +780,13 @@ class CosSim(Operator):
         n = a.shp[0]
 
         def col(v):
-            return M.reshape(v, (n, 1))
+            return _math.reshape(v, (n, 1))
 
-        inv = col(M.reciprocal(M.mul(na, nb)))
-        da = M.sub(M.mul(b, inv), M.mul(a, col(M.div(y, M.square(na)))))
-        db = M.sub(M.mul(a, inv), M.mul(b, col(M.div(y, M.square(nb)))))
+        inv = col(_math.reciprocal(_math.mul(na, nb)))
+        da = _math.sub(_math.mul(b, inv), _math.mul(a, col(_math.div(y, _math.square(na)))))
+        db = _math.sub(_math.mul(a, inv), _math.mul(b, col(_math.div(y, _math.square(nb)))))
         g = col(dy)
-        return M.mul(da, g), M.mul(db, g)
+        return _math.mul(da, g), _math.mul(db, g)
 
 
 class Embedding(Operator):
@@ -807,13 +806,13 @@ class Embedding(Operator):
                 f"shape {x.shp}; a float id would be truncated (1.9 to 1): pass int32 ids "
                 "(tensor.from_numpy(ids.astype(np.int32)), or ids.as_type(tensor.int32) when "
                 "the float values are whole numbers)")
-        ids = x if x.dt == _dtype.kInt else M.as_type(x, _dtype.kInt)
+        ids = x if x.dt == _dtype.kInt else _math.as_type(x, _dtype.kInt)
         self.ids, self.w_shape = ids, w.shp
-        return M.take(w, ids, 0)
+        return _math.take(w, ids, 0)
 
     def backward(self, dy):
         dw = run(OPS["ScatterAdd"], [self.ids, dy], {"shape": self.w_shape, "axis": 0})[0] \
             if self.needs_grad(1) else None
-        dx = M.set_value(CTensor._new(self.ids.shp, dy.dev, dy.dt), 0.0) \
+        dx = _math.set_value(CTensor._new(self.ids.shp, dy.dev, dy.dt), 0.0) \
             if self.needs_grad(0) else None
         return dx, dw

@@ -84,10 +84,12 @@ class Unary:
         grad = (f"\n\nGradient: dx = {self.grad_formula}." if self.grad is not None else
                 "\n\nNo gradient flows through it.") if layer == "autograd" else ""
         note = f"\n\n{self.note}" if self.note and layer == "autograd" else ""
-        return (f"y = {self.formula}, elementwise (op ``{self.op}``).{grad}{note}\n\n"
+        formula = self.formula if arg == "x" else f"{self.formula}, for x = {arg}"
+        return (f"y = {formula}, elementwise (op ``{self.op}``).{grad}{note}\n\n"
                 f"Parameters\n----------\n{arg} : {kind}\n    Any shape; dtype "
-                f"{_dtype_names(self.dtypes)}.\n{_OUT if layer == 'math' else ''}\nReturns\n-------\n{kind}\n"
-                f"    y, of {arg}'s shape and dtype.\n\nExamples\n--------\n{self.example}\n")
+                f"{_dtype_names(self.dtypes)}.\n{_OUT if layer == 'math' else ''}\n"
+                f"Returns\n-------\n{kind}\n    y, of {arg}'s shape and dtype.\n\n"
+                f"Examples\n--------\n{self.example}\n")
 
 
 @dataclass(frozen=True, eq=False)
@@ -121,19 +123,23 @@ class Binary:
         a, b = np.array([1.0, 2.0, 3.0]), np.array([2.0, 2.0, 2.0])
         return f"{self.name}({_fmt(a)}, {_fmt(b)}) = {_fmt(self.reference(a, b))}"
 
-    def doc(self, layer: str, kind: str = "CTensor") -> str:
-        """The docstring of this op's function or Operator in ``layer``."""
+    def doc(self, layer: str, args: tuple = ("a", "b"), kind: str = "CTensor",
+            out: str = "") -> str:
+        """The docstring of this op's function or Operator in ``layer``; ``out`` documents
+        the parameter that receives y in place, if any."""
         grad = (f"\n\nGradient (each reduced to its input's shape): {self.grad_formula}."
                 if self.grad is not None else "\n\nNo gradient flows through it."
                 ) if layer == "autograd" else ""
+        a, b = args
         other = kind if layer == "autograd" else f"{kind} or number"
-        return (f"y = {self.formula}, elementwise with numpy broadcasting (op ``{self.op}``)."
-                f"{grad}\n\nParameters\n----------\na : {kind}\n    dtype "
-                f"{_dtype_names(self.dtypes)}.\nb : {other}\n    Broadcasts with a; a "
-                "tensor of another dtype is converted to the common dtype.\n"
-                f"{_OUT if layer == 'math' else ''}\nReturns\n"
-                f"-------\n{kind}\n    y, of the broadcast shape.\n\nExamples\n--------\n"
-                f"{self.example}\n")
+        out = _OUT if layer == "math" else out
+        names = "" if args == ("a", "b") else f", for a = {a}, b = {b}"
+        return (f"y = {self.formula}, elementwise with numpy broadcasting (op ``{self.op}``)"
+                f"{names}.{grad}\n\nParameters\n----------\n{a} : {kind}\n"
+                f"    dtype {_dtype_names(self.dtypes)}.\n{b} : {other}\n    Broadcasts with "
+                f"{a}; a tensor of another dtype is converted to the common dtype.\n{out}\n"
+                f"Returns\n-------\n{kind}\n    y, of the broadcast shape.\n\nExamples\n"
+                f"--------\n{self.example}\n")
 
 
 def _round_half_away(x):

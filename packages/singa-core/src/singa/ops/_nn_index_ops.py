@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import _dtype
 from ..errors import DtypeMismatchError, ShapeError
-from . import _rules as R
+from . import _rules as rules
 from ._registry import NUM, defop
 
 __all__: list[str] = []
@@ -61,7 +61,7 @@ def _scatter_add_infer(ins, attrs):
     shape = tuple(int(d) for d in attrs["shape"])
     if not shape:
         raise ShapeError("ScatterAdd: the output shape must have at least one axis")
-    ax = R.check_axis("ScatterAdd", attrs.get("axis", 0), len(shape))
+    ax = rules.check_axis("ScatterAdd", attrs.get("axis", 0), len(shape))
     want = shape[:ax] + idx.shp + shape[ax + 1:]
     if src.shp != want:
         raise ShapeError(
@@ -213,7 +213,7 @@ def _where_infer(ins, attrs):
             f"Where: a is {_dtype.name_of(a.dt)} but b is {_dtype.name_of(b.dt)}; they must "
             "match (convert one with as_type)"
         )
-    shape = R.broadcast_shapes("Where", R.broadcast_shapes("Where", cond.shp, a.shp), b.shp)
+    shape = rules.broadcast_shapes("Where", rules.broadcast_shapes("Where", cond.shp, a.shp), b.shp)
     return [(shape, a.dt)]
 
 
@@ -305,7 +305,7 @@ def _check_elements(op: str, x, idx, axis) -> int:
     _check_index(op, "indices", idx)
     if len(idx.shp) != len(x.shp):
         raise ShapeError(f"{op}: indices {idx.shp} must have the rank of x {x.shp}")
-    ax = R.check_axis(op, axis, len(x.shp))
+    ax = rules.check_axis(op, axis, len(x.shp))
     for d, (ni, nx) in enumerate(zip(idx.shp, x.shp)):
         if d != ax and ni > nx:
             raise ShapeError(

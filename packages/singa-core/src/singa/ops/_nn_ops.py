@@ -22,7 +22,7 @@ import numpy as np
 
 from .. import _dtype
 from ..errors import DtypeMismatchError, ShapeError
-from . import _rules as R
+from . import _rules as rules
 from ._registry import FHD, defop
 
 __all__ = ["Conv2dGeometry", "Pool2dGeometry", "conv2d_geometry", "pool2d_geometry",
@@ -63,7 +63,7 @@ def pads4(op: str, v) -> tuple:
 
 
 def _check_float(op: str, ins) -> int:
-    dt = R.check_dtypes(op, ins)
+    dt = rules.check_dtypes(op, ins)
     if dt not in _dtype.FLOATS:
         raise DtypeMismatchError(
             f"{op}: inputs are {_dtype.name_of(dt)}, but the op needs float32, float16 or "
