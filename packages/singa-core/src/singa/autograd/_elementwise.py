@@ -311,16 +311,21 @@ class _Nary(Operator):
                 raise ShapeError(f"{type(self).__name__}: all inputs must have one shape, got "
                                  f"{[t.shp for t in xs]}")
 
-
-class Sum(_Nary):
-    """y = sum of the inputs; each dx = dy."""
-
-    def forward(self, *xs):
+    def _total(self, xs):
+        """The sum of the inputs, left to right (and n, for backward)."""
         self._check(xs)
         self.n = len(xs)
         y = xs[0]
         for x in xs[1:]:
             y = _math.add(y, x)
+        return y
+
+
+class Sum(_Nary):
+    """y = sum of the inputs; each dx = dy."""
+
+    def forward(self, *xs):
+        y = self._total(xs)
         return y if len(xs) > 1 else _math.copy(y)
 
     def backward(self, dy):
@@ -331,12 +336,7 @@ class Mean(_Nary):
     """y = mean of the inputs; each dx = dy / n."""
 
     def forward(self, *xs):
-        self._check(xs)
-        self.n = len(xs)
-        y = xs[0]
-        for x in xs[1:]:
-            y = _math.add(y, x)
-        return _math.mul(y, 1.0 / len(xs))
+        return _math.mul(self._total(xs), 1.0 / len(xs))
 
     def backward(self, dy):
         g = _math.mul(dy, 1.0 / self.n)
