@@ -1,4 +1,10 @@
-"""Elementwise operators: activations, math functions, arithmetic with broadcasting."""
+"""Elementwise operators: activations, math functions, arithmetic with broadcasting.
+
+The Operator classes of the elementwise op records (:mod:`singa.ops._elementwise`: Sigmoid,
+Tanh, ..., Add, Mul, Less, And, ...) are built from the records at the end of this module; the
+classes written out here are those with attributes or several ops inside (Elu, Clip, Cast,
+PRelu, Sum, Max, ...).
+"""
 
 from __future__ import annotations
 
