@@ -18,7 +18,7 @@ import nox
 
 # `nox` runs these; "tests(backend='cuda')" needs a GPU and runs only when named
 # (`nox -s "tests(backend='cuda')"`); the `cuda` session is what a machine without one verifies
-nox.options.sessions = ["lint", "install", "tests(backend='cpu')", "pythons",
+nox.options.sessions = ["lint", "docs", "install", "tests(backend='cpu')", "pythons",
                         "tests(backend='opencl')", "template", "cuda", "dist", "onnx", "skips"]
 nox.options.reuse_existing_virtualenvs = False
 nox.options.error_on_missing_interpreters = True
@@ -176,6 +176,28 @@ def lint(session: nox.Session) -> None:
     plugin = skip_reports(session)
     session.run("pytest", "-q", *plugin, "tests/lint",
                 env={"PYTHONPATH": os.pathsep.join([*IMPORT_ROOTS, TOOLS])})
+
+
+# the reference site's tools; griffe reads the sources statically, so no singa package is
+# installed (mkdocs.yml's handler paths point at packages/*/src)
+DOCS_DEPS = ["mkdocs==1.6.1", "mkdocstrings==1.0.8", "mkdocstrings-python==2.0.11"]
+
+
+@nox.session
+@drops_venv
+def docs(session: nox.Session) -> None:
+    """The reference site (mkdocs.yml: docs/*.md and the API pages of docs/reference/) built
+    with ``--strict`` into a temporary folder: any warning fails it (a link to a missing page
+    or anchor, an unresolved cross-reference in a page or a docstring); then tests/docs,
+    which plant each of those in a copy and check the strict build fails on it."""
+    import tempfile
+
+    session.install(*DOCS_DEPS, *TEST_DEPS)
+    site = tempfile.mkdtemp(prefix="singa-site-")
+    session.run("mkdocs", "build", "--strict", "--site-dir", site)
+    _remove(session, site, "the built site")
+    plugin = skip_reports(session)
+    session.run("pytest", "-q", *plugin, "-p", "no:cacheprovider", "tests/docs")
 
 
 # extra -> the distributions (and wheels of other projects) a resolution of it must include
