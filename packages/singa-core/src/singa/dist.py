@@ -631,12 +631,18 @@ class Communicator(ABC):
         return self.local_rank
 
     def synch(self, x) -> None:
+        """SINGA's name for [`all_reduce`][singa.dist.Communicator.all_reduce]."""
         self.all_reduce(x)
 
     def fusedSynch(self, xs, send: bool = True) -> None:
+        """SINGA's name for ``fused_all_reduce(xs)``.
+
+        ``send`` is accepted for SINGA's signature; the tensors are reduced now either way.
+        """
         self.fused_all_reduce(xs)
 
     def synchHalf(self, x) -> None:
+        """SINGA's name for [`all_reduce_half`][singa.dist.Communicator.all_reduce_half]."""
         self.all_reduce_half(x)
 
     def wait(self) -> None:
