@@ -211,6 +211,9 @@ class SingaRep(BackendRep):
         self.use_graph = bool(mode)
 
     def input_context(self) -> Context:
+        """The handler context (device, opset, element limit) in which the inputs are checked and
+        converted.
+        """
         return Context(self.dev, self.opset, "<inputs>", max_elements=self.max_elements)
 
     @staticmethod

@@ -308,6 +308,9 @@ class SingaFrontend:
 
     @staticmethod
     def singa_to_onnx_model(inputs, y, model_name="sonnx"):
+        """SINGA's name for [`to_onnx`][singa_onnx.to_onnx]: the ONNX model computing ``y`` from
+        ``inputs``.
+        """
         return to_onnx(inputs, y, model_name)
 
 

@@ -264,6 +264,9 @@ def _keep_asymmetric_resize(model, outputs: dict) -> None:
 
 
 def default_opset(model) -> int:
+    """The model's opset of the default ONNX domain (the installed onnx's newest if it imports
+    none).
+    """
     for o in model.opset_import:
         if o.domain in ("", "ai.onnx"):
             return int(o.version)
