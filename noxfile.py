@@ -167,7 +167,8 @@ IMPORT_ROOTS = [*(f"packages/{p}/src" for p in sorted(os.listdir("packages"))),
 # packages less the files the config excludes; those are measured and reported
 DOCSTRING_PACKAGES = ["packages/singa-core/src/singa", "packages/singa-onnx/src/singa_onnx",
                       "packages/singa-dist/src/singa_dist"]
-LINT_DEPS = ["ruff>=0.5", "import-linter>=2.1", "interrogate==1.7.0"]
+# mypy reads numpy's and pluggy's type information from singa-core's dependencies (CORE)
+LINT_DEPS = ["ruff>=0.5", "import-linter>=2.1", "interrogate==1.7.0", "mypy==2.4.1", CORE]
 
 
 def docstrings_pending() -> list[str]:
@@ -187,9 +188,10 @@ def docstrings_pending() -> list[str]:
 @drops_venv
 def lint(session: nox.Session) -> None:
     """ruff over the whole repository; docstring coverage of the public packages (at least 95%
-    where enforced, the rest reported); then the import-linter architecture contracts
-    (pyproject.toml's [tool.importlinter]) and the tests that prove each contract catches a
-    planted violation."""
+    where enforced, the rest reported); mypy over singa, singa_onnx and singa_dist
+    (pyproject.toml's [tool.mypy], which lists the modules not clean yet); then the
+    import-linter architecture contracts (pyproject.toml's [tool.importlinter]) and the tests
+    that prove each contract catches a planted violation."""
     session.install(*LINT_DEPS, *TEST_DEPS)
     session.run("ruff", "check", ".")
     # -c: interrogate looks for its config next to the paths (the packages' own pyproject.toml)
@@ -197,6 +199,7 @@ def lint(session: nox.Session) -> None:
     session.log("docstring coverage of the files not yet enforced (reported, not checked):")
     session.run("interrogate", "-c", "pyproject.toml", "--fail-under", "0",
                 *docstrings_pending())
+    session.run("mypy")
     env = {"PYTHONPATH": os.pathsep.join(IMPORT_ROOTS)}
     session.run("lint-imports", "--no-cache", env=env)
     plugin = skip_reports(session)

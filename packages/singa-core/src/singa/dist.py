@@ -330,7 +330,7 @@ class Communicator(ABC):
     def _fused_rounds(self, arrs, dt, op) -> None:
         buf = self._scratch(min(self.buff_size, sum(a.size for a in arrs)), dt, "fused")
         cap = buf.size
-        pieces = []  # (array flat view, start, stop) pending in buf
+        pieces: list[tuple] = []  # (array flat view, start, stop) pending in buf
         fill = 0
 
         def flush():
