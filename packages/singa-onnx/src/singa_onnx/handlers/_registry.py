@@ -43,7 +43,7 @@ class OpHandler:
 HANDLERS: dict[str, OpHandler] = {}
 
 # attributes every op may carry without changing what it computes
-_HARMLESS = frozenset()
+_HARMLESS: frozenset[str] = frozenset()
 
 
 def register(*op_types, attrs=(), check=None, frozen_inputs=(), static_inputs=()):
