@@ -111,6 +111,7 @@ class DistOpt:
         self.opt.__dict__["_derived"] = {}  # per-step hyper-parameter cache (see Optimizer)
 
     def step(self):
+        """Advance the wrapped optimizer's step counter and schedules (``opt.step()``)."""
         self.opt.step()
 
     def all_reduce(self, tensor):
@@ -399,5 +400,12 @@ class DistOpt:
         return t.data
 
     def get_states(self):
+        """Refuse, as SINGA does: the states to save are the wrapped optimizer's.
+
+        Raises
+        ------
+        singa.dist.DistError
+            Always; the message names ``dist_opt.opt.get_states()``.
+        """
         raise DistError("DistOpt has no get_states (as in SINGA); save the wrapped "
                         "optimizer's states: dist_opt.opt.get_states()")

@@ -330,7 +330,7 @@ class Communicator(ABC):
     def _fused_rounds(self, arrs, dt, op) -> None:
         buf = self._scratch(min(self.buff_size, sum(a.size for a in arrs)), dt, "fused")
         cap = buf.size
-        pieces = []  # (array flat view, start, stop) pending in buf
+        pieces: list[tuple] = []  # (array flat view, start, stop) pending in buf
         fill = 0
 
         def flush():
@@ -631,12 +631,18 @@ class Communicator(ABC):
         return self.local_rank
 
     def synch(self, x) -> None:
+        """SINGA's name for [`all_reduce`][singa.dist.Communicator.all_reduce]."""
         self.all_reduce(x)
 
     def fusedSynch(self, xs, send: bool = True) -> None:
+        """SINGA's name for ``fused_all_reduce(xs)``.
+
+        ``send`` is accepted for SINGA's signature; the tensors are reduced now either way.
+        """
         self.fused_all_reduce(xs)
 
     def synchHalf(self, x) -> None:
+        """SINGA's name for [`all_reduce_half`][singa.dist.Communicator.all_reduce_half]."""
         self.all_reduce_half(x)
 
     def wait(self) -> None:

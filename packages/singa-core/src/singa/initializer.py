@@ -86,8 +86,8 @@ def orthogonal(t: Tensor, gain: float = 1.0) -> Tensor:
     rows, cols = t.shape
     # draw from the device's generator (seeded by SetRandSeed, advancing with every call)
     a = Tensor((max(rows, cols), min(rows, cols)), t.device, requires_grad=False)
-    a = a.gaussian(0.0, 1.0).to_numpy().astype(np.float64)
-    q, r = np.linalg.qr(a)
+    g = a.gaussian(0.0, 1.0).to_numpy().astype(np.float64)
+    q, r = np.linalg.qr(g)
     q *= np.sign(np.diag(r))
     q = q if rows >= cols else q.T
     t.copy_from_numpy(gain * q[:rows, :cols])

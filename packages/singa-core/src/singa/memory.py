@@ -75,7 +75,7 @@ class MemPool:
         self.num_allocs += 1
         bucket = self._free.get(cls)
         try:  # pop, not test-then-pop: another thread may take the last cached buffer
-            buf = bucket.pop()
+            buf = bucket.pop()  # type: ignore[union-attr]  # None: caught below
             self.num_hits += 1
             self.cached_bytes -= cls
         except (AttributeError, IndexError):  # no bucket yet, or it is empty

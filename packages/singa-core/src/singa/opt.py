@@ -183,6 +183,17 @@ class Optimizer:
         self.step()
 
     def call(self, loss):
+        """Backpropagate ``loss`` and apply each gradient; the step is not advanced.
+
+        Frees the autograd graph once the gradients are out; a parameter without a name is named
+        after its ``id``. ``opt(loss)`` is ``opt.call(loss)`` followed by
+        [`step`][singa.opt.Optimizer.step].
+
+        Parameters
+        ----------
+        loss : Tensor
+            The scalar loss of a forward pass run with ``autograd.training = True``.
+        """
         self._derived = {}
         # the step's graph is done with once its gradients are out: free what it saved
         for p, g in autograd.backward(loss, retain_graph=False):
@@ -196,6 +207,17 @@ class Optimizer:
         self._refresh()
 
     def apply(self, param_name, param_value, param_grad):
+        """Update one parameter in place from its gradient (each optimizer defines the rule).
+
+        Parameters
+        ----------
+        param_name : str
+            The parameter's name, the key of its optimizer state.
+        param_value : Tensor
+            The parameter, updated in place.
+        param_grad : Tensor
+            Its gradient, of the parameter's shape.
+        """
         raise NotImplementedError
 
     def _dv(self, key, p, make):
@@ -329,6 +351,20 @@ class SGD(Optimizer):
         self._refresh()
 
     def apply(self, param_name, param_value, param_grad):
+        """Update one parameter in place from its gradient.
+
+        With ``g = grad + wd p``, ``buf = momentum buf + (1 - dampening) g``, then ``p -= lr buf``
+        (or ``p -= lr (g + momentum buf)`` with Nesterov); without momentum ``p -= lr g``.
+
+        Parameters
+        ----------
+        param_name : str
+            The parameter's name, the key of its optimizer state (e.g. ``moments``).
+        param_value : Tensor
+            The parameter, updated in place.
+        param_grad : Tensor
+            Its gradient, of the parameter's shape.
+        """
         # Weight decay and momentum are folded into in-place updates (buf += (1-damp) wd p,
         # p *= 1 - lr wd) so that no parameter-sized temporary is created.
         p, g = self._prepare(param_value, param_grad)
@@ -375,6 +411,19 @@ class RMSProp(Optimizer):
         self._refresh()
 
     def apply(self, param_name, param_value, param_grad):
+        """Update one parameter in place from its gradient.
+
+        With ``g = grad + wd p``, ``r = rho r + (1 - rho) g^2``, ``p -= lr g / sqrt(r + eps)``.
+
+        Parameters
+        ----------
+        param_name : str
+            The parameter's name, the key of its optimizer state (e.g. ``running_average``).
+        param_value : Tensor
+            The parameter, updated in place.
+        param_grad : Tensor
+            Its gradient, of the parameter's shape.
+        """
         p, g = self._prepare(param_value, param_grad)
         if self.wd_value != 0:
             g = M.add(g, M.mul(p, self._hv("weight_decay", p)))
@@ -401,6 +450,19 @@ class AdaGrad(Optimizer):
         self._refresh()
 
     def apply(self, param_name, param_value, param_grad):
+        """Update one parameter in place from its gradient.
+
+        With ``g = grad + wd p``, ``h += g^2``, ``p -= lr g / sqrt(h + eps)``.
+
+        Parameters
+        ----------
+        param_name : str
+            The parameter's name, the key of its optimizer state (e.g. ``history``).
+        param_value : Tensor
+            The parameter, updated in place.
+        param_grad : Tensor
+            Its gradient, of the parameter's shape.
+        """
         p, g = self._prepare(param_value, param_grad)
         if self.wd_value != 0:
             g = M.add(g, M.mul(p, self._hv("weight_decay", p)))
@@ -429,6 +491,21 @@ class Adam(Optimizer):
         self._refresh()
 
     def apply(self, param_name, param_value, param_grad):
+        """Update one parameter in place from its gradient.
+
+        With ``g = grad + wd p`` (AdamW: ``p -= lr wd p`` instead), ``m = b1 m + (1 - b1) g``, ``v =
+        b2 v + (1 - b2) g^2``, ``t = step + 1``, ``p -= lr (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t))
+        + eps)``.
+
+        Parameters
+        ----------
+        param_name : str
+            The parameter's name, the key of its optimizer state (e.g. ``m``).
+        param_value : Tensor
+            The parameter, updated in place.
+        param_grad : Tensor
+            Its gradient, of the parameter's shape.
+        """
         p, g = self._prepare(param_value, param_grad)
         lr = self._hv("lr", p)
         if self.wd_value != 0:
@@ -470,6 +547,28 @@ from . import _distopt  # noqa: E402
 
 
 class DistOpt(_distopt.DistOpt):
+    """Synchronous data-parallel training with optimizer ``opt`` (SINGA's ``DistOpt``).
+
+    Gradients are summed over all ranks in buckets through a
+    [`Communicator`][singa.dist.Communicator] and divided by the world size before ``opt`` applies
+    them.
+
+    Parameters
+    ----------
+    opt : Optimizer, optional
+        The local optimizer; ``SGD()`` if None.
+    *args : Any
+        The keyword arguments below, positionally in this order (SINGA's).
+    **kwargs : Any
+        ``nccl_id``, ``local_rank``, ``world_size``, ``buffSize``, ``communicator``,
+        ``overlap``. ``nccl_id=None`` (MPI mode): the communicator named by ``communicator`` or
+        ``SINGA_COMMUNICATOR`` (default ``"mpi"``), ranks from the launcher. Otherwise (one
+        process per GPU): the ``"nccl"`` communicator with this NCCL id holder, GPU
+        ``local_rank`` and ``world_size`` ranks. ``buffSize`` (default 4194304): elements of
+        the fused all-reduce buffer. ``communicator``: a communicator or a communicator name
+        (overrides the above). ``overlap`` (default True): start each bucket's all-reduce while
+        backward is still running (eager mode).
+    """
     __doc__ = _distopt.DistOpt.__doc__
 
     def __init__(self, opt=None, *args, **kwargs):

@@ -34,7 +34,8 @@ def get_padding_shape(pad_mode: str, input_spatial_shape, kernel_spatial_shape,
     mode = pad_mode.upper()
     if mode not in ("SAME_UPPER", "SAME_LOWER"):
         raise ValueError(f"pad_mode must be SAME_UPPER or SAME_LOWER, got {pad_mode!r}")
-    pads, odd = [], []
+    pads: list[int] = []
+    odd: list[int] = []
     for size, k, s in zip(input_spatial_shape, kernel_spatial_shape, strides_spatial):
         out = math.ceil(size / s)
         total = max((out - 1) * s + k - size, 0)

@@ -55,7 +55,7 @@ def install_hint(major: str | None) -> str:
     13's, what current drivers run, when unknown). Never ``singa[...]``: the package index's
     ``singa`` is an unrelated project."""
     known = major in CUPY_WHEELS
-    m = major if known else "13"
+    m = major if major is not None and known else "13"
     hint = (f'pip install ".[cuda{m}]" in the singa checkout (singa-cuda and singa-dist with '
             f"{CUPY_WHEELS[m]}, nvidia-nccl-cu{m}), and a CUDA GPU")
     return hint if known else hint + '; ".[cuda12]" for a CUDA 12 driver'

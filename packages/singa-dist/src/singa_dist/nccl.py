@@ -134,6 +134,7 @@ class NcclCommunicator(Communicator):
         return f"<NcclCommunicator rank {self.rank}/{self.world_size} on GPU {self.local_rank}>"
 
     def accepts(self, arr) -> bool:
+        """Whether ``arr`` is a C-contiguous cupy array, which NCCL reduces in place."""
         return isinstance(arr, self.xp.ndarray) and arr.flags.c_contiguous
 
     def _host_copy(self, dev, arr):
@@ -272,6 +273,9 @@ class NcclCommunicator(Communicator):
         self.stream.synchronize()
 
     def abort(self, message: str, code: int = 1) -> None:
+        """Write ``message`` to stderr, abort the NCCL communicator (so no rank waits forever in
+        a collective) and exit with ``code``.
+        """
         import sys
 
         sys.stderr.write(message.rstrip() + "\n")

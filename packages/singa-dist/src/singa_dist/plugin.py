@@ -33,6 +33,9 @@ def _probe_nccl():
 
 @hookimpl
 def singa_communicators():
+    """Declare the ``mpi`` (mpi4py) and ``nccl`` (cupy) communicators, each with its probe,
+    install hint and options.
+    """
     return [
         CommunicatorSpec(name="mpi", api_version=BACKEND_API_VERSION, create=_create_mpi,
                          probe=_probe_mpi,

@@ -159,6 +159,9 @@ class SingaRep(BackendRep):
     ``is_graph`` (return Tensors instead of numpy arrays; SONNXModel sets it).
     """
 
+    #: {initializer name: Tensor} of the trainable parameters (set by ``prepare``)
+    trainable: dict
+
     def __init__(self, model, dev, nodes, consts, params, input_info, output_info, opset,
                  max_elements):
         super().__init__()
@@ -211,6 +214,9 @@ class SingaRep(BackendRep):
         self.use_graph = bool(mode)
 
     def input_context(self) -> Context:
+        """The handler context (device, opset, element limit) in which the inputs are checked and
+        converted.
+        """
         return Context(self.dev, self.opset, "<inputs>", max_elements=self.max_elements)
 
     @staticmethod
@@ -385,7 +391,8 @@ def _build(model, dev, max_elements) -> SingaRep:
                                       onnx.TensorProto.FLOAT16)}
     runtime_nodes, folded = [], []
     trainable, frozen = set(), set()
-    host_valued = set()  # known only at run time, but always host values (shape arithmetic)
+    # known only at run time, but always host values (shape arithmetic)
+    host_valued: set[str] = set()
     on_host = set()  # runtime nodes evaluated on the host (singa_onnx.host_eval)
     for n in nodes:
         if n.op_type == "Constant":

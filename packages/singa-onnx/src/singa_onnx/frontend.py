@@ -308,6 +308,9 @@ class SingaFrontend:
 
     @staticmethod
     def singa_to_onnx_model(inputs, y, model_name="sonnx"):
+        """SINGA's name for [`to_onnx`][singa_onnx.to_onnx]: the ONNX model computing ``y`` from
+        ``inputs``.
+        """
         return to_onnx(inputs, y, model_name)
 
 
@@ -383,7 +386,7 @@ def to_onnx(inputs, y, model_name="sonnx") -> onnx.ModelProto:
             outs.append(n)
         EXPORTERS[type(op).__name__](b, op, in_names, outs)
 
-    graph_outputs = []
+    graph_outputs: list = []
     for i, yy in enumerate(ys):
         src = yy.creator
         n = name_of(src, id(yy))

@@ -46,23 +46,39 @@ class SONNXModel(model.Model):
         return self.sg_ir.run(list(x), aux_output=aux_output, **kwargs)
 
     def get_params(self) -> dict:
+        """The imported trainable initializers (by initializer name) and the parameters of added
+        layers.
+        """
         params = dict(self.sg_ir.trainable)
         params.update(super().get_params())
         return params
 
     def set_params(self, parameters: dict) -> None:
+        """Copy values into the imported initializers and the added layers' parameters of the
+        same names.
+
+        Parameters
+        ----------
+        parameters : dict[str, Tensor or numpy.ndarray]
+            Values by name; each is cast to the parameter's dtype and reshaped to its shape.
+        """
         for name, t in self.sg_ir.trainable.items():
             if name in parameters:
                 _copy_into(t, parameters[name])
         super().set_params(parameters)
 
     def get_states(self) -> dict:
+        """The parameters plus the imported batch-norm running statistics and the added layers'
+        states.
+        """
         states = dict(self.sg_ir.states)
         states.update(super().get_states())
         states.update(self.get_params())
         return states
 
     def set_states(self, states: dict) -> None:
+        """Copy values into the states and parameters of the same names (see
+        [`set_params`][singa_onnx.SONNXModel.set_params])."""
         for name, t in self.sg_ir.states.items():
             if name in states:
                 _copy_into(t, states[name])

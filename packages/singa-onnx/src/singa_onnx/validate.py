@@ -148,7 +148,7 @@ def check_tensors(model, base_dir, max_elements: int) -> None:
             raise SingaONNXError(f"{what}: data type {t.data_type} is not supported")
         item = np_dt.itemsize if np_dt is not None else None
         if t.data_type in (TensorProto.INT4, TensorProto.UINT4):
-            expected = (n + 1) // 2
+            expected: int | None = (n + 1) // 2
         else:
             expected = None if item is None else n * item
         if t.data_location == TensorProto.EXTERNAL:
@@ -264,6 +264,9 @@ def _keep_asymmetric_resize(model, outputs: dict) -> None:
 
 
 def default_opset(model) -> int:
+    """The model's opset of the default ONNX domain (the installed onnx's newest if it imports
+    none).
+    """
     for o in model.opset_import:
         if o.domain in ("", "ai.onnx"):
             return int(o.version)
@@ -287,7 +290,7 @@ def topological_order(graph, known: set) -> list:
                 raise SingaONNXError(f"node {node.name or node.op_type!r} (#{i}): input "
                                      f"{x!r} is not a graph input, initializer or node output")
     deps = [{producer[x] for x in n.input if x in producer} for n in graph.node]
-    users = [[] for _ in graph.node]
+    users: list[list[int]] = [[] for _ in graph.node]
     for i, d in enumerate(deps):
         for j in d:
             users[j].append(i)

@@ -35,12 +35,12 @@ def load_digits(size: int = 28, val_fraction: float = 0.2, seed: int = 0, channe
     x = np.repeat(x[:, None], channels, axis=1) if channels != 1 else x[:, None]
 
     rng = np.random.default_rng(seed)
-    val_idx = []
+    chosen: list[int] = []
     for c in range(10):  # stratified: the same fraction of every class
         idx = rng.permutation(np.flatnonzero(labels == c))
-        val_idx.extend(idx[:int(round(len(idx) * val_fraction))])
+        chosen.extend(idx[:int(round(len(idx) * val_fraction))])
     val_mask = np.zeros(len(labels), bool)
-    val_mask[val_idx] = True
+    val_mask[chosen] = True
     train_idx = rng.permutation(np.flatnonzero(~val_mask))
     val_idx = rng.permutation(np.flatnonzero(val_mask))
     return (np.ascontiguousarray(x[train_idx]), labels[train_idx],

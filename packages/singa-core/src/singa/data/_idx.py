@@ -20,7 +20,7 @@ from ._files import DatasetNotFoundError, find_file
 
 __all__ = ["read_idx", "load_mnist", "MNIST_FILES"]
 
-_IDX_DTYPES = {
+_IDX_DTYPES: dict[int, np.dtype] = {
     0x08: np.dtype(np.uint8),
     0x09: np.dtype(np.int8),
     0x0B: np.dtype(">i2"),
@@ -125,12 +125,14 @@ def load_mnist(data_dir: str):
     y int32 class ids; the validation set is the 10k test set. Raises
     :class:`DatasetNotFoundError` listing the files that are missing.
     """
-    paths, missing = {}, []
+    paths: dict[str, str] = {}
+    missing = []
     for role, stem in MNIST_FILES.items():
         p = find_file(data_dir, _mnist_candidates(stem))
         if p is None:
             missing.append(role)
-        paths[role] = p
+        else:
+            paths[role] = p
     if missing:
         raise _missing_mnist(data_dir, missing)
     out = []

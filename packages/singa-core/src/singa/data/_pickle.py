@@ -151,6 +151,13 @@ class RestrictedUnpickler(pickle.Unpickler):
         self.source = source
 
     def find_class(self, module, name):
+        """The global ``module.name`` if a pickled numpy array needs it, else refuse.
+
+        Raises
+        ------
+        UnsafePickleError
+            For any global outside the allowed table (loading it could run code).
+        """
         entry = _ALLOWED.get((module, name))
         if entry is None:
             raise UnsafePickleError(
@@ -161,9 +168,24 @@ class RestrictedUnpickler(pickle.Unpickler):
         return entry
 
     def persistent_load(self, pid):
+        """Refuse every persistent id (a data batch has none).
+
+        Raises
+        ------
+        UnsafePickleError
+            Always.
+        """
         raise UnsafePickleError(f"{self.source}: persistent ids are refused")
 
     def load(self):
+        """Read one object, then replace the array builders by numpy arrays and check every
+        nested value is an allowed type.
+
+        Returns
+        -------
+        object
+            Arrays, lists, dicts, tuples, bytes, str and numbers only.
+        """
         return _finish(super().load(), self.source)
 
 

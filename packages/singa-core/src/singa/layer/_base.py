@@ -30,6 +30,11 @@ class LayerMeta(type):
 
     @staticmethod
     def init_wrapper(func):
+        """Wrap ``initialize`` so that it runs eagerly with graph buffering off.
+
+        Parameter creation must happen once, now, even when the device is recording a graph;
+        the layer is marked initialised afterwards. A call with no inputs does nothing.
+        """
         @functools.wraps(func)
         def wrapper(self, *args, **kwargs):
             if not args:
@@ -47,6 +52,7 @@ class LayerMeta(type):
 
     @staticmethod
     def forward_wrapper(func):
+        """Wrap ``forward`` so that the first call runs ``initialize`` with the same inputs."""
         @functools.wraps(func)
         def wrapper(self, *args, **kwargs):
             if not self.__dict__.get("_initialized", False):
@@ -70,6 +76,12 @@ class LayerMeta(type):
 
     @staticmethod
     def setter_wrapper(func):
+        """Wrap ``set_params``/``set_states`` of built-in layers to refuse values before
+        initialisation.
+
+        A built-in layer creates its tensors from its first input, so before then there is
+        nothing to copy into: the wrapper raises :class:`~singa.errors.SingaError` with the fix.
+        """
         @functools.wraps(func)
         def wrapper(self, values):
             if not self.__dict__.get("_initialized", False):
@@ -121,6 +133,18 @@ class Layer(metaclass=LayerMeta):
         """Create parameters from the first inputs (override in parametric layers)."""
 
     def forward(self, *inputs):
+        """Compute the layer's output from its inputs (every subclass overrides it).
+
+        Parameters
+        ----------
+        *inputs : Tensor
+            The layer's inputs; the first call also creates the parameters from them.
+
+        Returns
+        -------
+        Tensor or tuple
+            The output(s), recorded for autograd when training.
+        """
         raise NotImplementedError(f"{type(self).__name__}.forward")
 
     def __call__(self, *args, **kwargs):
@@ -196,6 +220,13 @@ class Layer(metaclass=LayerMeta):
         return params
 
     def set_params(self, parameters: dict) -> None:
+        """Copy values into the parameters of this layer's initialised sub-layers.
+
+        Parameters
+        ----------
+        parameters : dict[str, Tensor or numpy.ndarray]
+            Values by full parameter name (see :meth:`get_params`); absent names are skipped.
+        """
         for child in self.__dict__["_layers"].values():
             if child._initialized:
                 child.set_params(parameters)
@@ -210,6 +241,13 @@ class Layer(metaclass=LayerMeta):
         return states
 
     def set_states(self, states: dict) -> None:
+        """Copy values into the states and parameters of this layer and its sub-layers.
+
+        Parameters
+        ----------
+        states : dict[str, Tensor or numpy.ndarray]
+            Values by full name (see :meth:`get_states`); absent names are skipped.
+        """
         for child in self.__dict__["_layers"].values():
             if child._initialized:
                 child.set_states(states)

@@ -18,10 +18,30 @@ def _param(shape, like: Tensor, stores_grad=True) -> Tensor:
 
 
 class Linear(Layer):
-    """y = x W + b. ``Linear(out_features)`` or ``Linear(in_features, out_features[, bias])``;
+    """Fully connected layer: ``y = x W + b``.
+
+    ``Linear(out_features)`` or ``Linear(in_features, out_features[, bias])``;
     ``in_features`` is inferred from the first input either way.
 
-    W (in, out) ~ N(0, 2 / (in + out)); b (out,) = 0.
+    Parameters
+    ----------
+    out_features : int
+        Width of the output, at least 1.
+    bias : bool, default True
+        Whether to add ``b``.
+
+    Notes
+    -----
+    ``W`` (in, out) ~ N(0, 2 / (in + out)); ``b`` (out,) = 0, both created on the first call
+    on the input's device and dtype.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from singa import layer, tensor
+    >>> fc = layer.Linear(3)
+    >>> fc(tensor.from_numpy(np.ones((2, 4), np.float32))).shape
+    (2, 3)
     """
 
     def __init__(self, out_features, *args, bias=True, **kwargs):
@@ -38,6 +58,13 @@ class Linear(Layer):
         self.bias = bool(bias)
 
     def initialize(self, x):
+        """Create ``W`` (in_features, out_features) and ``b`` (out_features,) from ``x``.
+
+        Parameters
+        ----------
+        x : Tensor
+            The first input, (batch, in_features), floating point.
+        """
         self.float_check(x)
         if len(x.shape) != 2:
             raise ShapeError(f"Linear {self.name or ''}: expects 2-D input (batch, features), "
@@ -50,6 +77,18 @@ class Linear(Layer):
             self.b = _param((self.out_features,), x).set_value(0.0)
 
     def forward(self, x):
+        """Compute ``y = x W + b``.
+
+        Parameters
+        ----------
+        x : Tensor
+            Shape (batch, in_features).
+
+        Returns
+        -------
+        Tensor
+            Shape (batch, out_features).
+        """
         if self.bias:
             self.device_check(x, self.W, self.b)
         else:
@@ -65,9 +104,28 @@ class Linear(Layer):
         return y
 
     def get_params(self):
+        """Trainable parameters by full name (``<layer path>.<attr>``).
+
+        Returns
+        -------
+        dict[str, Tensor]
+            Empty before the first forward pass creates them.
+        """
         return {self.W.name: self.W, **({self.b.name: self.b} if self.bias else {})}
 
     def set_params(self, parameters):
+        """Copy values into the parameters of the same names; absent names are left as they are.
+
+        Parameters
+        ----------
+        parameters : dict[str, Tensor or numpy.ndarray]
+            Values by full name, each of the parameter's shape.
+
+        Raises
+        ------
+        singa.errors.SingaError
+            Before the first forward pass (no parameters yet), or on a shape mismatch.
+        """
         self._set_tensors(parameters, ["W", "b"] if self.bias else ["W"])
 
 
@@ -85,6 +143,13 @@ class Gemm(Layer):
         self.bias, self.bias_shape = bool(bias), bias_shape
 
     def initialize(self, x):
+        """Create ``W`` ((nb_kernels, n_in) if ``transB`` else (n_in, nb_kernels)) and ``b``.
+
+        Parameters
+        ----------
+        x : Tensor
+            The first input, 2-D; ``n_in`` is its second axis (its first when ``transA``).
+        """
         self.float_check(x)
         if len(x.shape) != 2:
             raise ShapeError(f"Gemm {self.name or ''}: expects a 2-D input, got {x.shape}")
@@ -97,15 +162,46 @@ class Gemm(Layer):
             self.b = _param(shape, x).set_value(0.0)
 
     def forward(self, x):
+        """Compute ``y = alpha op(x) op(W) + beta b``.
+
+        Parameters
+        ----------
+        x : Tensor
+            A 2-D input.
+
+        Returns
+        -------
+        Tensor
+            Shape (batch, nb_kernels).
+        """
         if self.bias:
             return autograd.gemm(x, self.W, self.b, self.alpha, self.beta, self.transA,
                                  self.transB)
         return autograd.gemm(x, self.W, None, self.alpha, self.beta, self.transA, self.transB)
 
     def get_params(self):
+        """Trainable parameters by full name (``<layer path>.<attr>``).
+
+        Returns
+        -------
+        dict[str, Tensor]
+            Empty before the first forward pass creates them.
+        """
         return {self.W.name: self.W, **({self.b.name: self.b} if self.bias else {})}
 
     def set_params(self, parameters):
+        """Copy values into the parameters of the same names; absent names are left as they are.
+
+        Parameters
+        ----------
+        parameters : dict[str, Tensor or numpy.ndarray]
+            Values by full name, each of the parameter's shape.
+
+        Raises
+        ------
+        singa.errors.SingaError
+            Before the first forward pass (no parameters yet), or on a shape mismatch.
+        """
         self._set_tensors(parameters, ["W", "b"] if self.bias else ["W"])
 
 
@@ -126,6 +222,14 @@ class Embedding(Layer):
         self.freeze = False
 
     def initialize(self, x):
+        """Create ``W`` (input_dim, output_dim), float32, from the pretrained array if one was
+        given.
+
+        Parameters
+        ----------
+        x : Tensor
+            The first batch of ids; only its device is used.
+        """
         from .. import tensor
 
         self.W = Tensor((self.input_dim, self.output_dim), x.device, tensor.float32,
@@ -149,6 +253,18 @@ class Embedding(Layer):
             self.W.requires_grad = self.W.stores_grad = not self.freeze
 
     def forward(self, x):
+        """Look up the rows of ``W`` named by ``x``.
+
+        Parameters
+        ----------
+        x : Tensor
+            int32 ids in ``[0, input_dim)``, any shape ``S``.
+
+        Returns
+        -------
+        Tensor
+            Shape ``S + (output_dim,)``.
+        """
         if x.dtype != _INT32:
             raise DtypeMismatchError(
                 f"Embedding {self.name or ''}: ids must be int32, got "
@@ -157,9 +273,28 @@ class Embedding(Layer):
         return autograd.embedding(x, self.W)
 
     def get_params(self):
+        """Trainable parameters by full name (``<layer path>.<attr>``).
+
+        Returns
+        -------
+        dict[str, Tensor]
+            Empty before the first forward pass creates them.
+        """
         return {self.W.name: self.W}
 
     def set_params(self, parameters):
+        """Copy values into the parameters of the same names; absent names are left as they are.
+
+        Parameters
+        ----------
+        parameters : dict[str, Tensor or numpy.ndarray]
+            Values by full name, each of the parameter's shape.
+
+        Raises
+        ------
+        singa.errors.SingaError
+            Before the first forward pass (no parameters yet), or on a shape mismatch.
+        """
         self._set_tensors(parameters, ["W"])
 
 
@@ -184,6 +319,7 @@ class Flatten(Layer):
         self.axis = axis
 
     def forward(self, x):
+        """Reshape ``x`` to (prod(shape[:axis]), prod(shape[axis:]))."""
         return autograd.flatten(x, self.axis)
 
 
@@ -195,6 +331,7 @@ class SoftMax(Layer):
         self.axis = axis
 
     def forward(self, x):
+        """Compute ``exp(x) / sum(exp(x))`` along ``axis``; the output has ``x``'s shape."""
         return autograd.softmax(x, self.axis)
 
 
@@ -202,6 +339,20 @@ class SoftMaxCrossEntropy(Layer):
     """forward(x, t): mean cross entropy of softmax(x) against ids (N,) or dense (N, C) t."""
 
     def forward(self, x, t):
+        """Mean cross entropy of ``softmax(x)`` against the targets.
+
+        Parameters
+        ----------
+        x : Tensor
+            Logits, (N, C).
+        t : Tensor
+            Class ids (N,) or dense targets (N, C).
+
+        Returns
+        -------
+        Tensor
+            A scalar loss.
+        """
         return autograd.softmax_cross_entropy(x, t)
 
 
@@ -209,6 +360,7 @@ class MeanSquareError(Layer):
     """forward(x, t): sum((x - t)^2) / n."""
 
     def forward(self, x, t):
+        """Compute ``sum((x - t)^2) / n``, n the number of elements of ``x``; returns a scalar."""
         return autograd.mse_loss(x, t)
 
 
@@ -216,6 +368,9 @@ class CrossEntropy(Layer):
     """forward(x, t): -sum(t log x) / N for probabilities x."""
 
     def forward(self, x, t):
+        """Compute ``-sum(t log x) / N`` for probabilities ``x`` (N, C) and targets ``t``;
+        returns a scalar.
+        """
         return autograd.cross_entropy(x, t)
 
 
@@ -223,6 +378,8 @@ class BinaryCrossEntropy(Layer):
     """forward(x, t): binary cross entropy of probabilities x against t."""
 
     def forward(self, x, t):
+        """Compute ``-sum(t log x + (1 - t) log(1 - x)) / N`` for probabilities ``x`` with
+        batch size N; returns a scalar."""
         return autograd.binary_cross_entropy(x, t)
 
 
@@ -235,6 +392,9 @@ class Dropout(Layer):
         self.ratio, self.seed = float(ratio), seed
 
     def forward(self, x):
+        """Zero each element with probability ``ratio`` and scale the rest by ``1 / (1 - ratio)``
+        when training; identity otherwise.
+        """
         return autograd.dropout(x, self.seed, self.ratio)
 
 
@@ -246,6 +406,7 @@ class Cat(Layer):
         self.axis = axis
 
     def forward(self, xs):
+        """Concatenate the tensors of the list ``xs`` along ``axis``; all other axes must agree."""
         return autograd.cat(xs, self.axis)
 
 
@@ -253,4 +414,7 @@ class Reshape(Layer):
     """forward(x, shape): ONNX reshape (0 copies a dimension, -1 is inferred)."""
 
     def forward(self, x, shape):
+        """Reshape ``x`` to ``shape`` (ONNX rules: 0 copies that dimension of ``x``, -1 is
+        inferred).
+        """
         return autograd.reshape(x, shape)

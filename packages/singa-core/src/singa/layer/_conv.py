@@ -94,6 +94,14 @@ class Conv2d(Layer):
         self.handle = None
 
     def initialize(self, x):
+        """Create ``W`` (nb_kernels, in_channels / group, kh, kw), ``b`` (nb_kernels,) and the
+        convolution handle.
+
+        Parameters
+        ----------
+        x : Tensor
+            The first input, (N, C, H, W), floating point; C must be divisible by ``group``.
+        """
         self.float_check(x)
         if len(x.shape) != 4:
             raise ShapeError(f"Conv2d {self.name}: expects (N, C, H, W) input, got {x.shape}")
@@ -124,6 +132,19 @@ class Conv2d(Layer):
                                  dilation=self.dilation, odd_padding=self.odd_padding)
 
     def forward(self, x):
+        """Convolve ``x`` with ``W`` and add ``b`` (then ReLU when ``activation='RELU'``).
+
+        Parameters
+        ----------
+        x : Tensor
+            Shape (N, in_channels, H, W); a new H, W rebuilds the handle.
+
+        Returns
+        -------
+        Tensor
+            Shape (N, nb_kernels, H', W') with
+            ``H' = (H + pad_top + pad_bottom - dilation (kh - 1) - 1) // stride + 1`` (W' alike).
+        """
         if x.shape[1] != self.in_channels:
             raise ShapeError(f"Conv2d {self.name}: input has {x.shape[1]} channels, the layer "
                              f"was built for {self.in_channels}")
@@ -137,9 +158,28 @@ class Conv2d(Layer):
         return autograd.relu(y) if self.activation == "RELU" else y
 
     def get_params(self):
+        """Trainable parameters by full name (``<layer path>.<attr>``).
+
+        Returns
+        -------
+        dict[str, Tensor]
+            Empty before the first forward pass creates them.
+        """
         return {self.W.name: self.W, **({self.b.name: self.b} if self.bias else {})}
 
     def set_params(self, parameters):
+        """Copy values into the parameters of the same names; absent names are left as they are.
+
+        Parameters
+        ----------
+        parameters : dict[str, Tensor or numpy.ndarray]
+            Values by full name, each of the parameter's shape.
+
+        Raises
+        ------
+        singa.errors.SingaError
+            Before the first forward pass (no parameters yet), or on a shape mismatch.
+        """
         self._set_tensors(parameters, ["W", "b"] if self.bias else ["W"])
 
 
@@ -167,12 +207,16 @@ class SeparableConv2d(Layer):
         self.stride, self.padding, self.bias = stride, padding, bias
 
     def initialize(self, x):
+        """Create the depthwise (group = C) and the 1x1 pointwise convolutions from ``x`` (N, C,
+        H, W).
+        """
         cin = x.shape[1]
         self.depthwise_conv = Conv2d(cin, self.kernel_size, stride=self.stride,
                                      padding=self.padding, group=cin, bias=self.bias)
         self.point_conv = Conv2d(self.nb_kernels, 1, bias=self.bias)
 
     def forward(self, x):
+        """Apply the depthwise then the pointwise convolution; returns (N, nb_kernels, H', W')."""
         return self.point_conv(self.depthwise_conv(x))
 
 
@@ -193,6 +237,14 @@ class BatchNorm2d(Layer):
         self.momentum = float(momentum)
 
     def initialize(self, x):
+        """Create ``scale`` (1), ``bias`` (0), ``running_mean`` (0) and ``running_var`` (1), each
+        (C,).
+
+        Parameters
+        ----------
+        x : Tensor
+            The first input, (N, C) or (N, C, H, W), floating point.
+        """
         self.float_check(x)
         if len(x.shape) not in (2, 4):
             raise ShapeError(f"BatchNorm2d {self.name}: expects (N, C) or (N, C, H, W) input, "
@@ -211,6 +263,21 @@ class BatchNorm2d(Layer):
         self.handle = BatchNormHandle(self.momentum, x.data)
 
     def forward(self, x):
+        """Normalise each channel: ``y = scale (x - mean) / sqrt(var + eps) + bias``.
+
+        In training ``mean`` and ``var`` are the batch's, and the running statistics are updated;
+        in evaluation the running statistics are used.
+
+        Parameters
+        ----------
+        x : Tensor
+            Shape (N, C) or (N, C, H, W), non-empty.
+
+        Returns
+        -------
+        Tensor
+            The shape of ``x``.
+        """
         if len(x.shape) not in (2, 4) or 0 in x.shape:
             raise ShapeError(f"BatchNorm2d {self.name}: expects a non-empty (N, C) or "
                              f"(N, C, H, W) input, got {x.shape} (batch statistics of an "
@@ -221,18 +288,45 @@ class BatchNorm2d(Layer):
                                      self.running_var)
 
     def get_params(self):
+        """Trainable parameters by full name (``<layer path>.<attr>``).
+
+        Returns
+        -------
+        dict[str, Tensor]
+            Empty before the first forward pass creates them.
+        """
         return {self.scale.name: self.scale, self.bias.name: self.bias}
 
     def set_params(self, parameters):
+        """Copy values into the parameters of the same names; absent names are left as they are.
+
+        Parameters
+        ----------
+        parameters : dict[str, Tensor or numpy.ndarray]
+            Values by full name, each of the parameter's shape.
+
+        Raises
+        ------
+        singa.errors.SingaError
+            Before the first forward pass (no parameters yet), or on a shape mismatch.
+        """
         self._set_tensors(parameters, ["scale", "bias"])
 
     def get_states(self):
+        """The parameters plus ``running_mean`` and ``running_var``, by full name."""
         states = self.get_params()
         states[self.running_mean.name] = self.running_mean
         states[self.running_var.name] = self.running_var
         return states
 
     def set_states(self, states):
+        """Copy values into the parameters and running statistics of the same names.
+
+        Parameters
+        ----------
+        states : dict[str, Tensor or numpy.ndarray]
+            Values by full name, each of shape (C,).
+        """
         self.set_params(states)
         self._set_tensors(states, ["running_mean", "running_var"])
 
@@ -256,6 +350,7 @@ class Pooling2d(Layer):
         self.handle = None
 
     def initialize(self, x):
+        """Build the pooling handle from the first input ``x`` (N, C, H, W)."""
         self._make_handle(x)
 
     def _make_handle(self, x):
@@ -270,6 +365,18 @@ class Pooling2d(Layer):
                                     count_include_pad=self.count_include_pad)
 
     def forward(self, x):
+        """Pool each (kh, kw) window of ``x`` (max or average).
+
+        Parameters
+        ----------
+        x : Tensor
+            Shape (N, C, H, W).
+
+        Returns
+        -------
+        Tensor
+            Shape (N, C, H', W') with ``H' = (H + 2 ph - kh) // stride + 1`` (W' alike).
+        """
         h = self.handle
         if (h.height, h.width, h.channels) != (x.shape[2], x.shape[3], x.shape[1]):
             self._make_handle(x)

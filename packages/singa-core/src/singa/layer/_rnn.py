@@ -52,6 +52,16 @@ class RNN_Base(Layer):  # noqa: N801  (SINGA's name)
         return f"{stem}{g}{self._suffix(layer, direction)}"
 
     def initialize(self, xs, *state):
+        """Create every (layer, direction, gate) weight and bias, uniform in ``[-1/sqrt(hidden),
+        1/sqrt(hidden)]``.
+
+        Parameters
+        ----------
+        xs : list of Tensor
+            The time steps, each (batch, input_size), floating point.
+        *state : Tensor
+            Initial states (unused here).
+        """
         x0 = xs[0]
         self.float_check(x0)
         if len(x0.shape) != 2:
@@ -82,9 +92,28 @@ class RNN_Base(Layer):  # noqa: N801  (SINGA's name)
         self._pnames.append(attr)
 
     def get_params(self):
+        """Trainable parameters by full name (``<layer path>.<attr>``).
+
+        Returns
+        -------
+        dict[str, Tensor]
+            Empty before the first forward pass creates them.
+        """
         return {getattr(self, a).name: getattr(self, a) for a in self._pnames}
 
     def set_params(self, parameters):
+        """Copy values into the parameters of the same names; absent names are left as they are.
+
+        Parameters
+        ----------
+        parameters : dict[str, Tensor or numpy.ndarray]
+            Values by full name, each of the parameter's shape.
+
+        Raises
+        ------
+        singa.errors.SingaError
+            Before the first forward pass (no parameters yet), or on a shape mismatch.
+        """
         self._set_tensors(parameters, self._pnames)
 
     # ---------------------------------------------------------------- computation
@@ -171,10 +200,25 @@ class RNN(RNN_Base):
     kind = "rnn"
 
     def step_forward(self, x, h, c=None, layer=0, d=0):
+        """One time step: ``h' = act(x Wx + h Wh + b)``; returns ``(h', None)``."""
         y = self._lin(x, h, "", layer, d)
         return (autograd.tanh(y) if self.nonlinearity == "tanh" else autograd.relu(y)), None
 
     def forward(self, xs, h0=None):
+        """Run the stack over the sequence.
+
+        Parameters
+        ----------
+        xs : list of Tensor
+            The time steps, each (batch, input_size).
+        h0 : Tensor, optional
+            Initial state, (batch, hidden) or (num_layers * dirs, batch, hidden); zeros if None.
+
+        Returns
+        -------
+        tuple
+            (outputs, one (batch, dirs * hidden) per step; last states, like ``h0``).
+        """
         seq, hs, _ = self._run(xs, self._split_state(h0, xs[0]), None)
         return seq, self._join_state(hs)
 
@@ -193,6 +237,7 @@ class LSTM(RNN_Base):
                          dropout, bidirectional)
 
     def step_forward(self, x, h, c=None, layer=0, d=0):
+        """One time step: ``c' = f c + i g``, ``h' = o tanh(c')``; returns ``(h', c')``."""
         i = autograd.sigmoid(self._lin(x, h, "i", layer, d))
         f = autograd.sigmoid(self._lin(x, h, "f", layer, d))
         o = autograd.sigmoid(self._lin(x, h, "o", layer, d))
@@ -201,6 +246,21 @@ class LSTM(RNN_Base):
         return autograd.mul(o, autograd.tanh(c)), c
 
     def forward(self, xs, hc=None):
+        """Run the stack over the sequence.
+
+        Parameters
+        ----------
+        xs : list of Tensor
+            The time steps, each (batch, input_size).
+        hc : tuple of Tensor, optional
+            Initial ``(h0, c0)``, each (batch, hidden) or (num_layers * dirs, batch, hidden);
+            zeros if None.
+
+        Returns
+        -------
+        tuple
+            (outputs, one (batch, dirs * hidden) per step; last h; last c).
+        """
         h0, c0 = hc if hc is not None else (None, None)
         seq, hs, cs = self._run(xs, self._split_state(h0, xs[0]),
                                 self._split_state(c0, xs[0]))
@@ -216,6 +276,7 @@ class GRU(RNN_Base):
     kind = "gru"
 
     def step_forward(self, x, h, c=None, layer=0, d=0):
+        """One time step: ``h' = (1 - z) n + z h``; returns ``(h', None)``."""
         p = self._pname
         r = autograd.sigmoid(self._lin(x, h, "r", layer, d))
         z = autograd.sigmoid(self._lin(x, h, "z", layer, d))
@@ -229,6 +290,20 @@ class GRU(RNN_Base):
         return autograd.add(n, autograd.mul(z, autograd.sub(h, n))), None
 
     def forward(self, xs, h0=None):
+        """Run the stack over the sequence.
+
+        Parameters
+        ----------
+        xs : list of Tensor
+            The time steps, each (batch, input_size).
+        h0 : Tensor, optional
+            Initial state, (batch, hidden) or (num_layers * dirs, batch, hidden); zeros if None.
+
+        Returns
+        -------
+        tuple
+            (outputs, one (batch, dirs * hidden) per step; last states, like ``h0``).
+        """
         seq, hs, _ = self._run(xs, self._split_state(h0, xs[0]), None)
         return seq, self._join_state(hs)
 
@@ -256,6 +331,9 @@ class CudnnRNN(Layer):
         self.return_sequences = return_sequences
 
     def initialize(self, x, *args, **kwargs):
+        """Create the inner LSTM, GRU or RNN for ``rnn_mode``, its input size from ``x``'s last
+        axis.
+        """
         feat = x.shape[-1]
         kw = dict(num_layers=self.num_layers, bias=self.bias, dropout=self.dropout,
                   bidirectional=self.bidirectional)
@@ -268,6 +346,23 @@ class CudnnRNN(Layer):
             self.rnn = RNN(feat, self.hidden_size, nonlinearity=act, **kw)
 
     def forward(self, x, hx=None, cx=None, seq_lengths=None):
+        """Run the recurrent stack over a (batch, seq, feature) tensor.
+
+        Parameters
+        ----------
+        x : Tensor
+            (batch, seq, feature), or (seq, batch, feature) when not ``batch_first``.
+        hx, cx : Tensor, optional
+            Initial hidden and (LSTM) cell states, (num_layers * dirs, batch, hidden); zeros if
+            None.
+        seq_lengths : Tensor or array-like, optional
+            Valid length of each sequence; later steps keep the state and output zeros.
+
+        Returns
+        -------
+        Tensor
+            (batch, seq, dirs * hidden) when ``return_sequences``, else (batch, dirs * hidden).
+        """
         if len(x.shape) != 3:
             raise ShapeError(f"CudnnRNN expects a 3-D input, got {x.shape}")
         if not self.batch_first:

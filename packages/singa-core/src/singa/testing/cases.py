@@ -181,6 +181,7 @@ class Cases:
         return k * step
 
     def booleans(self) -> bool:
+        """``True`` or ``False`` (shrinks toward ``False``)."""
         return self.data.draw(st.booleans())
 
     def choice(self, seq: Sequence) -> Any:

@@ -60,6 +60,9 @@ BUILTIN_DISTRIBUTIONS = frozenset({"singa-cpu", "singa-opencl", "singa-cuda"})
 
 
 def pytest_addoption(parser):
+    """Add the ``--singa-*`` options (backend, xfail file, randomize, no-shrink, large cases,
+    examples) in a ``singa`` group.
+    """
     group = parser.getgroup("singa", "SINGA backend testing")
     group.addoption(
         "--singa-backend",
@@ -110,6 +113,7 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
+    """Declare the ``singa_kernel`` marker and start the run's kernel statistics."""
     config.addinivalue_line(
         "markers",
         "singa_kernel(op, dtype, kind): a conformance test of one kernel at one dtype",
@@ -185,6 +189,9 @@ class XfailEntry:
     strict: bool = True
 
     def matches(self, op: str, dtype: str, kind: str) -> bool:
+        """Whether this entry covers the kernel test of ``op`` at ``dtype`` of kind ``kind`` (an
+        unset dtype or kind matches all).
+        """
         return self.op == op and self.dtype in (None, dtype) and self.kind in (None, kind)
 
 
@@ -261,6 +268,9 @@ class KernelStats:
     used_xfails: set = field(default_factory=set)
 
     def count(self, outcome: str) -> int:
+        """Kernel tests that ended with ``outcome`` (``passed``, ``failed``, ``xfailed``, ...),
+        over every op and dtype.
+        """
         return sum(o.get(outcome, 0) for o in self.outcomes.values())
 
     def pairs_checked(self) -> int:
@@ -272,6 +282,7 @@ class KernelStats:
         )
 
     def ops_checked(self) -> int:
+        """Ops with at least one kernel/dtype pair that passed and none that failed."""
         return len(
             {
                 k[0]
@@ -299,6 +310,7 @@ def register_kit_items(config, dev) -> None:
 
 
 def pytest_collection_finish(session):
+    """Count the collected kernel tests (those marked ``singa_kernel``)."""
     stats = session.config.stash.get(_STATS_KEY, None)
     if stats is not None:
         stats.items = sum(1 for it in session.items if it.get_closest_marker("singa_kernel"))
@@ -306,6 +318,9 @@ def pytest_collection_finish(session):
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
+    """Tally each kernel test's outcome under its (op, dtype) pair; host-fallback tests count
+    under no pair.
+    """
     rep = yield
     marker = item.get_closest_marker("singa_kernel")
     if marker is not None and (rep.when == "call" or not rep.passed):
@@ -327,6 +342,9 @@ def pytest_runtest_makereport(item, call):
 
 
 def pytest_sessionfinish(session, exitstatus):
+    """Fail a session that collected kernel tests but passed none of them (e.g. every one
+    skipped).
+    """
     stats = session.config.stash.get(_STATS_KEY, None)
     if stats is None or not stats.items or session.config.option.collectonly:
         return
@@ -335,6 +353,8 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """Print the conformance summary: the device, the kernel/dtype pairs and ops checked, the
+    tests per outcome, the ops without a kernel and the xfail entries that matched nothing."""
     stats = config.stash.get(_STATS_KEY, None)
     if stats is None or stats.device is None:
         return

@@ -166,11 +166,16 @@ def render(table: dict, backend: str, device: str) -> tuple[str, Counter]:
 
 
 def summary_line(counts: Counter, total: int, backend: str) -> str:
+    """One line: how many op/dtype pairs of ``backend`` ended in each status, of ``total``."""
     parts = ", ".join(f"{counts.get(s, 0)} {s}" for s in STATUSES)
     return f"summary: {backend}: {parts} (of {total} op/dtype pairs)"
 
 
 def to_json(table: dict, backend: str, device: str, counts: Counter, exitstatus) -> dict:
+    """The classified table as a JSON-ready dict: backend, device, per-status summary, pytest's
+    exit status, and per op and dtype the status, whether it is a known failure, and its
+    tests.
+    """
     return {
         "backend": backend,
         "device": device,
@@ -184,6 +189,19 @@ def to_json(table: dict, backend: str, device: str, counts: Counter, exitstatus)
 
 
 def main(argv=None) -> int:
+    """``python -m singa.testing``: run the conformance kit on ``--backend`` and print the op x
+    dtype table.
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        The command line (``sys.argv[1:]`` if None).
+
+    Returns
+    -------
+    int
+        0 when no pair failed, 1 when some did, pytest's status when the kit did not run.
+    """
     parser = argparse.ArgumentParser(
         prog="python -m singa.testing",
         description="Run the conformance kit on a backend and print which op/dtype pairs run "

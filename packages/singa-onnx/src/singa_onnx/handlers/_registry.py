@@ -43,7 +43,7 @@ class OpHandler:
 HANDLERS: dict[str, OpHandler] = {}
 
 # attributes every op may carry without changing what it computes
-_HARMLESS = frozenset()
+_HARMLESS: frozenset[str] = frozenset()
 
 
 def register(*op_types, attrs=(), check=None, frozen_inputs=(), static_inputs=()):
@@ -188,6 +188,7 @@ class Context:
 
     # --------------------------------------------------------------- conversions
     def error(self, msg: str) -> SingaONNXError:
+        """A [`SingaONNXError`][singa.errors.SingaONNXError] whose message names this node."""
         return SingaONNXError(f"node {self.node_name!r}: {msg}")
 
     def singa_array(self, v) -> np.ndarray:
@@ -233,8 +234,12 @@ class Context:
 
     @staticmethod
     def is_host(v) -> bool:
+        """Whether ``v`` is a host value (None or not a singa Tensor), e.g. a constant folded on
+        the host.
+        """
         return v is None or not isinstance(v, tensor.Tensor)
 
 
 def shape_of(v) -> tuple:
+    """The shape of a Tensor or array as a tuple."""
     return tuple(v.shape)

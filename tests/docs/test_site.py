@@ -1,0 +1,84 @@
+"""The reference site's strict build catches what it promises to (run in the ``docs`` nox
+session, after the session's own ``mkdocs build --strict`` of the checkout).
+
+Each test builds a copy of ``docs/`` and ``mkdocs.yml`` with one planted fault and asserts the
+build fails naming it; the untouched copy must build, so a failure is the plant's doing.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+yaml = pytest.importorskip("yaml", reason="the docs session installs mkdocs (and PyYAML)")
+pytest.importorskip("mkdocstrings", reason="the docs session installs mkdocstrings")
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class _Loader(yaml.SafeLoader):
+    """A safe loader that keeps mkdocs' ``!!python/name`` and ``!ENV`` tags as plain values."""
+
+
+_Loader.add_multi_constructor("", lambda loader, suffix, node: None)
+
+
+def site(tmp_path: Path, plant=None) -> subprocess.CompletedProcess:
+    """Build a copy of the site (``plant(docs, config)`` edits it first); returns the run."""
+    docs = tmp_path / "docs"
+    shutil.copytree(ROOT / "docs", docs)
+    config = yaml.load((ROOT / "mkdocs.yml").read_text(), Loader=_Loader)
+    config["docs_dir"] = str(docs)
+    config["site_dir"] = str(tmp_path / "site")
+    python = config["plugins"][-1]["mkdocstrings"]["handlers"]["python"]
+    python["paths"] = [str(ROOT / p) for p in python["paths"]]
+    if plant is not None:
+        plant(tmp_path, config)
+    (tmp_path / "mkdocs.yml").write_text(yaml.safe_dump(config, sort_keys=False))
+    return subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f",
+                           str(tmp_path / "mkdocs.yml")], capture_output=True, text=True,
+                          cwd=tmp_path)
+
+
+def test_the_unchanged_copy_builds(tmp_path):
+    run = site(tmp_path)
+    assert run.returncode == 0, run.stderr[-3000:]
+
+
+def test_an_unresolved_cross_reference_in_a_page_fails(tmp_path):
+    def plant(root, config):
+        page = root / "docs" / "reference" / "index.md"
+        page.write_text(page.read_text() + "\nSee [Tensor][singa.tensor.NoSuchTensor].\n")
+
+    run = site(tmp_path, plant)
+    assert run.returncode != 0
+    assert "singa.tensor.NoSuchTensor" in run.stderr
+
+
+def test_an_unresolved_cross_reference_in_a_docstring_fails(tmp_path):
+    def plant(root, config):
+        (root / "planted").mkdir()
+        (root / "planted" / "planted_mod.py").write_text(
+            '"""A module whose docstring names [a layer][singa.layer.NoSuchLayer]."""\n')
+        config["plugins"][-1]["mkdocstrings"]["handlers"]["python"]["paths"].append(
+            str(root / "planted"))
+        (root / "docs" / "reference" / "planted.md").write_text("::: planted_mod\n")
+        config["nav"][-1]["API reference"].append({"planted": "reference/planted.md"})
+
+    run = site(tmp_path, plant)
+    assert run.returncode != 0
+    assert "singa.layer.NoSuchLayer" in run.stderr
+
+
+def test_a_link_to_a_missing_page_fails(tmp_path):
+    def plant(root, config):
+        page = root / "docs" / "testing.md"
+        page.write_text(page.read_text() + "\nSee [the guide](no-such-guide.md).\n")
+
+    run = site(tmp_path, plant)
+    assert run.returncode != 0
+    assert "no-such-guide.md" in run.stderr
