@@ -33,6 +33,10 @@ static shapes by each exporter in ``--exporters`` (``torchscript``: ``dynamo=Fal
 the reason. Each is timed in graph mode (``use_graph=True``) and eager mode, alternating with
 onnxruntime in the same rounds; its rows carry both ratios.
 
+``--without-fusions Copy+Sigmoid ...`` also times (transformer and recurrent rows) a graph
+recorded with those fused kernels left out of the device's table, in the same alternating
+rounds: a fusion's gain measured against the graph without it.
+
 ``--compare-gemm`` also times each graph with the CPU's direct grouped-convolution kernels
 switched off (im2col + one GEMM per group), in the same alternating rounds.
 """
@@ -299,6 +303,20 @@ def _with_gemm_groups(rep, x):
         grouped.MAX_GROUP_WIDTH = width
 
 
+def _recorded_without(onx, x, fusions):
+    """A graph-mode rep of ``onx`` recorded (on ``x``) while the device's table lacks the
+    kernels of ``fusions`` (fusion reads the table once, when the graph is analysed)."""
+    rep = singa_onnx.prepare(onx, use_graph=True)
+    table = rep.dev.kernels
+    saved = {f: table.pop(f) for f in fusions if f in table}
+    try:
+        rep.run([x])
+        rep.run([x])
+    finally:
+        table.update(saved)
+    return rep
+
+
 def _rel_err(got, want) -> float:
     return float(np.abs(got - want).max() / max(np.abs(want).max(), 1e-30))
 
@@ -313,6 +331,8 @@ def main():
                    help="exporters of the transformer and recurrent models")
     p.add_argument("--no-eager", action="store_true",
                    help="time the transformer and recurrent models in graph mode only")
+    p.add_argument("--without-fusions", nargs="+", default=None, metavar="FUSION",
+                   help="also time a graph recorded without these fused kernels")
     p.add_argument("--batches", nargs="+", type=int, default=[1, 8])
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--reps", type=int, default=20)
@@ -381,8 +401,10 @@ def _run_seq(names, args, so) -> list[dict]:
     """The transformer and recurrent rows: per model, exporter and batch, onnxruntime, graph
     and (unless --no-eager) eager in the same alternating rounds."""
     rows = []
-    print(f"{'model':20s} {'exporter':11s} {'batch':>5s} {'ort ms':>9s} {'graph ms':>9s} "
-          f"{'ratio':>6s} {'eager ms':>9s} {'ratio':>6s} {'max rel err':>11s}", flush=True)
+    unfused = f" {'unfused':7s} {'ms':>9s} {'ratio':>6s} |" if args.without_fusions else ""
+    print(f"{'model':20s} {'exporter':11s} {'batch':>5s}{unfused} {'ort ms':>9s} "
+          f"{'graph ms':>9s} {'ratio':>6s} {'eager ms':>9s} {'ratio':>6s} {'max rel err':>11s}",
+          flush=True)
     for name in names:
         for exporter in args.exporters:
             for b in args.batches:
@@ -412,12 +434,23 @@ def _run_seq(names, args, so) -> list[dict]:
                           f"{str(e).splitlines()[0][:100] if str(e) else ''}", flush=True)
                     continue
                 fns = [lambda s=sess, f=feed: s.run(None, f), lambda r=graph, x=x: r.run([x])]
+                if args.without_fusions:
+                    unfused = _recorded_without(onx, x, args.without_fusions)
+                    fns.append(lambda r=unfused, x=x: r.run([x]))
                 if not args.no_eager:
                     fns.append(lambda r=eager, x=x: r.run([x]))
-                t_ort, t_graph, *t_eager = interleaved_medians(fns, args.reps)
+                t_ort, t_graph, *t_more = interleaved_medians(fns, args.reps)
+                if args.without_fusions:
+                    t_unfused, *t_eager = t_more
+                    row_unfused = dict(unfused_ms=t_unfused * 1e3,
+                                       unfused_ratio=t_unfused / t_ort)
+                    label = (f"{label} {'unfused':7s} {t_unfused * 1e3:9.2f} "
+                             f"{t_unfused / t_ort:6.2f} |")
+                else:
+                    t_eager, row_unfused = t_more, {}
                 row = dict(model=name, family=SEQ_MODELS[name][0], exporter=exporter, batch=b,
                            threads=args.threads, ort_ms=t_ort * 1e3, graph_ms=t_graph * 1e3,
-                           ratio=t_graph / t_ort, max_rel_err=err)
+                           ratio=t_graph / t_ort, max_rel_err=err, **row_unfused)
                 line = f"{label} {t_ort * 1e3:9.2f} {t_graph * 1e3:9.2f} {t_graph / t_ort:6.2f}"
                 if t_eager:
                     row.update(eager_ms=t_eager[0] * 1e3, eager_ratio=t_eager[0] / t_ort)
