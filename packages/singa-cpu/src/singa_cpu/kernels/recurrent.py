@@ -12,11 +12,6 @@ and dtype and does not overlap the op's other input) and runs the op's own kerne
 place, else into a temporary: the op reads exactly the contiguous block the unfused ``Copy``
 would have written, so the result is bitwise that of the two kernels one after the other
 (the Sigmoid and Erf kernels pick their one-pass loop by contiguity, which this keeps).
-
-In a replay each kernel is bound to its arrays (``bind``, see docs/plugin-authoring.md): the
-copy and the op's own bound kernel on the output, where the op binds; unbound, the general
-path of a small op (dtype and contiguity checks, the split across threads) costs more than
-the node it saves (Sigmoid on 256 floats: ~14 us general, ~1 us bound, loaded 2-core host).
 """
 
 from __future__ import annotations
@@ -49,7 +44,6 @@ def _copy_then_unary(name: str):
     kernel.__name__ = f"cpu_copy_{name.lower()}"
     kernel.__doc__ = f"Copy+{name}: {name} of the contiguous copy of a (strided) input."
     kernel.dtypes = _FLOATS
-    kernel.bind = _bind_copy_unary(name)
     return kernel
 
 
@@ -60,39 +54,7 @@ def _copy_add(ins, outs, attrs):
                                attrs.get("second", {}) if attrs else {})
 
 
-def _bind_then(op, x, out, ins2, attrs):
-    """The copy of ``x`` into ``out`` and ``op`` bound to ``(ins2, out)``, or None where the
-    output cannot hold the copy or ``op`` does not bind there."""
-    if out.shape != x.shape or out.dtype != x.dtype or any(
-            np.may_share_memory(out, o) for o in ins2[1:]):
-        return None
-    bind = getattr(op, "bind", None)
-    bound = bind(ins2, (out,), attrs) if bind is not None else None
-    if bound is None:
-        return None
-
-    def run(_ins, _outs, _attrs):
-        np.copyto(out, x)
-        bound(ins2, (out,), attrs)
-
-    return run
-
-
-def _bind_copy_unary(name: str):
-    def bind(ins, outs, attrs):
-        second = attrs.get("second", {}) if attrs else {}
-        return _bind_then(elementwise.KERNELS[name], ins[0], outs[0], (outs[0],), second)
-
-    return bind
-
-
-def _bind_copy_add(ins, outs, attrs):
-    second = attrs.get("second", {}) if attrs else {}
-    return _bind_then(elementwise.KERNELS["Add"], ins[0], outs[0], (outs[0], ins[1]), second)
-
-
 _copy_add.dtypes = _FLOATS
-_copy_add.bind = _bind_copy_add
 
 KERNELS = {
     "Copy+Sigmoid": _copy_then_unary("Sigmoid"),
