@@ -15,7 +15,7 @@ from singa.errors import SingaONNXError
 torch = pytest.importorskip("torch")
 nn = torch.nn
 
-from torch_models import EncoderLayer, GRUNet, LSTMNet, ResNetish, SeedCNN, export  # noqa: E402,I001
+from torch_models import EncoderLayer, LSTMNet, ResNetish, SeedCNN, export  # noqa: E402
 
 MODELS = {
     "mlp": (lambda: nn.Sequential(nn.Linear(10, 32), nn.ReLU(), nn.Linear(32, 4),
@@ -81,29 +81,6 @@ def test_batch1_replay_runs_bound_kernels_and_equals_eager_bitwise(rng):
                    if fn is not rep.dev.kernels[node.name][0])
     assert bound == ["Add", "Add+ReLU", "Conv2d+ReLU+Pooling2d", "Conv2d+ReLU+Pooling2d",
                      "Matmul", "Matmul"]
-
-
-@pytest.mark.parametrize("make,shape,fused", [
-    (LSTMNet, (3, 5, 6), {"Copy+Sigmoid", "Copy+Tanh"}),
-    (GRUNet, (5, 3, 5), {"Copy+Add"}),
-])
-def test_recurrent_gate_slices_fuse_and_equal_eager_bitwise(rng, make, shape, fused):
-    """On the CPU an unrolled LSTM/GRU's gate slices (Copy nodes) fuse with the op that reads
-    them (singa.ops.FUSIONS ``Copy+...``): fewer nodes, and outputs bitwise those of the eager
-    run (the unfused kernels), close to onnxruntime's, on new inputs each call."""
-    onx = export(make(), rng.standard_normal(shape).astype(np.float32))
-    eager = singa_onnx.prepare(onx)
-    rep = singa_onnx.prepare(onx, use_graph=True)
-    if rep.dev.backend != "cpu":
-        pytest.skip("the CPU backend's fused kernels")
-    for _ in range(3):
-        x = rng.standard_normal(shape).astype(np.float32)
-        got = rep.run([x])[0]
-        assert np.array_equal(got, eager.run([x])[0])
-        np.testing.assert_allclose(got, ort_run(onx, {"x": x})[0], atol=1e-5, rtol=1e-4)
-    plan = next(iter(rep._graphs.graphs.values())).graph.plan
-    names = [node.name for *_, node in plan.calls]
-    assert fused <= set(names), sorted(set(names))
 
 
 def test_aux_output_and_last_layers_are_part_of_the_signature(rng):

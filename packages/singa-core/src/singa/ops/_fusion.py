@@ -104,12 +104,6 @@ _declare("Pooling2dBackward", "ReLUBackward", 0,
          "The gradient of a max/average pooling, masked by the ReLU before it: "
          "dx = pool_backward(dy, x) * (y > 0), written once.")
 
-for _op in ("Sigmoid", "Tanh", "Add"):
-    _declare("Copy", _op, 0,
-             f"A slice copied to a block of its own and the {_op} of it (a gate of an "
-             "unrolled LSTM or GRU cell): one node instead of two, which is most of the cost "
-             "at the cell's sizes.", recompute=True)
-
 
 @dataclass(frozen=True)
 class ChainStep:
