@@ -1,6 +1,6 @@
 """Inference of real architectures imported through singa-onnx, against onnxruntime, same run.
 
-Three families: CNNs (torchvision), transformers and recurrent networks (below the CNNs).
+Three families (``--family``, default ``cnn``): CNNs, transformers, recurrent networks.
 
 torchvision CNNs built with random weights (``weights=None``; BatchNorm statistics
 randomised so that no output is near zero), exported by ``torch.onnx.export`` (the TorchScript
@@ -31,9 +31,9 @@ configs with random weights, where ``transformers`` is installed) and recurrent 
 static shapes by each exporter in ``--exporters`` (``torchscript``: ``dynamo=False``;
 ``dynamo``: ``dynamo=True``); a model or exporter that cannot run is printed as skipped with
 the reason. Each is timed in graph mode (``use_graph=True``) and eager mode, alternating with
-onnxruntime in the same rounds; its rows carry both ratios.
+onnxruntime in the same rounds (``--no-eager``: graph only); its rows carry both ratios.
 
-``--without-fusions Copy+Sigmoid ...`` also times (transformer and recurrent rows) a graph
+``--without-fusions Add+ReLU ...`` also times (transformer and recurrent rows) a graph
 recorded with those fused kernels left out of the device's table, in the same alternating
 rounds: a fusion's gain measured against the graph without it.
 
