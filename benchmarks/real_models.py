@@ -1,6 +1,8 @@
 """Inference of real architectures imported through singa-onnx, against onnxruntime, same run.
 
-torchvision models built with random weights (``weights=None``; BatchNorm statistics
+Three families (``--family``, default ``cnn``): CNNs, transformers, recurrent networks.
+
+torchvision CNNs built with random weights (``weights=None``; BatchNorm statistics
 randomised so that no output is near zero), exported by ``torch.onnx.export`` (the TorchScript
 exporter, ``dynamo=False``, BatchNorm folded into the convolutions as a user's export has it),
 imported with ``singa_onnx.prepare(model, use_graph=True)`` and timed against an onnxruntime
@@ -15,11 +17,25 @@ profiler, ``SetVerbosity(2)``) summed by op, largest first.
 
     python benchmarks/real_models.py [--models mobilenet_v3_small ...] [--batches 1 8]
         [--threads 1] [--reps 20] [--json out.json] [--profile]
+    python benchmarks/real_models.py --family transformer recurrent [--exporters torchscript]
 
 Needs torchvision (``pip install --no-deps torchvision==0.28.0`` next to torch 2.13.0+cpu).
 Its wheel for torch 2.13 is built for CUDA; with the CPU torch its import fails on its compiled
 operators, so the two schemas it registers are declared first (the model definitions are
 plain Python).
+
+Transformers (``nn.TransformerEncoder``, a causal decoder-only ``nn.TransformerEncoder``, a
+small torchvision ``VisionTransformer``; Hugging Face BERT, GPT-2 and DistilBERT from small
+configs with random weights, where ``transformers`` is installed) and recurrent networks (a
+2-layer LSTM language model, a bidirectional GRU tagger) are exported once per batch with
+static shapes by each exporter in ``--exporters`` (``torchscript``: ``dynamo=False``;
+``dynamo``: ``dynamo=True``); a model or exporter that cannot run is printed as skipped with
+the reason. Each is timed in graph mode (``use_graph=True``) and eager mode, alternating with
+onnxruntime in the same rounds (``--no-eager``: graph only); its rows carry both ratios.
+
+``--without-fusions Add+ReLU ...`` also times (transformer and recurrent rows) a graph
+recorded with those fused kernels left out of the device's table, in the same alternating
+rounds: a fusion's gain measured against the graph without it.
 
 ``--compare-gemm`` also times each graph with the CPU's direct grouped-convolution kernels
 switched off (im2col + one GEMM per group), in the same alternating rounds.
@@ -33,6 +49,7 @@ import json
 import os
 import sys
 import time
+import warnings
 
 
 def _threads_from_argv() -> int:
@@ -105,6 +122,142 @@ def export(name: str) -> onnx.ModelProto:
     return onnx.load_from_string(buf.getvalue())
 
 
+# Transformer and recurrent models: small configurations (the Intel table's), random weights.
+SEQ = 128  # tokens per sequence (transformers)
+RNN_SEQ = 64  # steps per sequence (recurrent)
+VOCAB = 1000
+
+
+class _FirstOutput(torch.nn.Module):
+    """The first tensor a Hugging Face model returns (its last hidden state or logits)."""
+
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, ids):
+        return self.m(input_ids=ids, use_cache=False, return_dict=False)[0] \
+            if self.m.config.model_type == "gpt2" else \
+            self.m(input_ids=ids, return_dict=False)[0]
+
+
+def _hf(kind: str):
+    _torchvision()  # transformers imports torchvision when it is installed
+    import transformers  # noqa: PLC0415
+
+    small = dict(vocab_size=VOCAB)
+    if kind == "bert":
+        cfg = transformers.BertConfig(hidden_size=256, num_hidden_layers=4,
+                                      num_attention_heads=4, intermediate_size=1024,
+                                      max_position_embeddings=SEQ, **small)
+        m = transformers.BertModel(cfg)
+    elif kind == "gpt2":
+        cfg = transformers.GPT2Config(n_embd=256, n_layer=4, n_head=4, n_positions=SEQ,
+                                      bos_token_id=0, eos_token_id=0, **small)
+        m = transformers.GPT2Model(cfg)
+    else:
+        cfg = transformers.DistilBertConfig(dim=256, n_layers=4, n_heads=4, hidden_dim=1024,
+                                            max_position_embeddings=SEQ, **small)
+        m = transformers.DistilBertModel(cfg)
+    cfg._attn_implementation = "eager"  # the MatMul-Softmax-MatMul graph, not SDPA
+    return _FirstOutput(m)
+
+
+class _Encoder(torch.nn.Module):
+    """nn.TransformerEncoder (4 layers, d 256, 4 heads, GELU feed-forward 1024), optionally
+    with a causal mask (a decoder-only language model's blocks)."""
+
+    def __init__(self, causal: bool):
+        super().__init__()
+        layer = torch.nn.TransformerEncoderLayer(256, 4, 1024, dropout=0.0,
+                                                 activation="gelu", batch_first=True)
+        self.enc = torch.nn.TransformerEncoder(layer, 4, enable_nested_tensor=False)
+        self.causal = causal
+
+    def forward(self, x):
+        if not self.causal:
+            return self.enc(x)
+        mask = torch.nn.Transformer.generate_square_subsequent_mask(x.shape[1])
+        return self.enc(x, mask=mask, is_causal=True)
+
+
+class _LSTMLM(torch.nn.Module):
+    """Embedding 256, 2-layer LSTM 256, projection to the vocabulary."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(VOCAB, 256)
+        self.rnn = torch.nn.LSTM(256, 256, num_layers=2, batch_first=True)
+        self.out = torch.nn.Linear(256, VOCAB)
+
+    def forward(self, ids):
+        return self.out(self.rnn(self.emb(ids))[0])
+
+
+class _BiGRU(torch.nn.Module):
+    """A bidirectional GRU tagger: 128 features, hidden 256 per direction, 16 classes."""
+
+    def __init__(self):
+        super().__init__()
+        self.rnn = torch.nn.GRU(128, 256, batch_first=True, bidirectional=True)
+        self.out = torch.nn.Linear(512, 16)
+
+    def forward(self, x):
+        return self.out(self.rnn(x)[0])
+
+
+def _vit():
+    _torchvision()
+    from torchvision.models.vision_transformer import VisionTransformer  # noqa: PLC0415
+
+    m = VisionTransformer(image_size=224, patch_size=16, num_layers=4, num_heads=4,
+                          hidden_dim=256, mlp_dim=1024)
+    torch.nn.init.normal_(m.heads.head.weight, std=0.02)  # zeros by default: a zero output
+    return m
+
+
+def _tokens(b, n):
+    return np.random.default_rng(0).integers(0, VOCAB, (b, n)).astype(np.int64)
+
+
+def _floats(*shape):
+    return lambda b: np.random.default_rng(0).standard_normal((b, *shape)).astype(np.float32)
+
+
+#: name -> (family, constructor, batch -> input array)
+SEQ_MODELS = {
+    "transformer_encoder": ("transformer", lambda: _Encoder(False), _floats(SEQ, 256)),
+    "transformer_causal": ("transformer", lambda: _Encoder(True), _floats(SEQ, 256)),
+    "vit_small": ("transformer", _vit, _floats(3, 224, 224)),
+    "bert_small": ("transformer", lambda: _hf("bert"), lambda b: _tokens(b, SEQ)),
+    "gpt2_small": ("transformer", lambda: _hf("gpt2"), lambda b: _tokens(b, SEQ)),
+    "distilbert_small": ("transformer", lambda: _hf("distilbert"), lambda b: _tokens(b, SEQ)),
+    "lstm_lm": ("recurrent", _LSTMLM, lambda b: _tokens(b, RNN_SEQ)),
+    "bigru": ("recurrent", _BiGRU, _floats(RNN_SEQ, 128)),
+}
+FAMILIES = {"cnn": list(MODELS), "transformer": [], "recurrent": []}
+for _name, (_family, _, _) in SEQ_MODELS.items():
+    FAMILIES[_family].append(_name)
+
+
+def export_seq(name: str, x: np.ndarray, exporter: str) -> onnx.ModelProto:
+    """``name`` built with random weights (seed 0) and exported for input ``x``'s shape."""
+    torch.manual_seed(0)
+    m = SEQ_MODELS[name][1]().eval()
+    buf = io.BytesIO()
+    # PyTorch's fused encoder-layer and attention fast paths have no ONNX export
+    torch.backends.mha.set_fastpath_enabled(False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if exporter == "dynamo":
+            prog = torch.onnx.export(m, (torch.from_numpy(x),), input_names=["x"],
+                                     output_names=["y"], dynamo=True, verbose=False)
+            return prog.model_proto
+        torch.onnx.export(m, (torch.from_numpy(x),), buf, input_names=["x"],
+                          output_names=["y"], dynamo=False)
+    return onnx.load_from_string(buf.getvalue())
+
+
 def _label(node) -> str:
     """The node's op name; grouped convolutions marked with their kernel size (the profile
     separates them from the dense ones)."""
@@ -150,9 +303,36 @@ def _with_gemm_groups(rep, x):
         grouped.MAX_GROUP_WIDTH = width
 
 
+def _recorded_without(onx, x, fusions):
+    """A graph-mode rep of ``onx`` recorded (on ``x``) while the device's table lacks the
+    kernels of ``fusions`` (fusion reads the table once, when the graph is analysed)."""
+    rep = singa_onnx.prepare(onx, use_graph=True)
+    table = rep.dev.kernels
+    saved = {f: table.pop(f) for f in fusions if f in table}
+    try:
+        rep.run([x])
+        rep.run([x])
+    finally:
+        table.update(saved)
+    return rep
+
+
+def _rel_err(got, want) -> float:
+    return float(np.abs(got - want).max() / max(np.abs(want).max(), 1e-30))
+
+
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--models", nargs="+", default=list(MODELS))
+    p.add_argument("--models", nargs="+", default=None,
+                   help="models by name (default: every model of --family)")
+    p.add_argument("--family", nargs="+", default=["cnn"], choices=list(FAMILIES))
+    p.add_argument("--exporters", nargs="+", default=["torchscript", "dynamo"],
+                   choices=["torchscript", "dynamo"],
+                   help="exporters of the transformer and recurrent models")
+    p.add_argument("--no-eager", action="store_true",
+                   help="time the transformer and recurrent models in graph mode only")
+    p.add_argument("--without-fusions", nargs="+", default=None, metavar="FUSION",
+                   help="also time a graph recorded without these fused kernels")
     p.add_argument("--batches", nargs="+", type=int, default=[1, 8])
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--reps", type=int, default=20)
@@ -162,14 +342,32 @@ def main():
                    help="also time the graph with grouped layers on im2col + one GEMM per "
                         "group (the path before the direct kernels), alternating in the run")
     args = p.parse_args()
+    names = args.models or [m for f in args.family for m in FAMILIES[f]]
+    unknown = [n for n in names if n not in MODELS and n not in SEQ_MODELS]
+    if unknown:
+        p.error(f"unknown models {unknown}; known: {list(MODELS) + list(SEQ_MODELS)}")
     so = ort.SessionOptions()
     so.intra_op_num_threads = args.threads
     so.inter_op_num_threads = 1
     rows = []
+    cnns = [n for n in names if n in MODELS]
+    if cnns:
+        rows += _run_cnns(cnns, args, so)
+    seqs = [n for n in names if n in SEQ_MODELS]
+    if seqs:
+        rows += _run_seq(seqs, args, so)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(dict(date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), rows=rows),
+                      f, indent=1)
+
+
+def _run_cnns(names, args, so) -> list[dict]:
+    rows = []
     gemm_cols = f" {'gemm ms':>9s} {'ratio':>6s}" if args.compare_gemm else ""
     print(f"{'model':20s} {'batch':>5s} {'ort ms':>9s} {'graph ms':>9s} {'ratio':>6s}"
           f"{gemm_cols} {'max rel err':>11s}", flush=True)
-    for name in args.models:
+    for name in names:
         onx = export(name)
         sess = ort.InferenceSession(onx.SerializeToString(), so,
                                     providers=["CPUExecutionProvider"])
@@ -180,7 +378,7 @@ def main():
             want = sess.run(None, {"x": x})[0]
             got = graph.run([x])[0]
             got = graph.run([x])[0]  # the replay
-            err = float(np.abs(got - want).max() / max(np.abs(want).max(), 1e-30))
+            err = _rel_err(got, want)
             fns = [lambda s=sess, x=x: s.run(None, {"x": x}), lambda r=graph, x=x: r.run([x])]
             if args.compare_gemm:
                 fns.append(lambda r=graph, x=x: _with_gemm_groups(r, x))
@@ -196,10 +394,74 @@ def main():
             print(f"{line} {err:11.1e}", flush=True)
             if args.profile:
                 _print_profile(graph, x)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(dict(date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), rows=rows),
-                      f, indent=1)
+    return rows
+
+
+def _run_seq(names, args, so) -> list[dict]:
+    """The transformer and recurrent rows: per model, exporter and batch, onnxruntime, graph
+    and (unless --no-eager) eager in the same alternating rounds."""
+    rows = []
+    unfused = f" {'unfused':7s} {'ms':>9s} {'ratio':>6s} |" if args.without_fusions else ""
+    print(f"{'model':20s} {'exporter':11s} {'batch':>5s}{unfused} {'ort ms':>9s} "
+          f"{'graph ms':>9s} {'ratio':>6s} {'eager ms':>9s} {'ratio':>6s} {'max rel err':>11s}",
+          flush=True)
+    for name in names:
+        for exporter in args.exporters:
+            for b in args.batches:
+                x = SEQ_MODELS[name][2](b)
+                label = f"{name:20s} {exporter:11s} {b:5d}"
+                try:
+                    onx = export_seq(name, x, exporter)
+                except ImportError as e:
+                    print(f"{label} skipped: {e}", flush=True)
+                    break
+                except Exception as e:  # an exporter that cannot take the model
+                    print(f"{label} skipped: export failed: {type(e).__name__}: "
+                          f"{str(e).splitlines()[0][:100] if str(e) else ''}", flush=True)
+                    break
+                sess = ort.InferenceSession(onx.SerializeToString(), so,
+                                            providers=["CPUExecutionProvider"])
+                feed = {sess.get_inputs()[0].name: x}
+                want = sess.run(None, feed)[0]
+                try:
+                    graph = singa_onnx.prepare(onx, use_graph=True)
+                    eager = singa_onnx.prepare(onx)
+                    graph.run([x])
+                    err = _rel_err(graph.run([x])[0], want)  # the replay
+                    err = max(err, _rel_err(eager.run([x])[0], want))
+                except Exception as e:  # noqa: BLE001 - reported, the other rows still run
+                    print(f"{label} skipped: singa-onnx: {type(e).__name__}: "
+                          f"{str(e).splitlines()[0][:100] if str(e) else ''}", flush=True)
+                    continue
+                fns = [lambda s=sess, f=feed: s.run(None, f), lambda r=graph, x=x: r.run([x])]
+                if args.without_fusions:
+                    unfused = _recorded_without(onx, x, args.without_fusions)
+                    fns.append(lambda r=unfused, x=x: r.run([x]))
+                if not args.no_eager:
+                    fns.append(lambda r=eager, x=x: r.run([x]))
+                t_ort, t_graph, *t_more = interleaved_medians(fns, args.reps)
+                if args.without_fusions:
+                    t_unfused, *t_eager = t_more
+                    row_unfused = dict(unfused_ms=t_unfused * 1e3,
+                                       unfused_ratio=t_unfused / t_ort)
+                    label = (f"{label} {'unfused':7s} {t_unfused * 1e3:9.2f} "
+                             f"{t_unfused / t_ort:6.2f} |")
+                else:
+                    t_eager, row_unfused = t_more, {}
+                row = dict(model=name, family=SEQ_MODELS[name][0], exporter=exporter, batch=b,
+                           threads=args.threads, ort_ms=t_ort * 1e3, graph_ms=t_graph * 1e3,
+                           ratio=t_graph / t_ort, max_rel_err=err, **row_unfused)
+                line = f"{label} {t_ort * 1e3:9.2f} {t_graph * 1e3:9.2f} {t_graph / t_ort:6.2f}"
+                if t_eager:
+                    row.update(eager_ms=t_eager[0] * 1e3, eager_ratio=t_eager[0] / t_ort)
+                    line += f" {t_eager[0] * 1e3:9.2f} {t_eager[0] / t_ort:6.2f}"
+                else:
+                    line += f" {'':9s} {'':6s}"
+                rows.append(row)
+                print(f"{line} {err:11.1e}", flush=True)
+                if args.profile:
+                    _print_profile(graph, x)
+    return rows
 
 
 def _print_profile(rep, x):

@@ -1,0 +1,88 @@
+"""benchmarks/real_models.py's transformer and recurrent rows: a model runs through both
+singa-onnx modes against onnxruntime (the row's error is the oracle's), and a model that
+cannot run is a printed skip with its reason, not a failed run.
+
+The models themselves are timed by running the benchmark (``--family transformer
+recurrent``); here a tiny GRU stands in so that one row takes seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+torch = pytest.importorskip("torch")
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "real_models.py"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("real_models_bench", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class TinyGRU(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = torch.nn.GRU(4, 8, batch_first=True, bidirectional=True)
+
+    def forward(self, x):
+        return self.rnn(x)[0]
+
+
+def _args(**kw):
+    base = dict(exporters=["torchscript"], batches=[2], no_eager=False, without_fusions=None,
+                reps=1, profile=False, threads=1)
+    return argparse.Namespace(**{**base, **kw})
+
+
+def _session():
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    return so
+
+
+def test_every_model_is_in_a_family(bench):
+    listed = [m for f in bench.FAMILIES.values() for m in f]
+    assert sorted(listed) == sorted([*bench.MODELS, *bench.SEQ_MODELS])
+
+
+def test_a_row_has_both_modes_and_the_error_against_onnxruntime(bench, monkeypatch, capsys):
+    rng = np.random.default_rng(0)
+    monkeypatch.setitem(bench.SEQ_MODELS, "tiny_gru", (
+        "recurrent", TinyGRU, lambda b: rng.standard_normal((b, 5, 4)).astype(np.float32)))
+    monkeypatch.setattr(bench, "interleaved_medians", lambda fns, reps: [
+        (fn(), 1e-3 * (k + 1))[1] for k, fn in enumerate(fns)])
+    rows = bench._run_seq(["tiny_gru"], _args(), _session())
+    (row,) = rows
+    assert row["model"] == "tiny_gru" and row["batch"] == 2 and row["exporter"] == "torchscript"
+    assert row["max_rel_err"] < 1e-5
+    assert row["ratio"] == pytest.approx(2.0) and row["eager_ratio"] == pytest.approx(3.0)
+    assert "tiny_gru" in capsys.readouterr().out
+
+
+def test_missing_dependency_and_failed_export_are_skips_with_the_reason(bench, monkeypatch,
+                                                                      capsys):
+    def missing():
+        raise ImportError("No module named 'transformers'")
+
+    class NoExport(torch.nn.Module):
+        def forward(self, x):
+            return torch.linalg.eigvals(x).real  # no ONNX export
+
+    x = lambda b: np.ones((b, 3, 3), np.float32)  # noqa: E731
+    monkeypatch.setitem(bench.SEQ_MODELS, "needs_hf", ("transformer", missing, x))
+    monkeypatch.setitem(bench.SEQ_MODELS, "no_export", ("transformer", NoExport, x))
+    rows = bench._run_seq(["needs_hf", "no_export"], _args(), _session())
+    out = capsys.readouterr().out
+    assert rows == []
+    assert "needs_hf" in out and "skipped: No module named 'transformers'" in out
+    assert "no_export" in out and "skipped: export failed:" in out
