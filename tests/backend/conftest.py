@@ -23,8 +23,8 @@ def pytest_configure(config):
 
 @pytest.fixture(scope="session", autouse=True)
 def _backend_is_the_requested_one(singa_backend, singa_device):
+    from singa.backend import registry
     from singa.device import parse_device_string
-    from singa.plugins import registry
 
     name, index = parse_device_string(singa_backend)
     assert singa_device.backend == registry().resolve_name(name), (

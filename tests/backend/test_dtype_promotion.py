@@ -41,8 +41,7 @@ def supports(dev, op: str, dt: np.dtype) -> bool:
     fn = dev.kernels.get(op)
     if fn is None:
         return bool(dev.host_fallback)
-    fn = fn[0] if isinstance(fn, tuple) else fn
-    return CODES[dt] in getattr(fn, "dtypes", OPS[op].dtypes)
+    return CODES[dt] in (fn[2] if fn[2] is not None else OPS[op].dtypes)
 
 
 @pytest.fixture(scope="module")

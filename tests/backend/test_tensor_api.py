@@ -23,8 +23,7 @@ def supports(dev, op: str, dtype: int) -> bool:
     fn = dev.kernels.get(op)
     if fn is None:
         return bool(dev.host_fallback)
-    fn = fn[0] if isinstance(fn, tuple) else fn
-    return dtype in getattr(fn, "dtypes", OPS[op].dtypes)
+    return dtype in (fn[2] if fn[2] is not None else OPS[op].dtypes)
 
 
 @pytest.fixture(scope="session")

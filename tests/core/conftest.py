@@ -1,6 +1,6 @@
 """Fixtures for the backend-free core tests: test plugins, fake distributions, a clean env.
 
-Plugin tests build a fresh :class:`singa.plugins.PluginRegistry` per test from entry points
+Plugin tests build a fresh :class:`singa.backend.PluginRegistry` per test from entry points
 of ``*.dist-info`` directories written into ``tmp_path`` (the real importlib.metadata
 machinery), pointing at the small plugin modules in ``tests/plugins``.
 """
@@ -32,7 +32,7 @@ def plugin_path(monkeypatch):
 def make_registry(tmp_path, plugin_path, clean_env):
     """``make_registry({dist_name: {ep_name: "module[:attr]"}})`` -> a fresh, unloaded
     PluginRegistry over those distributions only."""
-    from singa.plugins import PluginRegistry
+    from singa.backend import PluginRegistry
 
     def make(dists: dict[str, dict[str, str]]):
         root = tmp_path / f"site{len(list(tmp_path.iterdir()))}"

@@ -1,15 +1,15 @@
 """Device strings, SINGA_DEVICE and the process-wide registry (singa.device platform API).
 
 The process registry is swapped for a fresh one over the test plugins with
-``singa.plugins.set_registry`` and restored afterwards.
+``singa.backend.set_registry`` and restored afterwards.
 """
 
 from __future__ import annotations
 
 import pytest
 from singa import device
+from singa.backend import set_registry
 from singa.errors import DeviceUnavailableError
-from singa.plugins import set_registry
 
 P = "singa_test_plugins."
 

@@ -76,7 +76,7 @@ def test_records_reach_the_applications_logging_once(broken_site):
 
 
 def test_an_invalid_level_names_the_valid_ones():
-    proc = run_python("import singa.plugins as p; p.registry()",
+    proc = run_python("import singa.backend as p; p.registry()",
                       env={"SINGA_LOG_LEVEL": "loud"})
     assert proc.returncode != 0
     assert ("environment variable SINGA_LOG_LEVEL='loud' is invalid: expected one of DEBUG, "

@@ -15,8 +15,8 @@ import warnings
 
 import pytest
 from core_helpers import PLUGINS_DIR, os, run_python, write_dist
+from singa.backend import SingaPluginWarning, set_registry
 from singa.errors import PluginError
-from singa.plugins import SingaPluginWarning, set_registry
 
 P = "singa_test_plugins.misbehaving_calls:"
 

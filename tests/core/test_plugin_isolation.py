@@ -62,7 +62,7 @@ import numpy as np, singa
 from singa import tensor
 from singa.device import get_device
 from singa.errors import DeviceUnavailableError
-from singa.plugins import registry
+from singa.backend import registry
 
 cpu = get_device("cpu")
 x = tensor.from_numpy(np.arange(6, dtype=np.float32).reshape(2, 3))
@@ -108,7 +108,7 @@ def test_strict_mode_reraises_in_a_real_process(broken_site):
 
 def test_disabling_the_broken_plugins_gives_a_clean_registry(broken_site):
     code = (
-        "from singa.plugins import registry; r = registry(); "
+        "from singa.backend import registry; r = registry(); "
         "print(len(r.failures), sorted(r.skipped))"
     )
     proc = run_python(

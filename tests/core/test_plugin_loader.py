@@ -11,8 +11,8 @@ import importlib.metadata as md
 import warnings
 
 import pytest
+from singa.backend import BACKEND_API_VERSION, PluginRegistry, SingaPluginWarning
 from singa.errors import DeviceUnavailableError, PluginConflictError, PluginError
-from singa.plugins import BACKEND_API_VERSION, PluginRegistry, SingaPluginWarning
 
 P = "singa_test_plugins."
 

@@ -332,20 +332,18 @@ def test_conformance_module_documents_the_one_command():
 MUTANTS = r'''
 """CPU kernels with deliberate bugs: backend mutcpu (all bugs at once) and norandcpu (no
 random kernels, no host fallback)."""
-import functools
-
 import numpy as np
-from singa.backend import BACKEND_API_VERSION, BackendSpec, hookimpl
+from singa.backend import BACKEND_API_VERSION, BackendSpec, Kernel, hookimpl
 
 import singa_cpu.plugin as cpu
 
 
 def _wrap(orig, body):
-    @functools.wraps(orig)  # keeps dtypes / contiguous_inputs
     def kernel(ins, outs, attrs):
         body(orig, ins, outs, attrs)
 
-    return kernel
+    return Kernel(kernel, dtypes=orig.dtypes, contiguous_inputs=orig.contiguous_inputs) \
+        if isinstance(orig, Kernel) else kernel
 
 
 def pool_ignores_nan(orig, ins, outs, attrs):
@@ -417,8 +415,7 @@ def relu_bound_stale(orig):
 
         return bound
 
-    kernel.bind = bind
-    return kernel
+    return Kernel(kernel, bind=bind)
 
 
 def gaussian_wide(dev):
@@ -426,8 +423,7 @@ def gaussian_wide(dev):
         out = outs[0]
         out[...] = dev.rng.normal(attrs["mean"], 1.05 * attrs["std"], out.shape)
 
-    kernel.dtypes = (0, 2)  # float32, float64
-    return kernel
+    return Kernel(kernel, dtypes=(0, 2))  # float32, float64
 
 
 def mutated(device):

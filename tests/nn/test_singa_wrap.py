@@ -42,7 +42,7 @@ def test_flags_are_ints_that_say_whether_the_backend_is_usable():
     assert singa.USE_CUDNN == singa.USE_CUDA
     assert singa.USE_OPENCL == _usable("opencl")
     assert singa.USE_DNNL == 0
-    from singa.plugins import registry
+    from singa.backend import registry
 
     usable = []
     for name in registry().communicators:

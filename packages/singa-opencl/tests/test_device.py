@@ -116,7 +116,7 @@ def test_a_whole_name_beats_a_substring():
 
 def test_env_var_selection_reaches_create_opencl_device(monkeypatch):
     from singa import device
-    from singa.plugins import PluginRegistry, set_registry
+    from singa.backend import PluginRegistry, set_registry
 
     target = [i for i in _platforms.enumerate_devices() if i.problem is None][-1]
     monkeypatch.setenv("SINGA_OPENCL_DEVICE", target.key)

@@ -134,7 +134,7 @@ def test_a_write_failure_leaves_the_loader_alone(tmp_path):
 PROBE = """
 import json, os, sys
 import singa
-from singa.plugins import registry
+from singa.backend import registry
 registry().backends  # plugin discovery
 lazy = "OCL_ICD_VENDORS" not in os.environ and "pyopencl" not in sys.modules
 from singa_opencl import _platforms, _icd

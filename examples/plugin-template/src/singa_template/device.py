@@ -16,9 +16,10 @@ class TemplateDevice(Device):
     def __init__(self, index: int):
         super().__init__("template", index, Allocator())
 
-    def native(self, ct) -> View:
-        # a CTensor's block.data is a Buffer from Allocator; shp, strd and off are in elements
-        return View(ct.block.data, ct.dt, ct.shp, ct.strd, ct.off)
+    def make_native(self, ct, buf) -> View:
+        # buf is the CTensor's Buffer from Allocator; shp, strd and off are in elements. Core's
+        # Device.native keeps the view on the tensor until its block holds another buffer.
+        return View(buf, ct.dt, ct.shp, ct.strd, ct.off)
 
     def native_to_numpy(self, arr: View) -> np.ndarray:
         return np.array(arr.host_array())  # device -> host copy

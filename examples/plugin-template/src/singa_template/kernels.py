@@ -2,12 +2,15 @@
 
 A kernel is ``kernel(ins, outs, attrs)`` over :class:`~.buffer.View` objects. Inputs may be
 strided or broadcast views and an output may alias an input, so each kernel reads its inputs
-before it writes. Every op missing here runs through core's host fallback.
+before it writes. What the dispatcher must know about a kernel (its dtypes, row-major inputs,
+a graph-mode ``bind``) goes in a :class:`singa.backend.Kernel` record around it. Every op
+missing here runs through core's host fallback.
 """
 
 from __future__ import annotations
 
 import numpy as np
+from singa.backend import Kernel
 
 
 def add(ins, outs, attrs):
@@ -40,4 +43,8 @@ def gemm(ins, outs, attrs):
     np.copyto(outs[0].host_array(), res, casting="unsafe")
 
 
-KERNELS = {"Add": add, "Mul": mul, "ReLU": relu, "Copy": copy, "GEMM": gemm}
+KERNELS = {
+    "Add": add, "Mul": mul, "ReLU": relu, "Copy": copy,
+    # a device GEMM library takes row-major operands: the dispatcher copies strided ones first
+    "GEMM": Kernel(gemm, contiguous_inputs=True),
+}

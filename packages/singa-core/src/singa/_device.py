@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import threading
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from ._dtype import NP_DTYPE
+from ._kernel import Kernel, as_kernel
 from ._kernelguard import FAULTS, kernel_failure
 from .errors import (
     GraphError,
@@ -81,7 +83,8 @@ class Device:
         self.backend = backend
         self.index = index
         self.pool = MemPool(allocator, self.name)
-        self.kernels: dict[str, tuple[Any, bool]] = {}
+        self.kernels: dict[str, tuple[Kernel, bool, frozenset | None]] = {}
+        self._workspaces: dict[str, Any] = {}
         self.spec = None
         self.host_fallback = False
         self.fallback_ops: dict[str, int] = {}
@@ -136,20 +139,60 @@ class Device:
         return f"<{type(self).__name__} {self.name}>"
 
     def _attach(self, spec, kernel_table) -> None:
-        """Called by the registry after construction with the backend record and kernels."""
+        """Called by the registry after construction with the backend record and kernels.
+
+        Each entry of ``kernel_table`` becomes a :class:`~singa.backend.Kernel` record (see
+        :func:`singa.ops.as_kernel`); :attr:`kernels` maps op names to
+        ``(record, contiguous_inputs, frozenset of dtypes or None)``, the tuple the dispatcher
+        unpacks per call."""
         self.spec = spec
         self.host_fallback = bool(spec.host_fallback)
+        owner = getattr(spec, "name", self.backend)
         table = {}
-        for op_name, fn in dict(kernel_table).items():
-            dts = getattr(fn, "dtypes", None)
-            table[op_name] = (fn, bool(getattr(fn, "contiguous_inputs", False)),
-                              frozenset(dts) if dts is not None else None)
+        for op_name, value in dict(kernel_table).items():
+            k = as_kernel(value, op_name, owner)
+            table[op_name] = (k, k.contiguous_inputs,
+                              frozenset(k.dtypes) if k.dtypes is not None else None)
         self.kernels = table
+
+    def workspace(self, key: str, create: Callable[[], Any] | None = None) -> Any:
+        """The object a backend keeps per device under ``key`` (scratch buffers, plan caches):
+        made by ``create()`` on the first request and kept for the device's life.
+
+        Without ``create``, the object made earlier; a ``key`` never created raises
+        :class:`~singa.errors.MissingKernelError` naming the keys that exist.
+        """
+        found = self._workspaces.get(key)
+        if found is None:
+            if create is None:
+                raise MissingKernelError(
+                    f"device {self.name} has no workspace {key!r} (it has: "
+                    f"{', '.join(sorted(self._workspaces)) or 'none'}); a backend creates one "
+                    "with device.workspace(key, create)")
+            found = self._workspaces[key] = create()
+        return found
 
     # ------------------------------------------------------------------ backend interface
     def native(self, ct) -> Any:
-        """The backend's array view of CTensor ``ct`` (shape, strides, offset applied)."""
-        raise NotImplementedError
+        """The backend's array view of CTensor ``ct`` (shape, strides, offset applied).
+
+        Backends implement :meth:`make_native`; this caches its view on ``ct`` until the
+        tensor's block holds another buffer (a graph's arena, a reallocation), so an op pays
+        one identity check per tensor. A backend may override ``native`` itself instead."""
+        buf = ct.block.data
+        if ct._vbuf is buf:  # core owns the cache fields; backends never touch them
+            return ct._view
+        view = self.make_native(ct, buf)
+        ct._view = view
+        ct._vbuf = buf
+        return view
+
+    def make_native(self, ct, buf) -> Any:
+        """A new native view of CTensor ``ct`` over ``buf`` (its block's allocator buffer):
+        ``ct.shp`` elements of dtype ``ct.dt`` starting ``ct.off`` elements in, ``ct.strd``
+        elements apart (``ct.contig``: row-major). Called by :meth:`native` on a cache miss."""
+        raise NotImplementedError(
+            f"{type(self).__name__} implements neither make_native(ct, buf) nor native(ct)")
 
     def native_to_numpy(self, arr) -> Any:
         """Copy a native array view to a new numpy array of the same shape."""
@@ -250,7 +293,7 @@ class Device:
                 f"{op.name!r} kernel to the backend."
             )
         fallen = sorted([n for n, e in self.kernels.items()
-                         if getattr(e[0], "is_host_fallback", False)] + [op.name])
+                         if e[0].host_fallback] + [op.name])
         warnings.warn(
             f"operator {op.name!r} has no kernel on {self.name} (backend {self.backend!r}); "
             f"running it on the host through "
@@ -261,7 +304,7 @@ class Device:
             HostFallbackWarning,
             stacklevel=4,
         )
-        entry = (self._make_fallback(op), True, None)
+        entry = (self._make_fallback(op), True, None)  # the reference wants whole arrays
         self.kernels[op.name] = entry
         return entry
 
@@ -287,9 +330,7 @@ class Device:
             for o, r in zip(outs, res):
                 dev.numpy_into_native(np.asarray(r), o)
 
-        host_fallback.is_host_fallback = True
-        host_fallback.op_name = op.name
-        return host_fallback
+        return Kernel(host_fallback, host_fallback=True)
 
     def fallback_stats(self) -> dict[str, int]:
         """``{op name: calls}`` of the ops that ran through the host fallback on this device.

@@ -278,14 +278,14 @@ class PluginRegistry:
                 self._fail(provider, "register", err.__cause__ or err, strict)
                 continue
             self.plugins[ep.name] = provider
-            for impl in pm.hook.singa_backends.get_hookimpls():
-                if impl.plugin is module:
-                    self._collect(provider, impl.function, BackendSpec, self._add_backend, strict)
-            for impl in pm.hook.singa_communicators.get_hookimpls():
-                if impl.plugin is module:
-                    self._collect(
-                        provider, impl.function, CommunicatorSpec, self._add_communicator, strict
-                    )
+            # pluggy calls the hooks, one plugin at a time: a caller that leaves out every
+            # other registered plugin, so one plugin's exception stops only its own records
+            others = [p for p in pm.get_plugins() if p is not module]
+            for hook_name, record_type, add in (
+                    ("singa_backends", BackendSpec, self._add_backend),
+                    ("singa_communicators", CommunicatorSpec, self._add_communicator)):
+                caller = pm.subset_hook_caller(hook_name, remove_plugins=others)
+                self._collect(provider, hook_name, caller, record_type, add, strict)
         pending = Provider("<pending>", None, None)
         try:  # a plugin implements a hook that does not exist
             self.call(pending, "validate", pm.check_pending, passthrough=())
@@ -309,10 +309,11 @@ class PluginRegistry:
                 "plugin and keep the other backends)"
             ) from exc
 
-    def _collect(self, provider, hook, record_type, add, strict) -> None:
+    def _collect(self, provider, hook_name, caller, record_type, add, strict) -> None:
+        """Records of ``provider`` from pluggy's ``caller`` of hook ``hook_name`` (the
+        plugin's implementations only), each validated and handed to ``add``."""
         def records():  # a hook may return a generator: iterating it runs plugin code too
-            out = hook()
-            return list(out) if out is not None else []
+            return [rec for out in caller() for rec in (out if out is not None else ())]
 
         try:
             records = self.call(provider, "hook", records, passthrough=())
@@ -322,7 +323,7 @@ class PluginRegistry:
         for rec in records:
             if not isinstance(rec, record_type):
                 self._fail(provider, "validate", TypeError(
-                    f"{hook.__name__} must return {record_type.__name__} records, "
+                    f"{hook_name} must return {record_type.__name__} records, "
                     f"got {type(rec).__name__}"), strict)
                 continue
             try:

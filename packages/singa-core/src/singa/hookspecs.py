@@ -6,10 +6,13 @@ A plugin is a module named by an entry point in the group ``"singa"``::
     [project.entry-points.singa]
     mybackend = "singa_mybackend.plugin"
 
-The module implements hooks from this file, marked with :data:`hookimpl`. SINGA imports the
-module and calls its hooks once, on the first device query (never at ``import singa``), and
-stores the returned records in plain dicts; no hook is ever called per operation. Each plugin
-is called in isolation: the hooks and every callable of a record that singa calls later
+The module implements hooks from this file, marked with :data:`hookimpl`; a plugin imports the
+marker, the records and everything else it needs from :mod:`singa.backend`, never from this
+module. SINGA imports the module, registers it with a pluggy ``PluginManager`` and has pluggy
+call its hooks once, on the first device query (never at ``import singa``), and stores the
+returned records in plain dicts; no hook is ever called per operation. Each plugin is called
+in isolation: pluggy calls one plugin's implementations at a time (a subset hook caller
+without the other plugins), and the hooks and every callable of a record that singa calls later
 (``probe``, ``device_count``, ``create_device``, ``kernels``, ``describe``, a communicator's
 ``probe`` and ``create``) run through one guard (``PluginRegistry.call``). If one raises, calls
 ``sys.exit()`` or returns the wrong type, the failure becomes a ``PluginError`` naming the
@@ -49,11 +52,12 @@ hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
 def singa_backends() -> Iterable[BackendSpec]:
     """Return the hardware backends this plugin provides.
 
-    :returns: an iterable of :class:`singa.plugins.BackendSpec` records (an empty one when the
+    :returns: an iterable of :class:`singa.backend.BackendSpec` records (an empty one when the
         plugin has no backend). Each record names the backend (``"cpu"``, ``"opencl"``), the
         :data:`BACKEND_API_VERSION` it was written against, an availability ``probe``, a
         ``device_count`` function, a ``create_device(index)`` factory, and a ``kernels(device)``
-        function returning that device's kernel table ``{op_name: kernel}``.
+        function returning that device's kernel table ``{op_name: kernel}`` (a callable or a
+        :class:`singa.backend.Kernel` record).
 
     Ordering: plugins are called in entry-point order; the order of records is irrelevant.
     Returning a record equal to one already registered is a no-op; a record with the same
@@ -66,14 +70,15 @@ def singa_backends() -> Iterable[BackendSpec]:
 
     Example::
 
-        from singa.plugins import BackendSpec, hookimpl, BACKEND_API_VERSION
+        from singa.backend import BACKEND_API_VERSION, BackendSpec, Kernel, hookimpl
 
         @hookimpl
         def singa_backends():
             return [BackendSpec(
                 name="mydev", api_version=BACKEND_API_VERSION,
                 create_device=lambda index: MyDevice(index),
-                kernels=lambda device: {"Add": my_add, "Copy": my_copy},
+                kernels=lambda device: {"Add": my_add, "Copy": my_copy,
+                                        "Sum": Kernel(my_sum, contiguous_inputs=True)},
                 device_count=lambda: 1,
                 install_hint="pip install singa-mydev",
                 host_fallback=True)]
@@ -84,7 +89,7 @@ def singa_backends() -> Iterable[BackendSpec]:
 def singa_communicators() -> Iterable[CommunicatorSpec]:
     """Return the communicator backends (MPI, NCCL, sockets, ...) this plugin provides.
 
-    :returns: an iterable of :class:`singa.plugins.CommunicatorSpec` records, each naming a
+    :returns: an iterable of :class:`singa.backend.CommunicatorSpec` records, each naming a
         communicator (``"mpi"``), an availability ``probe`` and a ``create(**options)`` factory
         returning a :class:`singa.dist.Communicator`.
 

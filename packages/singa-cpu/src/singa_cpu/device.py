@@ -37,19 +37,17 @@ class CppCPU(Device):
         self.rng = np.random.default_rng(self.rand_seed)  # SetRandSeed reseeds it (_seed)
         self._chains = None
 
-    def native(self, ct):
-        buf = ct.block.data
-        if ct._vbuf is buf:
-            return ct._view
+    def make_native(self, ct, buf):
         isz = ITEMSIZE[ct.dt]
         if ct.contig:
-            v = np.ndarray(ct.shp, NP_DTYPE[ct.dt], buf, ct.off * isz)
-        else:
-            v = np.ndarray(ct.shp, NP_DTYPE[ct.dt], buf, ct.off * isz,
-                           tuple(s * isz for s in ct.strd))
-        ct._view = v
-        ct._vbuf = buf
-        return v
+            return np.ndarray(ct.shp, NP_DTYPE[ct.dt], buf, ct.off * isz)
+        return np.ndarray(ct.shp, NP_DTYPE[ct.dt], buf, ct.off * isz,
+                          tuple(s * isz for s in ct.strd))
+
+    @property
+    def conv_workspace(self):
+        """The im2col buffers the convolution kernels share (:meth:`Device.workspace`)."""
+        return self.workspace("conv")
 
     def chain_compiler(self):
         """Elementwise chains compiled with numba (see kernels.chains)."""

@@ -47,7 +47,7 @@ def shared_table(am, rng_state_of) -> dict:
     for name, fn in table.items():
         dts = PLAN.get(name, (XP, None))[1]
         if dts is not None:
-            kernel_attrs(dtypes=dts)(fn)
+            table[name] = kernel_attrs(dtypes=dts)(fn)
     return table
 
 

@@ -113,14 +113,8 @@ class OpenCLDevice(Device):
         self.rng_calls = 0
 
     # ------------------------------------------------------------------ views and transfers
-    def native(self, ct) -> CLView:
-        buf = ct.block.data
-        if ct._vbuf is buf:
-            return ct._view
-        v = CLView(buf, ct.off, ct.shp, ct.strd, ct.dt, ct.contig)
-        ct._view = v
-        ct._vbuf = buf
-        return v
+    def make_native(self, ct, buf) -> CLView:
+        return CLView(buf, ct.off, ct.shp, ct.strd, ct.dt, ct.contig)
 
     def native_to_numpy(self, arr: CLView) -> np.ndarray:
         import pyopencl as cl

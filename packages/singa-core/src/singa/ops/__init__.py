@@ -11,7 +11,7 @@ from . import (
     _tensor_ops,  # noqa: F401  (declares the tensor-math ops)
 )
 from ._fusion import FUSIONS, ChainStep, ElementwiseChain, FusionDef, node_op
-from ._registry import EMPTY, OPS, KernelCall, OpDef, defop, kernel_attrs, run
+from ._registry import EMPTY, OPS, Kernel, KernelCall, OpDef, as_kernel, defop, kernel_attrs, run
 
 __all__ = ["EMPTY", "FUSIONS", "OPS", "ChainStep", "ElementwiseChain", "FusionDef", "node_op",
-           "KernelCall", "OpDef", "defop", "kernel_attrs", "run"]
+           "Kernel", "KernelCall", "OpDef", "as_kernel", "defop", "kernel_attrs", "run"]

@@ -10,43 +10,29 @@ Kernel calling convention (``BACKEND_API_VERSION`` 1)::
 ``ins``/``outs`` are the device's native array views (:meth:`Device.native`) of the input and
 output CTensors, in declaration order. Kernels write every element of each output and must not
 keep references to the lists or mutate ``attrs``. Inputs may be strided views (transposed,
-broadcast with zero strides, offset slices) unless the kernel function has the attribute
-``contiguous_inputs = True``, in which case the dispatcher materialises them first (and routes
+broadcast with zero strides, offset slices) unless the kernel is declared
+``contiguous_inputs``, in which case the dispatcher materialises them first (and routes
 non-contiguous outputs through a temporary). Binary elementwise ops receive inputs whose shapes
 broadcast (numpy rules) to the output shape. Outputs may alias inputs for in-place calls
 (``x += y`` runs ``Add`` with ``outs=[x]``; ``GEMM``/``Axpy`` update C/y in place), so a kernel
 must read what it needs before overwriting an aliased output.
 
-Optional kernel attributes (set with :func:`kernel_attrs`):
-
-- ``contiguous_inputs`` (bool): inputs must be row-major.
-- ``dtypes`` (tuple of dtype codes): the dtypes this kernel supports (default: all of the op's
-  ``dtypes``); the conformance kit tests exactly these.
-- ``bind`` (callable ``bind(ins, outs, attrs) -> kernel | None``): specialisation for graph
-  mode. When a recorded graph is prepared for replay, each step's kernel that has ``bind`` is
-  called once with the native arrays and attributes every replay of that plan will pass (the
-  same array objects each time: a plan's memory does not move, only the contents change). It
-  returns a kernel with the usual signature specialised to exactly those arrays (shapes,
-  strides, dtypes and buffers fixed: geometry computed, code path chosen, views and scratch
-  sizes prepared once), which the replays call instead, or None to keep the general kernel.
-  The bound kernel must give bitwise what the general one gives on the same arrays, whatever
-  their contents; in a replay it runs inside the device's ``around_replay`` graph stages (the
-  conformance kit's ``test_bound``, which checks it, calls it outside them, so it must not
-  depend on them for correctness), and unlike a general kernel it may keep the arrays it was
-  bound to.
+A kernel table maps op names to such callables or to :class:`~singa._kernel.Kernel` records
+of them (dtypes, contiguity, graph-mode ``bind``): see :mod:`singa._kernel`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from .. import _dtype
 from .._ctensor import CTensor, check_same_device
 from .._dtype import ITEMSIZE
+from .._kernel import Kernel, as_kernel, kernel_attrs
 
-__all__ = ["OpDef", "OPS", "defop", "run", "KernelCall", "EMPTY"]
+__all__ = ["OpDef", "OPS", "defop", "run", "Kernel", "KernelCall", "EMPTY", "kernel_attrs",
+           "as_kernel"]
 
 #: Shared empty attribute dict (kernels must not mutate attrs).
 EMPTY: dict = {}
@@ -204,14 +190,3 @@ def _unsupported_dtype(op, dev, dt, dtypes):
         f"{op.name}: device {dev.name} has no {_dtype.name_of(dt)} kernel for this op (it "
         f"supports {names}); convert the tensors with x.as_type(...) or use another device"
     )
-
-
-def kernel_attrs(**flags: Any):
-    """Decorator setting kernel flags, e.g. ``@kernel_attrs(contiguous_inputs=True)``."""
-
-    def deco(fn):
-        for k, v in flags.items():
-            setattr(fn, k, v)
-        return fn
-
-    return deco

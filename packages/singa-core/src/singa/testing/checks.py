@@ -456,13 +456,12 @@ _DISTRIBUTION_CHECKS: dict[str, Callable] = {
 }
 
 
-def _is_host_fallback(fn) -> bool:
-    return bool(getattr(fn, "is_host_fallback", False)) or getattr(
-        fn, "__qualname__", ""
-    ).startswith("Device._make_fallback.")
+def _is_host_fallback(kernel) -> bool:
+    return bool(getattr(kernel, "host_fallback", False))
 
 
 def device_kernels(dev) -> dict:
     """``{op_name: entry}`` of the device's own kernels (no host fallback); ``entry[0]`` is
-    the kernel and ``entry[1]`` its ``contiguous_inputs`` flag (see ``Device.kernels``)."""
+    the kernel's :class:`~singa.backend.Kernel` record and ``entry[1]`` its
+    ``contiguous_inputs`` flag (see ``Device.kernels``)."""
     return {name: entry for name, entry in dev.kernels.items() if not _is_host_fallback(entry[0])}

@@ -142,7 +142,7 @@ def large_enabled(config, dev) -> bool:
     choice = config.getoption("--singa-large") or "auto"
     if choice != "auto":
         return choice == "on"
-    from singa.plugins import registry
+    from singa.backend import registry
 
     entry = registry().backends.get(dev.backend)
     dist = entry.provider.dist if entry is not None else None

@@ -26,6 +26,7 @@ import os
 import threading
 
 import numpy as np
+from singa.backend import Kernel
 
 
 class _State(threading.local):
@@ -331,8 +332,7 @@ def split_flat(kernel, min_items, whole=()):
         return kernel if outs[0].size < min_items() else None
 
     wrapped.__name__ = getattr(kernel, "__name__", "elementwise")
-    wrapped.bind = bind
-    return wrapped
+    return Kernel(wrapped, bind=bind)
 
 
 class ThreadSums:

@@ -353,8 +353,7 @@ def _bind_lean(ws, ins, outs, attrs, relu, pooled):
 
 def kernels(device) -> dict:
     """Convolution kernels bound to ``device``'s workspace."""
-    ws = Workspace()
-    device.conv_workspace = ws
+    ws = device.workspace("conv", Workspace)
     relu_kernel = _ELEMENTWISE["ReLU"]
 
     def forward(ins, outs, attrs, relu: bool, pooled=None):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from singa.backend import Kernel
 
 from . import _threads
 from ._float16 import via_float32
@@ -35,7 +36,7 @@ def _bind_matmul(ins, outs, attrs):
     return lambda _ins, _outs, _attrs: _threads.serial_matmul(a, b, out)
 
 
-_matmul.bind = _bind_matmul
+_matmul = Kernel(_matmul, bind=_bind_matmul)
 
 
 def _gemm(ins, outs, attrs):

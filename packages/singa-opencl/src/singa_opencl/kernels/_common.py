@@ -75,10 +75,7 @@ def make_kernel(device, op_name: str, body, dtypes=None, contiguous_inputs: bool
             raise
 
     kernel.__name__ = f"opencl_{op_name}"
-    kernel.dtypes = dts
-    if contiguous_inputs:
-        kernel.contiguous_inputs = True
-    return kernel
+    return sb.Kernel(kernel, dtypes=dts, contiguous_inputs=contiguous_inputs)
 
 
 def cltype(dt: int):
