@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 
 from .. import config
+from .._device import set_graph_class
 from . import _fusion, _memory, _ordering, _remat, _replay
 from ._plan import Plan, check_plan
 from ._profiling import Profiler
@@ -111,17 +112,22 @@ class Graph:
 
     # ------------------------------------------------------------------ 7. replay
     def run(self, serial: bool = False) -> None:
-        """Replay the recorded graph once (analysing it first if needed)."""
-        plan = self._plans.get(serial)
-        if plan is None:  # one plan at a time: it owns the arena
-            self._plans.clear()
-            plan = self._plans[serial] = self.analyze(serial)
+        """Replay the recorded graph once (analysing it first if needed), with the calling
+        context's recording paused; it becomes the graph ``dev.PrintTimeProfiling()``
+        reports on."""
         dev = self.device
-        if dev._verbosity > 0 and self.iteration >= dev._skip_iteration:
-            timed = functools.partial(self.profiler.replay, plan.calls, dev, self.iteration)
-            _replay.wrap(plan, timed, True)()
-        else:
-            plan.replay()
+        dev._last_run_graph = self
+        with dev.record(None):  # a stage or wrapper that execs must not record into a graph
+            plan = self._plans.get(serial)
+            if plan is None:  # one plan at a time: it owns the arena
+                self._plans.clear()
+                plan = self._plans[serial] = self.analyze(serial)
+            if dev._verbosity > 0 and self.iteration >= dev._skip_iteration:
+                timed = functools.partial(self.profiler.replay, plan.calls, dev,
+                                          self.iteration)
+                _replay.wrap(plan, timed, True)()
+            else:
+                plan.replay()
         self.iteration += 1
 
     def _release(self) -> None:
@@ -173,3 +179,6 @@ class Graph:
 
     def _max_live(self, seq, planned) -> int:
         return _memory.max_live(seq, planned, self.pblocks)
+
+
+set_graph_class(Graph)  # what Device.EnableGraph records into (the device never imports us)
