@@ -21,8 +21,8 @@ _PLACEABLE = (BlockType.INTER, BlockType.END)
 
 
 class Graph:
-    """Nodes recorded on one device (``Device.exec`` while the graph is enabled), the plan
-    made from them, and its replays.
+    """Nodes recorded on one device (``Device.exec`` inside ``with device.record(graph):``),
+    the plan made from them, and its replays (:meth:`run`).
 
     ``recording`` is what was recorded; ``plan`` the current :class:`Plan` (None before the
     first run). One plan exists at a time: it owns the arena.
