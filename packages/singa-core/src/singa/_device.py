@@ -25,8 +25,9 @@ __all__ = ["Device", "HOST_DRAWS", "Recorder", "set_graph_class"]
 #: What ``EnableGraph`` creates when the calling thread has no graph yet: the
 #: :class:`singa.graph.Graph` class, set by :mod:`singa.graph` when it is imported (the graph
 #: plans over CTensors and the op table, which sit above the device layer, so the device never
-#: imports it). Every backend imports :mod:`singa.backend`, which imports :mod:`singa.graph`,
-#: so it is set before any device exists.
+#: imports it). Backends import :mod:`singa.backend`, which imports :mod:`singa.graph`, so it
+#: is set before their devices exist; with a device from elsewhere, ``EnableGraph`` before
+#: anything imported :mod:`singa.graph` raises a GraphError that says so.
 _graph_class = None
 
 

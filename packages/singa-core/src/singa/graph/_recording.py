@@ -4,9 +4,8 @@ While a graph records (``with dev.record(graph):``, or SINGA's ``EnableGraph``),
 ``exec(fn, reads, writes, name)`` becomes a :class:`Node`. Edges come from the blocks each
 node reads and writes: read-after-write, write-after-write and write-after-read; a node with
 no blocks (a sync such as ``"Waiting"``) orders everything before it before everything after
-it. Each block gets a
-:class:`BlockType` from the order of its first read and write. :class:`Recording` is what the
-later stages start from; it is never changed by them.
+it. Each block gets a :class:`BlockType` from the order of its first read and write.
+:class:`Recording` is what the later stages start from; it is never changed by them.
 """
 
 from __future__ import annotations
