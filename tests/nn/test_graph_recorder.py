@@ -244,3 +244,27 @@ def test_two_threads_record_on_one_device_independently(dev, rng):
     assert not errors, errors
     assert seen == [None, None] and dev.recorder() is None
     assert _names(graphs[0]) == ["Mul"] and _names(graphs[1]) == ["Sub"]
+
+
+def test_python_held_counts_the_ctensors_alive_outside_the_graph(dev, rng):
+    """An intermediate stays the user's while any CTensor of its block lives outside the graph
+    (a raw CTensor in a local variable included), and becomes the planner's once none does;
+    nodes that shared a CTensor share the graph's view of it."""
+    a, b, ta, tb = _pair(rng)
+    for keep in (True, False):
+        graph = Graph(dev)
+        with dev.record(graph):
+            c = ta + tb
+            d = c * tb
+        raw, key = c.data, id(c.data.block)
+        del c
+        if not keep:
+            del raw
+        held = graph.recording.python_held()
+        assert (key in held) is keep and id(d.data.block) in held
+        add, mul = graph.recording.nodes
+        assert add.fn.outs[0] is mul.fn.ins[0]  # one view, shared
+        graph.run()
+        np.testing.assert_allclose(tensor.to_numpy(d), (a + b) * b, rtol=1e-6)
+        if keep:
+            np.testing.assert_allclose(raw.to_numpy(), a + b, rtol=1e-6)
