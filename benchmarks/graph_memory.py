@@ -21,17 +21,18 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 import _models  # noqa: E402
 from singa import device, tensor  # noqa: E402
+from singa.graph._memory import lifetimes  # noqa: E402
 
 MIB = 1 << 20
 
 
 def explain(graph) -> None:
     """Print what is live at the graph's peak node (see the module docstring)."""
-    steps = graph.steps
-    blocks = graph.pblocks
-    first, last = graph._lifetimes(steps)
+    steps = graph.plan.steps
+    blocks = graph.plan.blocks
+    first, last = lifetimes(steps)
     spans = {r: (min(first[k] for k in ms), max(last[k] for k in ms))
-             for r, ms in graph.groups.items()}
+             for r, ms in graph.plan.groups.items()}
     live = [0] * (len(steps) + 1)
     for r, (lo, hi) in spans.items():
         live[lo] += blocks[r].nbytes
@@ -48,20 +49,20 @@ def explain(graph) -> None:
             if p >= pk:
                 readers[id(b)].add(name[p])
     outside = collections.Counter()
-    for k, b in graph.blocks.items():
-        if k not in graph.planned:
-            outside[graph.block_type[k]] += b.cls or b.nbytes
-    drops = graph.remat_drops
+    for k, b in graph.recording.blocks.items():
+        if k not in graph.plan.planned:
+            outside[graph.recording.block_type[k]] += b.cls or b.nbytes
+    drops = graph.plan.remat_drops
     dropped = sum(blocks[d.block].nbytes for d in drops) / MIB
     print(f"    recomputed: {len(drops)} blocks, {dropped:.1f} MiB, "
-          f"{len(steps) - len(graph.nodes)} extra nodes")
+          f"{len(steps) - len(graph.recording.nodes)} extra nodes")
     print(f"    peak at node {pk}/{len(steps)} ({name[pk]}): arena "
-          f"{sum(n for _, n in graph.arena) / MIB:.1f} MiB, live there {live[pk] / MIB:.1f}; "
+          f"{sum(n for _, n in graph.plan.arena) / MIB:.1f} MiB, live there {live[pk] / MIB:.1f}; "
           "outside the arena: " + ", ".join(f"{t} {v / MIB:.1f}" for t, v in outside.items()))
     rows = collections.Counter()
     for r, (lo, hi) in spans.items():
         if lo <= pk <= hi:
-            k = next((k for k in graph.groups[r] if first[k] <= pk <= last[k]), r)
+            k = next((k for k in graph.plan.groups[r] if first[k] <= pk <= last[k]), r)
             src = name[writer[k]] if k in writer else "?"
             rows[(src, ", ".join(sorted(readers[k])) or "-")] += blocks[r].nbytes
     for (src, rd), v in rows.most_common(8):

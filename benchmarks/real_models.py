@@ -281,7 +281,7 @@ def op_profile(rep, x, runs: int = 5) -> list[tuple[str, float, int]]:
             rep.run([x])
         graph = dev._last_run_graph
         totals: dict[str, list] = {}
-        for node in graph.steps or graph.nodes:
+        for node in graph.plan.steps if graph.plan else graph.recording.nodes:
             if node.time_count:
                 t = totals.setdefault(_label(node), [0.0, 0])
                 t[0] += node.time_total / node.time_count * 1e3

@@ -174,8 +174,8 @@ MUTANTS = [
         "autograd's in-place check: backward through a recorded update goes unnoticed",
         "packages/singa-core/src/singa/_device.py",
         "            for b in writes:\n                b.version += 1\n"
-        "            self._graph.add_operation(fn, reads, writes, name)\n",
-        "            self._graph.add_operation(fn, reads, writes, name)\n",
+        "            graph.add_operation(fn, reads, writes, name)\n",
+        "            graph.add_operation(fn, reads, writes, name)\n",
         ("tests/nn/test_singa_patterns.py", "-k", "gan")),
 ]
 

@@ -257,7 +257,7 @@ def test_what_a_stage_made_for_a_plan_is_freed_before_its_arena(dev, stages):
     dev.RunGraph()
     assert released == []
     with_arena = dev.pool.current_bytes
-    arena = sum(n for _, n in dev._graph.arena)
+    arena = sum(n for _, n in dev._graph.plan.arena)
     dev.ResetGraph()
     assert released == [(True, True, with_arena)]
     assert arena > 0 and dev.pool.current_bytes <= with_arena - arena  # arena returned after

@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from singa._ctensor import CTensor
 from singa._device import Device
+from singa.graph._ordering import bfs_order
 from singa.scheduler import BlockType
 
 
@@ -82,7 +83,8 @@ class Prog:
 
 
 def _preds(dev):
-    return {n.name: {dev._graph.nodes[p].name for p in n.preds} for n in dev._graph.nodes}
+    nodes = dev._graph.recording.nodes
+    return {n.name: {nodes[p].name for p in n.preds} for n in nodes}
 
 
 def test_raw_waw_war_edges(dev):
@@ -100,9 +102,9 @@ def test_raw_waw_war_edges(dev):
     assert preds["w_a_again"] == {"w_a", "r_a_w_b"}
     assert preds["r_b_w_c"] == {"r_a_w_b"}
     g = dev._graph
-    assert g.block_type[id(a.block)] == BlockType.INTER  # written, read, written again
-    assert g.block_type[id(b.block)] == BlockType.INTER
-    assert g.block_type[id(c.block)] == BlockType.END
+    assert g.recording.block_type[id(a.block)] == BlockType.INTER  # written, read, written again
+    assert g.recording.block_type[id(b.block)] == BlockType.INTER
+    assert g.recording.block_type[id(c.block)] == BlockType.END
     dev.RunGraph()
     np.testing.assert_array_equal(a.to_numpy(), 5)
     np.testing.assert_array_equal(c.to_numpy(), 4)
@@ -120,7 +122,7 @@ def test_sync_op_orders_everything(dev):
     preds = _preds(dev)
     assert preds["Waiting"] == {"w_a", "w_b"}
     assert "Waiting" in preds["w_a2"]
-    order = [dev._graph.nodes[i].name for i in dev._graph._bfs_order()]
+    order = [dev._graph.recording.nodes[i].name for i in bfs_order(dev._graph.recording.nodes)]
     assert order.index("Waiting") > max(order.index("w_a"), order.index("w_b"))
     assert order.index("w_a2") > order.index("Waiting")
 
@@ -135,8 +137,8 @@ def test_input_and_param_types(dev):
     p.op("w+=y", lambda a, b, o: np.add(a, b, out=o), [w, y], [w])
     dev.EnableGraph(False)
     g = dev._graph
-    assert g.block_type[id(x.block)] == BlockType.INPUT
-    assert g.block_type[id(w.block)] == BlockType.PARAM
+    assert g.recording.block_type[id(x.block)] == BlockType.INPUT
+    assert g.recording.block_type[id(w.block)] == BlockType.PARAM
     for _ in range(3):
         dev.RunGraph()
     # w_{k+1} = w_k + x * w_k = w_k (1 + x)
@@ -159,9 +161,9 @@ def test_intermediates_share_memory_only_when_lifetimes_do_not_overlap(dev):
     dev.EnableGraph(False)
     dev.RunGraph(serial=True)
     g = dev._graph
-    assert {k1, k2, k3} == g.planned  # x (input) and out (held by Python) are not recycled
+    assert {k1, k2, k3} == g.plan.planned  # x (input) and out (held by Python) are not recycled
     # t1, t2, t3 are all alive at "t3=...": no two may share memory
-    assert not any(g.shares_memory(p, q) for p, q in ((k1, k2), (k1, k3), (k2, k3)))
+    assert not any(g.plan.shares_memory(p, q) for p, q in ((k1, k2), (k1, k3), (k2, k3)))
     np.testing.assert_allclose(out.to_numpy(), 3 * (np.arange(4.0) + 1) - 1)
     for _ in range(2):  # replays reuse the same arena and stay correct
         dev.RunGraph(serial=True)
@@ -212,8 +214,8 @@ def test_memory_sharing_reuses_freed_block(dev):
     dev.EnableGraph(False)
     dev.RunGraph(serial=True)
     g = dev._graph
-    assert g.shares_memory(kd, ka)  # d reuses a's memory: a's last reader ran before d's write
-    assert not g.shares_memory(kc, ka)  # c is written while a is still being read
+    assert g.plan.shares_memory(kd, ka)  # d reuses a's memory: a's last reader ran before d's write
+    assert not g.plan.shares_memory(kc, ka)  # c is written while a is still being read
     np.testing.assert_array_equal(e.to_numpy(), 7)
 
 

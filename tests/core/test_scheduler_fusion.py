@@ -35,7 +35,7 @@ def dev(request, monkeypatch):
 
 
 def names(dev):
-    return [n.name for n in dev._graph.steps]
+    return [n.name for n in dev._graph.plan.steps]
 
 
 def test_an_op_and_the_one_reader_of_its_output_run_as_one_kernel(dev):
@@ -54,8 +54,8 @@ def test_an_op_and_the_one_reader_of_its_output_run_as_one_kernel(dev):
         dev.RunGraph()
     g = dev._graph
     assert names(dev) == ["Add+ReLU", "Neg"] and calls == ["Add+ReLU"] * 2
-    assert keys["t"] not in g.planned and keys["t"] not in g.placement
-    assert g.blocks[keys["t"]].data is None  # the intermediate never gets memory
+    assert keys["t"] not in g.plan.planned and keys["t"] not in g.plan.placement
+    assert g.recording.blocks[keys["t"]].data is None  # the intermediate never gets memory
     np.testing.assert_array_equal(out.to_numpy(), -np.maximum(x.to_numpy() + y.to_numpy(), 0))
 
 
@@ -342,7 +342,7 @@ def test_the_fused_node_keeps_its_ops_in_place_reuse_and_recompute(dev, monkeypa
     g = dev._graph
     assert "Add+ReLU" in names(dev) and calls == ["Add+ReLU"]
     assert any(keys["r"] in m and (keys["a"] in m or keys["b"] in m)
-               for m in g.groups.values()), g.groups
+               for m in g.plan.groups.values()), g.plan.groups
     np.testing.assert_array_equal(out.to_numpy(),
                                   -np.maximum(-x.to_numpy() - y.to_numpy(), 0))
 
@@ -369,8 +369,8 @@ def test_rematerialisation_reruns_the_fused_node(dev, monkeypatch):
     record(dev, body)
     dev.RunGraph()
     g = dev._graph
-    assert [d.block for d in g.remat_drops] == [keys["t"]]
-    assert [m.name for m in g.steps if m.remat] == ["Add+ReLU"]
+    assert [d.block for d in g.plan.remat_drops] == [keys["t"]]
+    assert [m.name for m in g.plan.steps if m.remat] == ["Add+ReLU"]
     assert calls == ["Add+ReLU"] * 2
     xs, zs = np.linspace(-1, 1, n), np.linspace(0.5, -1.5, n)
     t = np.maximum(xs + zs, 0)

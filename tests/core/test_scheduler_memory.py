@@ -15,6 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from singa import _dtype
 from singa._ctensor import CTensor
+from singa.graph._memory import max_live
+from singa.graph._ordering import bfs_order
 from singa.ops import OPS, run
 from test_scheduler import FakeDevice, _Alloc, _SubAlloc
 
@@ -63,6 +65,16 @@ def record(dev, body):
     return res
 
 
+def _seq(graph, order) -> list:
+    """The recorded nodes of ``graph`` in ``order`` (node ids)."""
+    return [graph.recording.nodes[i] for i in order]
+
+
+def _max_live(graph, seq, planned) -> int:
+    """Peak bytes of the ``planned`` blocks live along ``seq`` (blocks of the current plan)."""
+    return max_live(seq, planned, graph.plan.blocks)
+
+
 def test_elementwise_flags():
     assert OPS["ReLU"].inplace == (0,) and OPS["ReLUBackward"].inplace == (0, 1)
     assert OPS["Add"].inplace == (0, 1) and OPS["MulScalar"].inplace == (0,)
@@ -84,9 +96,10 @@ def test_output_takes_the_memory_of_an_input_read_for_the_last_time(dev):
     out = record(dev, body)
     dev.RunGraph()
     g = dev._graph
-    assert g.planned == set(keys.values())
-    assert g.shares_memory(keys["t1"], keys["t2"]) and g.shares_memory(keys["t2"], keys["t3"])
-    assert g.blocks[keys["t1"]].data is g.blocks[keys["t3"]].data  # one buffer object
+    assert g.plan.planned == set(keys.values())
+    plan, blocks = g.plan, g.recording.blocks
+    assert plan.shares_memory(keys["t1"], keys["t2"]) and plan.shares_memory(keys["t2"], keys["t3"])
+    assert blocks[keys["t1"]].data is blocks[keys["t3"]].data  # one buffer object
     np.testing.assert_array_equal(out.to_numpy(), -np.maximum(2 * x.to_numpy(), 0) * x.to_numpy())
 
 
@@ -103,7 +116,7 @@ def test_no_reuse_of_an_input_that_is_read_later(dev):
 
     out = record(dev, body)
     dev.RunGraph()
-    assert not dev._graph.shares_memory(keys["t1"], keys["t2"])
+    assert not dev._graph.plan.shares_memory(keys["t1"], keys["t2"])
     v = 2 * x.to_numpy()
     np.testing.assert_array_equal(out.to_numpy(), -(np.maximum(v, 0) + v))
 
@@ -122,8 +135,8 @@ def test_no_reuse_of_a_block_python_holds(dev):
     for _ in range(2):
         dev.RunGraph()
     g = dev._graph
-    assert id(keep.block) not in g.planned and keys["t"] in g.planned
-    assert g.groups[keys["t"]] == [keys["t"]]
+    assert id(keep.block) not in g.plan.planned and keys["t"] in g.plan.planned
+    assert g.plan.groups[keys["t"]] == [keys["t"]]
     np.testing.assert_array_equal(keep.to_numpy(), 2 * x.to_numpy())
     np.testing.assert_array_equal(out.to_numpy(), -np.maximum(2 * x.to_numpy(), 0))
 
@@ -144,9 +157,9 @@ def test_no_reuse_without_the_op_flag_or_for_a_broadcast_input(dev):
     out = record(dev, body)
     dev.RunGraph()
     g = dev._graph
-    assert not g.shares_memory(keys["t1"], keys["t2"])
-    assert g.groups.get(keys["s"]) == [keys["s"]]
-    assert any(keys["t3"] in m and keys["t2"] in m for m in g.groups.values())
+    assert not g.plan.shares_memory(keys["t1"], keys["t2"])
+    assert g.plan.groups.get(keys["s"]) == [keys["s"]]
+    assert any(keys["t3"] in m and keys["t2"] in m for m in g.plan.groups.values())
     np.testing.assert_array_equal(out.to_numpy(), -(2 * x.to_numpy() - 1))
 
 
@@ -170,15 +183,15 @@ def test_memory_order_postpones_a_large_output_until_memory_is_freed(dev):
 
     record(dev, body)
     g = dev._graph
-    bfs = g._bfs_order()
+    bfs = bfs_order(g.recording.nodes)
     dev.RunGraph()
-    assert g._max_live(g._seq(bfs), g.planned) >= 2 * 8000
-    assert g._max_live(g.steps, g.planned) < 8000 + 256
-    assert g.shares_memory(keys["a"], keys["big"])
+    assert _max_live(g, _seq(g, bfs), g.plan.planned) >= 2 * 8000
+    assert _max_live(g, g.plan.steps, g.plan.planned) < 8000 + 256
+    assert g.plan.shares_memory(keys["a"], keys["big"])
     np.testing.assert_array_equal(acc_a.to_numpy(), 1.0)
     np.testing.assert_array_equal(acc_big.to_numpy(), -2.0)
     dev.RunGraph(serial=True)  # serial keeps the recorded order (and its peak)
-    assert g.order == list(range(len(g.nodes)))
+    assert g.plan.order == list(range(len(g.recording.nodes)))
     np.testing.assert_array_equal(acc_big.to_numpy(), -5.0)
 
 

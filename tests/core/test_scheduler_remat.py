@@ -13,7 +13,17 @@ import pytest
 from singa import _dtype
 from singa._ctensor import CTensor
 from singa.ops import OPS, run
-from test_scheduler_memory import KERNELS, NumpyDevice, _Alloc, _SubAlloc, op, record, tensor
+from test_scheduler_memory import (
+    KERNELS,
+    NumpyDevice,
+    _Alloc,
+    _max_live,
+    _seq,
+    _SubAlloc,
+    op,
+    record,
+    tensor,
+)
 
 N = 1000  # elements of the large blocks (8000 bytes in float64)
 
@@ -71,11 +81,12 @@ def test_a_long_lived_elementwise_output_is_dropped_and_recomputed(dev):
     _x, acc, keys, _ = _long_lived_program(dev)
     dev.RunGraph()
     g = dev._graph
-    assert [d.block for d in g.remat_drops] == [keys["t"]]
-    remats = [n for n in g.steps if n.remat]
+    assert [d.block for d in g.plan.remat_drops] == [keys["t"]]
+    remats = [n for n in g.plan.steps if n.remat]
     assert [n.name for n in remats] == ["Neg"]
-    assert g._max_live(g.steps, g.planned) == 2 * N * 8  # was 3 blocks at Mul
-    assert g._max_live(g._seq(g.order), set(g.blocks) & g.planned) == 3 * N * 8
+    assert _max_live(g, g.plan.steps, g.plan.planned) == 2 * N * 8  # was 3 blocks at Mul
+    recorded = set(g.recording.blocks) & g.plan.planned
+    assert _max_live(g, _seq(g, g.plan.order), recorded) == 3 * N * 8
     dev.RunGraph()
     np.testing.assert_array_equal(acc.to_numpy(), _eager_acc(2))
 
@@ -84,8 +95,8 @@ def test_switch_off_keeps_every_intermediate(dev, recompute_off):
     _x, acc, _keys, _ = _long_lived_program(dev)
     dev.RunGraph()
     g = dev._graph
-    assert g.remat_drops == [] and not any(n.remat for n in g.steps)
-    assert g._max_live(g.steps, g.planned) == 3 * N * 8
+    assert g.plan.remat_drops == [] and not any(n.remat for n in g.plan.steps)
+    assert _max_live(g, g.plan.steps, g.plan.planned) == 3 * N * 8
     np.testing.assert_array_equal(acc.to_numpy(), _eager_acc(1))
 
 
@@ -93,7 +104,7 @@ def test_a_block_python_holds_is_never_dropped(dev):
     _x, acc, keys, t = _long_lived_program(dev, hold=True)
     dev.RunGraph()
     g = dev._graph
-    assert keys["t"] not in g.planned and g.remat_drops == []
+    assert keys["t"] not in g.plan.planned and g.plan.remat_drops == []
     np.testing.assert_array_equal(t.to_numpy(), -np.linspace(-1, 1, N))
     np.testing.assert_array_equal(acc.to_numpy(), _eager_acc(1))
 
@@ -112,7 +123,7 @@ def test_a_block_written_twice_is_not_recomputed(dev):
 
     record(dev, body)
     dev.RunGraph()
-    assert dev._graph.remat_drops == []
+    assert dev._graph.plan.remat_drops == []
     x_ = np.linspace(-1, 1, N)
     t = -x_ + x_
     a = t + x_
@@ -159,9 +170,9 @@ def test_batchnorm_recompute_redirects_running_statistics_to_scratch(dev):
     for _ in range(3):
         dev.RunGraph()
     g = dev._graph
-    bn = [n for n in g.steps if n.remat and n.name == "BatchNormTrain"]
-    assert bn and [n.name for n in g.steps if n.remat] == ["BatchNormTrain", "ReLU"]
-    (orig,) = [n for n in g.nodes if n.name == "BatchNormTrain"]
+    bn = [n for n in g.plan.steps if n.remat and n.name == "BatchNormTrain"]
+    assert bn and [n.name for n in g.plan.steps if n.remat] == ["BatchNormTrain", "ReLU"]
+    (orig,) = [n for n in g.recording.nodes if n.name == "BatchNormTrain"]
     for recomputed_out, out in zip(bn[0].writes, orig.writes):
         assert recomputed_out is not out  # y recomputed into a new block, the rest to scratch
     for _ in range(3):

@@ -240,7 +240,7 @@ def test_graph_mode_records_named_nodes(comm, dev):
         comm.all_reduce(t)
         comm.broadcast(t, 0)
         dev.EnableGraph(False)
-        names = [n.name for n in g.nodes]
+        names = [n.name for n in g.recording.nodes]
         assert names == ["Dist.AllReduce", "Dist.Broadcast"], names
         np.testing.assert_array_equal(tensor.to_numpy(t), xs[comm.rank])  # not run yet
         dev.RunGraph()

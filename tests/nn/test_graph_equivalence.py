@@ -159,7 +159,7 @@ def test_rematerialized_graph_equals_eager_bitwise(case, recompute, monkeypatch)
         assert losses == eager_losses, f"{case} {mode}"
         for k in final:
             np.testing.assert_array_equal(final[k], eager_final[k], err_msg=f"{case} {mode} {k}")
-        remats = {n.name for n in graph.steps if n.remat}
+        remats = {n.name for n in graph.plan.steps if n.remat}
         assert not any(OPS[name].random for name in remats)
         if recompute == "0":
             assert not remats
@@ -178,10 +178,10 @@ def test_fused_graph_equals_unfused_bitwise(mode, monkeypatch):
     exactly what the graph gives with fusion off (and, as above, close to eager)."""
     monkeypatch.setenv("SINGA_GRAPH_FUSE", "0")
     start, plain_losses, plain_final, plain = train("seed_cnn", mode)
-    assert not any("+" in n.name or "[" in n.name for n in plain.steps)
+    assert not any("+" in n.name or "[" in n.name for n in plain.plan.steps)
     monkeypatch.setenv("SINGA_GRAPH_FUSE", "1")
     _, losses, final, graph = train("seed_cnn", mode, start)
-    fused = [n.name for n in graph.steps if "+" in n.name]
+    fused = [n.name for n in graph.plan.steps if "+" in n.name]
     dev = device.get_default_device()
     convs = [name for name in ("Conv2d+ReLU+Pooling2d", "Conv2d+ReLU") if name in dev.kernels]
     available = convs[:1] + [name for name in ("Pooling2dBackward+ReLUBackward",)
@@ -189,13 +189,13 @@ def test_fused_graph_equals_unfused_bitwise(mode, monkeypatch):
     available *= 2  # two conv layers, two poolings
     available += [name for name in ("Add+ReLU",) if name in dev.kernels]  # fc1's bias, ReLU
     assert sorted(fused) == sorted(available), fused
-    chains = [n.name for n in graph.steps if n.name.startswith("Elementwise[")]
+    chains = [n.name for n in graph.plan.steps if n.name.startswith("Elementwise[")]
     if dev.chain_compiler() is not None:  # SGD with momentum and weight decay, 8 parameters
         assert sum("Axpy,Axpy" in c for c in chains) >= 8, chains
     else:
         assert not chains
     # nodes taken into chains (a conv, its ReLU and pooling are one node where fused)
-    merged = len(plain.steps) - len(fused) - len(graph.steps) - 2 * (convs[:1] == [
+    merged = len(plain.plan.steps) - len(fused) - len(graph.plan.steps) - 2 * (convs[:1] == [
         "Conv2d+ReLU+Pooling2d"])
     assert merged >= len(chains) and (merged > 0) == bool(chains)
     assert losses == plain_losses

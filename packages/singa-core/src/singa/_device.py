@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import threading
 import warnings
 from collections.abc import Callable
@@ -21,7 +22,45 @@ from .errors import (
 )
 from .memory import Allocator, Block, MemPool
 
-__all__ = ["Device", "HOST_DRAWS"]
+__all__ = ["Device", "HOST_DRAWS", "Recorder", "set_graph_class"]
+
+#: What ``EnableGraph`` creates when the calling thread has no graph yet: the
+#: :class:`singa.graph.Graph` class, set by :mod:`singa.graph` when it is imported (the graph
+#: plans over CTensors and the op table, which sit above the device layer, so the device never
+#: imports it). Backends import :mod:`singa.backend`, which imports :mod:`singa.graph`, so it
+#: is set before their devices exist; with a device from elsewhere, ``EnableGraph`` before
+#: anything imported :mod:`singa.graph` raises a GraphError that says so.
+_graph_class = None
+
+
+def set_graph_class(cls) -> None:
+    """Make ``cls(device)`` what ``Device.EnableGraph`` records into by default."""
+    global _graph_class
+    _graph_class = cls
+
+
+class Recorder:
+    """``with dev.record(graph):`` the calling context's ops are recorded into ``graph`` (None:
+    run eagerly), and whatever recorded before is restored on exit, exception or not.
+
+    ``graph`` is anything with ``add_operation(fn, reads, writes, name)``. Not reentrant: each
+    ``record`` call makes a new one.
+    """
+
+    __slots__ = ("_var", "_graph", "_token")
+
+    def __init__(self, var: contextvars.ContextVar, graph):
+        self._var = var
+        self._graph = graph
+        self._token = None
+
+    def __enter__(self):
+        self._token = self._var.set(self._graph)
+        return self._graph
+
+    def __exit__(self, *exc) -> bool:
+        self._var.reset(self._token)
+        return False
 
 
 def _uniform(rng, shape, dtype, low, high):
@@ -88,10 +127,14 @@ class Device:
         self.spec = None
         self.host_fallback = False
         self.fallback_ops: dict[str, int] = {}
-        self._recording = threading.local()  # per thread: the graph slot and its flag
-        self._graph = None
-        self._last_run_graph = None  # what PrintTimeProfiling reports on
-        self._graph_enabled = False
+        # What exec records into (None: run now), and the graph that the SINGA calls
+        # (EnableGraph, RunGraph, ResetGraph, use_graph) work on. Context variables: a thread
+        # starts with an empty context, so with no graph and recording off, and threads that
+        # train their own models on one device never record into each other's graphs (see
+        # docs/architecture.md, "Threads").
+        self._recorder = contextvars.ContextVar(f"singa.recorder[{self.name}]", default=None)
+        self._slot = contextvars.ContextVar(f"singa.graph_slot[{self.name}]", default=None)
+        self._last_run_graph = None  # what PrintTimeProfiling reports on (set by Graph.run)
         self._verbosity = 0
         self._skip_iteration = 5
         # one seed for every generator of the device, until SetRandSeed replaces it
@@ -99,25 +142,28 @@ class Device:
         self._host_rng: np.random.Generator | None = None  # created at first use
         self._lock = threading.RLock()
 
-    # ------------------------------------------------------------------ graph slot
-    # The graph that exec records into and its on/off flag are per thread: threads that
-    # train their own models on one device never record into each other's graphs (see
-    # docs/architecture.md, "Threads"). A thread starts with no graph and recording off.
+    # ------------------------------------------------------------------ recording
+    def record(self, graph) -> Recorder:
+        """``with dev.record(graph):`` record this context's ops on the device into
+        ``graph`` (a :class:`singa.graph.Graph` of this device), then restore what recorded
+        before; ``dev.record(None)`` runs the block eagerly (state made mid-recording)."""
+        if graph is not None and getattr(graph, "device", self) is not self:
+            raise GraphError(f"record: the graph belongs to {graph.device.name}, "
+                             f"not {self.name}")
+        return Recorder(self._recorder, graph)
+
+    def recorder(self):
+        """The graph this context's ops are recorded into, or None when they run now."""
+        return self._recorder.get()
+
     @property
     def _graph(self):
-        return getattr(self._recording, "graph", None)
-
-    @_graph.setter
-    def _graph(self, graph) -> None:
-        self._recording.graph = graph
+        """The calling context's graph of the SINGA calls (``EnableGraph``, ``RunGraph``)."""
+        return self._slot.get()
 
     @property
     def _graph_enabled(self) -> bool:
-        return getattr(self._recording, "enabled", False)
-
-    @_graph_enabled.setter
-    def _graph_enabled(self, enabled: bool) -> None:
-        self._recording.enabled = enabled
+        return self._recorder.get() is not None
 
     # ------------------------------------------------------------------ identity
     @property
@@ -244,12 +290,13 @@ class Device:
         operation that writes only part of a block must list it in ``reads`` too, so that the
         rest reads as zeros (``ops.run`` does this for outputs that do not cover their block).
         """
-        if self._graph_enabled:
+        graph = self._recorder.get()
+        if graph is not None:
             # a recorded write counts as a write for autograd's in-place check, which runs
             # while recording: a backward through a recorded update is caught as in eager mode
             for b in writes:
                 b.version += 1
-            self._graph.add_operation(fn, reads, writes, name)
+            graph.add_operation(fn, reads, writes, name)
             return
         for b in reads:  # first: an in-place op reads its never-written output as zeros
             if b.data is None:
@@ -370,54 +417,58 @@ class Device:
 
     sync = Sync
 
+    # SINGA's graph calls work on the calling context's graph slot; a Model records with
+    # ``record`` into a graph it owns and replays it itself, never through the slot.
     def _ensure_graph(self):
-        if self._graph is None:
-            from .graph import Graph
-
-            self._graph = Graph(self)
-        return self._graph
+        graph = self._slot.get()
+        if graph is None:
+            if _graph_class is None:
+                raise GraphError(f"EnableGraph on {self.name}: singa.graph is not imported "
+                                 "(import singa.graph, or singa.backend, first)")
+            graph = _graph_class(self)
+            self._slot.set(graph)
+        return graph
 
     def use_graph(self, graph):
         """Install ``graph`` (a :class:`singa.scheduler.Graph` of this device) as the one that
         EnableGraph records into and RunGraph runs, for the calling thread; returns the
-        thread's previous one. Each Model keeps its own graph and installs it while it records
-        or replays."""
+        thread's previous one. While recording into the previous one, recording moves to
+        ``graph``. ``with dev.record(graph):`` is the scoped form."""
         if graph is not None and graph.device is not self:
             raise GraphError(f"use_graph: the graph belongs to {graph.device.name}, "
                              f"not {self.name}")
-        prev, self._graph = self._graph, graph
+        prev = self._slot.get()
+        self._slot.set(graph)
+        if prev is not None and self._recorder.get() is prev:
+            self._recorder.set(graph)
         return prev
 
     def EnableGraph(self, enable: bool = True) -> None:
         """Start (True) or stop (False) recording the calling thread's exec'd operations into
-        its graph (other threads keep running eagerly or recording into their own)."""
-        if enable:
-            self._ensure_graph()
-        self._graph_enabled = bool(enable)
+        its graph (other threads keep running eagerly or recording into their own). The
+        unscoped form of :meth:`record`: nothing is restored afterwards."""
+        self._recorder.set(self._ensure_graph() if enable else None)
 
     def graph_enabled(self) -> bool:
-        return self._graph_enabled
+        """Whether the calling thread's ops on this device are being recorded."""
+        return self._recorder.get() is not None
 
     def RunGraph(self, serial: bool = False) -> None:
         """Run the recorded graph once: BFS order, or insertion order when ``serial``."""
-        if self._graph is None:
+        graph = self._slot.get()
+        if graph is None:
             raise GraphError(f"RunGraph on {self.name}: no graph was recorded (EnableGraph first)")
-        prev = self._graph_enabled
-        self._graph_enabled = False
-        self._last_run_graph = self._graph
-        try:
-            self._graph.run(serial)
-        finally:
-            self._graph_enabled = prev
+        graph.run(serial)
 
     def ResetGraph(self) -> None:
         """Discard the recorded graph (its nodes and profiling data)."""
-        if self._graph is not None:
-            self._graph.reset()
+        graph = self._slot.get()
+        if graph is not None:
+            graph.reset()
 
     def Reset(self) -> None:
         """Disable the graph, sync, clear it and reset verbosity and skip count."""
-        self._graph_enabled = False
+        self._recorder.set(None)
         self.synchronize()
         self.ResetGraph()
         self._verbosity = 0

@@ -172,14 +172,10 @@ class DistOpt:
     @staticmethod
     def _eagerly(tensors, fn):
         devs = {id(t.data.dev): t.data.dev for t in tensors}.values()
-        prev = [(d, d.graph_enabled()) for d in devs]
-        for d, _ in prev:
-            d.EnableGraph(False)
-        try:
+        with contextlib.ExitStack() as eager:
+            for d in devs:
+                eager.enter_context(d.record(None))
             fn()
-        finally:
-            for d, on in prev:
-                d.EnableGraph(on)
 
     @contextlib.contextmanager
     def no_sync(self):
@@ -390,13 +386,9 @@ class DistOpt:
         """A zero float32 tensor made now, even while a graph records (state, not a step)."""
         from . import tensor as tensor_mod
 
-        prev = dev.graph_enabled()
-        dev.EnableGraph(False)
-        try:
+        with dev.record(None):
             t = tensor_mod.Tensor((n,), dev, tensor_mod.float32, requires_grad=False)
             t.set_value(0.0)
-        finally:
-            dev.EnableGraph(prev)
         return t.data
 
     def get_states(self):

@@ -1,8 +1,8 @@
 """``singa.model``: the Model base class, graph-mode training and checkpoints.
 
 With ``compile(..., use_graph=True)`` the first ``train_one_batch`` call records every device
-operation (forward, backward, optimizer update) into the device's graph and later calls replay
-it without re-running the Python body; both return the same result Tensors.
+operation (forward, backward, optimizer update) into the model's own graph and later calls
+replay it without re-running the Python body; both return the same result Tensors.
 
 Checkpoints (``save_states``) are zip files holding ``tensor_dict.npz`` and
 ``states_attr.json``, or safetensors files when the path ends in ``.safetensors``; either is
@@ -14,7 +14,6 @@ can be resumed. Loading never unpickles and checks every size before allocating.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import gc
 import json
@@ -76,19 +75,6 @@ def _first_device(args):
     return first.device
 
 
-@contextlib.contextmanager
-def _own_graph(dev, graph):
-    """Make ``graph`` the device's graph while recording or replaying one model.
-
-    A device has one graph slot; each Model keeps its own Graph in it only while it records or
-    runs, so two graph-mode models on one device (a GAN's generator and discriminator) and
-    ``compile``'s probe forward never append to, run, or reset each other's nodes. The graph
-    stays installed afterwards so ``dev.PrintTimeProfiling()`` reports the last model run.
-    """
-    dev.use_graph(graph)
-    yield graph
-
-
 class ModelMeta(LayerMeta):
     """Wraps ``train_one_batch`` so that graph mode records once and replays afterwards."""
 
@@ -103,16 +89,16 @@ class ModelMeta(LayerMeta):
                 raise ValueError("train_one_batch expects at least one input tensor")
             dev = _first_device(args)
             if not self._buffered:
+                # the model's own graph: two graph-mode models on one device (a GAN's
+                # generator and discriminator) never append to, run or reset each other's
                 graph = Graph(dev)
-                with _own_graph(dev, graph):
-                    dev.EnableGraph(True)
+                with dev.record(graph):
                     self._recording = True
                     try:
                         self._results = func(self, *args, **kwargs)
                         dev.Sync()
                     finally:
                         self._recording = False
-                        dev.EnableGraph(False)
                 self._graph, self._graph_device = graph, dev
                 self._recorded_inputs = _input_blocks(args, kwargs)
                 self._recorded_shapes = _input_shapes(args, kwargs)
@@ -122,8 +108,7 @@ class ModelMeta(LayerMeta):
             else:
                 _check_input_shapes(self._recorded_shapes, _input_shapes(args, kwargs))
                 _warn_if_new_inputs(self._recorded_inputs, _input_blocks(args, kwargs))
-            with _own_graph(dev, self._graph):
-                dev.RunGraph(self.sequential)
+            self._graph.run(self.sequential)
             return self._results
 
         return wrapper
@@ -193,16 +178,9 @@ class Model(Layer, metaclass=ModelMeta):
                 isinstance(t, Tensor) for t in inputs):
             raise TypeError("compile expects a non-empty list of Tensors (input placeholders)")
         dev = inputs[0].device
-        prev = dev.graph_enabled()
-        prev_graph = dev.use_graph(Graph(dev))  # the probe forward is recorded, then dropped
-        dev.EnableGraph(True)
-        try:
-            with record_output_shapes(self):
-                self.forward(*inputs)
-            self.__dict__["_summary_input_shapes"] = [t.shape for t in inputs]
-        finally:
-            dev.EnableGraph(prev)
-            dev.use_graph(prev_graph)
+        with dev.record(Graph(dev)), record_output_shapes(self):  # probe forward, dropped
+            self.forward(*inputs)
+        self.__dict__["_summary_input_shapes"] = [t.shape for t in inputs]
         autograd.training = bool(is_train)
         self.training = bool(is_train)
         self.graph_mode = bool(use_graph)

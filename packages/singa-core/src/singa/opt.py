@@ -169,14 +169,10 @@ class Optimizer:
         dev = tensors[0].device
         if self.step_counter.device is dev:
             return
-        prev = dev.graph_enabled()
-        dev.EnableGraph(False)
-        try:
+        with dev.record(None):
             self.step_counter.to_device(dev)
             for v in self._values.values():
                 v.to_device(dev)
-        finally:
-            dev.EnableGraph(prev)
 
     def __call__(self, loss):
         self.call(loss)
@@ -244,12 +240,8 @@ class Optimizer:
         t = self._params.get(param, name, slot)
         if t is None:
             dev = param.device
-            prev = dev.graph_enabled()
-            dev.EnableGraph(False)
-            try:
+            with dev.record(None):
                 t = Tensor(param.shape, dev, param.dtype, requires_grad=False).set_value(0.0)
-            finally:
-                dev.EnableGraph(prev)
             self._params.set(param, name, slot, t)
         return t
 

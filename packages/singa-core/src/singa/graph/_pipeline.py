@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 
 from .. import config
+from .._device import set_graph_class
 from . import _fusion, _memory, _ordering, _remat, _replay
 from ._plan import Plan, check_plan
 from ._profiling import Profiler
@@ -20,8 +21,8 @@ _PLACEABLE = (BlockType.INTER, BlockType.END)
 
 
 class Graph:
-    """Nodes recorded on one device (``Device.exec`` while the graph is enabled), the plan
-    made from them, and its replays.
+    """Nodes recorded on one device (``Device.exec`` inside ``with device.record(graph):``),
+    the plan made from them, and its replays (:meth:`run`).
 
     ``recording`` is what was recorded; ``plan`` the current :class:`Plan` (None before the
     first run). One plan exists at a time: it owns the arena.
@@ -111,17 +112,22 @@ class Graph:
 
     # ------------------------------------------------------------------ 7. replay
     def run(self, serial: bool = False) -> None:
-        """Replay the recorded graph once (analysing it first if needed)."""
-        plan = self._plans.get(serial)
-        if plan is None:  # one plan at a time: it owns the arena
-            self._plans.clear()
-            plan = self._plans[serial] = self.analyze(serial)
+        """Replay the recorded graph once (analysing it first if needed), with the calling
+        context's recording paused; it becomes the graph ``dev.PrintTimeProfiling()``
+        reports on."""
         dev = self.device
-        if dev._verbosity > 0 and self.iteration >= dev._skip_iteration:
-            timed = functools.partial(self.profiler.replay, plan.calls, dev, self.iteration)
-            _replay.wrap(plan, timed, True)()
-        else:
-            plan.replay()
+        dev._last_run_graph = self
+        with dev.record(None):  # a stage or wrapper that execs must not record into a graph
+            plan = self._plans.get(serial)
+            if plan is None:  # one plan at a time: it owns the arena
+                self._plans.clear()
+                plan = self._plans[serial] = self.analyze(serial)
+            if dev._verbosity > 0 and self.iteration >= dev._skip_iteration:
+                timed = functools.partial(self.profiler.replay, plan.calls, dev,
+                                          self.iteration)
+                _replay.wrap(plan, timed, True)()
+            else:
+                plan.replay()
         self.iteration += 1
 
     def _release(self) -> None:
@@ -131,7 +137,8 @@ class Graph:
     # ------------------------------------------------------------------ 8. reports
     def profiling_report(self) -> str:
         """SINGA's time-profiling report of the replays so far."""
-        return self.profiler.report(self.device, self.steps or self.nodes)
+        return self.profiler.report(self.device, self.plan.steps if self.plan else
+                                    self.recording.nodes)
 
     def export_chrome_trace(self, path: str) -> None:
         """Write the profiled node timings in Chrome trace-event JSON (Perfetto opens it)."""
@@ -141,35 +148,5 @@ class Graph:
         """Per-node and per-block tables (SINGA's Graph::Debug)."""
         return self.recording.debug()
 
-    # ------------------------------------------------------------------ views
-    # Shortcuts to the recording and the current plan (tests and benchmarks read them).
-    nodes = property(lambda self: self.recording.nodes)
-    blocks = property(lambda self: self.recording.blocks)
-    block_type = property(lambda self: self.recording.block_type)
-    steps = property(lambda self: self.plan.steps if self.plan else [])
-    order = property(lambda self: self.plan.order if self.plan else [])
-    planned = property(lambda self: self.plan.planned if self.plan else set())
-    groups = property(lambda self: self.plan.groups if self.plan else {})
-    placement = property(lambda self: self.plan.placement if self.plan else {})
-    arena = property(lambda self: self.plan.arena if self.plan else [])
-    pblocks = property(lambda self: self.plan.blocks if self.plan else self.recording.blocks)
-    remat_drops = property(lambda self: self.plan.remat_drops if self.plan else [])
-    trace_events = property(lambda self: self.profiler.trace_events)
-    wall_time = property(lambda self: self.profiler.wall_time)
-    wall_count = property(lambda self: self.profiler.wall_count)
 
-    def shares_memory(self, k1: int, k2: int) -> bool:
-        """Whether planned blocks ``k1`` and ``k2`` (ids) were given overlapping memory."""
-        return self.plan.shares_memory(k1, k2)
-
-    def _bfs_order(self) -> list[int]:
-        return _ordering.bfs_order(self.nodes)
-
-    def _seq(self, order) -> list[Node]:
-        return [self.nodes[i] for i in order]
-
-    def _lifetimes(self, seq):
-        return _memory.lifetimes(seq)
-
-    def _max_live(self, seq, planned) -> int:
-        return _memory.max_live(seq, planned, self.pblocks)
+set_graph_class(Graph)  # what Device.EnableGraph records into (the device never imports us)

@@ -1,21 +1,19 @@
 """Stage 1, recording: ``Device.exec`` calls become nodes, their blocks become edges.
 
-When a device's graph is enabled, every ``exec(fn, reads, writes, name)`` becomes a
-:class:`Node`. Edges come from the blocks each node reads and writes: read-after-write,
-write-after-write and write-after-read; a node with no blocks (a sync such as ``"Waiting"``)
-orders everything before it before everything after it. Each block gets a
-:class:`BlockType` from the order of its first read and write. :class:`Recording` is what the
-later stages start from; it is never changed by them.
+While a graph records (``with dev.record(graph):``, or SINGA's ``EnableGraph``), every
+``exec(fn, reads, writes, name)`` becomes a :class:`Node`. Edges come from the blocks each
+node reads and writes: read-after-write, write-after-write and write-after-read; a node with
+no blocks (a sync such as ``"Waiting"``) orders everything before it before everything after
+it. Each block gets a :class:`BlockType` from the order of its first read and write.
+:class:`Recording` is what the later stages start from; it is never changed by them.
 """
 
 from __future__ import annotations
 
-import sys
-
 from .._ctensor import CTensor
 from .._dtype import ITEMSIZE
 
-__all__ = ["BlockType", "Node", "Recording", "held_ctensors", "whole"]
+__all__ = ["BlockType", "Node", "Recording", "held_ctensors", "take_views", "whole"]
 
 
 class BlockType:
@@ -70,6 +68,49 @@ def held_ctensors(fn) -> list:
         elif isinstance(v, (list, tuple)):
             found.extend(x for x in v if isinstance(x, CTensor))
     return found
+
+
+def take_views(nodes) -> list:
+    """Point every node's callable at views of its own: each CTensor it holds (as
+    :func:`held_ctensors` finds them: a KernelCall's ``ins``/``outs``, a closure's cells and the
+    lists or tuples in them) is replaced by a new view of the same block, shape, strides and
+    offset; one view per original, so nodes that shared a CTensor share its view. The
+    originals are no longer referenced by the graph. Returns the views.
+
+    Containers are replaced, not changed in place: a list the caller also holds keeps the
+    caller's CTensors (which then count as held outside the graph).
+    """
+    views: dict[int, CTensor] = {}
+    originals: list = []  # keeps every original alive, so that ids stay unique, until return
+
+    def own(ct):
+        v = views.get(id(ct))
+        if v is None:
+            originals.append(ct)
+            v = views[id(ct)] = ct._view_as(ct.shp, ct.strd, ct.off)
+        return v
+
+    def owned(x):
+        if isinstance(x, CTensor):
+            return own(x)
+        if isinstance(x, (list, tuple)) and any(isinstance(y, CTensor) for y in x):
+            return type(x)(own(y) if isinstance(y, CTensor) else y for y in x)
+        return x
+
+    for n in nodes:
+        fn = n.fn
+        if getattr(fn, "ctensors", None) is not None:  # a KernelCall
+            fn.ins, fn.outs = owned(fn.ins), owned(fn.outs)
+            continue
+        for cell in getattr(fn, "__closure__", None) or ():
+            try:
+                v = cell.cell_contents
+            except ValueError:
+                continue
+            new = owned(v)
+            if new is not v:
+                cell.cell_contents = new
+    return list(views.values())  # returning lets the originals go
 
 
 def whole(ct) -> bool:
@@ -146,33 +187,21 @@ class Recording:
     def python_held(self) -> set[int]:
         """Ids of blocks that Python code outside the graph can still reach.
 
-        A block is reachable if a CTensor the graph does not hold views it (its ``ref_count``
-        exceeds the graph's distinct CTensors on it), or if something besides the graph's
-        nodes references one of the graph's CTensors (e.g. a Tensor returned to the user).
-        The latter is counted with CPython reference counts: every slot of a node that holds
-        the CTensor is one reference; anything beyond those is outside the graph. So no plan
-        of this graph may be alive when this runs (its fused calls hold the same CTensors).
+        The graph first takes its own views (:func:`take_views`): every CTensor a node holds
+        is replaced by a new view of the same block, and the originals are let go. A block is
+        then reachable from Python exactly when a CTensor other than the graph's views is
+        alive on it, that is when its ``ref_count`` (the count of live CTensors viewing it)
+        exceeds the graph's views of it: an explicit holder count, whatever CPython's
+        reference counts include. An original kept alive only by a reference cycle counts as
+        held until the collector frees it (conservative). No plan of this graph may be alive
+        when this runs: its fused calls would hold views the count takes for the graph's.
         """
-        cts: dict[int, CTensor] = {}
-        slots: dict[int, int] = {}
-        by_block: dict[int, set[int]] = {}
-        ct = None
-        for n in self.nodes:
-            for ct in held_ctensors(n.fn):
-                k = id(ct)
-                cts[k] = ct
-                slots[k] = slots.get(k, 0) + 1
-                by_block.setdefault(id(ct.block), set()).add(k)
-        held = set()
-        for k, blk in self.blocks.items():
-            if blk.ref_count > len(by_block.get(k, ())):
-                held.add(k)
-        del ct  # the inner loop's variable must not count as a reference
-        for k in list(cts):
-            # references: the graph's slots + this dict's value + getrefcount's argument
-            if sys.getrefcount(cts[k]) - slots[k] - 2 > 0:
-                held.add(id(cts[k].block))
-        return held
+        views = take_views(self.nodes)
+        on_block: dict[int, int] = {}
+        for v in views:
+            k = id(v.block)
+            on_block[k] = on_block.get(k, 0) + 1
+        return {k for k, blk in self.blocks.items() if blk.ref_count > on_block.get(k, 0)}
 
     def debug(self) -> str:
         """Per-node and per-block tables (SINGA's Graph::Debug)."""

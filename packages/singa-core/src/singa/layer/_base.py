@@ -39,13 +39,8 @@ class LayerMeta(type):
         def wrapper(self, *args, **kwargs):
             if not args:
                 return
-            dev = _device_of(args)
-            prev = dev.graph_enabled()
-            dev.EnableGraph(False)
-            try:
+            with _device_of(args).record(None):
                 func(self, *args, **kwargs)
-            finally:
-                dev.EnableGraph(prev)
             self.__dict__["_initialized"] = True
 
         return wrapper
