@@ -607,3 +607,33 @@ def test_parallel_numba_paths(dev, rng, monkeypatch):
     _, mean, inv, _, _ = check(dev, "BatchNormTrain", [x] + p, {})
     check(dev, "BatchNormInfer", [x] + p, {})
     check(dev, "BatchNormBackward", [randn(rng, x.shape), x, p[0], mean, inv], {})
+
+
+# ============================================================== matrix products
+@pytest.mark.parametrize("a_shape, n", [((1, 7, 7, 48), 96), ((2, 5, 3, 16), 24),
+                                        ((3, 4, 40), 8)])
+def test_matmul_of_stacked_rows_by_a_matrix(dev, rng, a_shape, n):
+    """``(..., K) @ (K, N)`` (a Linear layer on NHWC activations) against float64, in both
+    dtypes; on the CPU one 2-D product over all the rows, also when bound to a replay's
+    arrays, and numpy's stacked products when the rows are not contiguous."""
+    for dtype in (np.float32, np.float64):
+        a, b = randn(rng, a_shape, dtype), randn(rng, (a_shape[-1], n), dtype)
+        check(dev, "Matmul", [a, b], {})
+    if dev.backend != "cpu":
+        return
+    from singa_cpu.kernels.linalg import KERNELS
+
+    a, b = randn(rng, a_shape), randn(rng, (a_shape[-1], n))
+    want = np.matmul(a.astype(np.float64), b)
+    out = np.full((*a_shape[:-1], n), np.nan, np.float32)
+    bound = KERNELS["Matmul"].bind([a, b], [out], {})
+    assert bound is not None
+    bound([a, b], [out], {})
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-4)
+    strided = randn(rng, (*a_shape[:-1], 2 * a_shape[-1]))[..., ::2]
+    assert not strided.flags.c_contiguous
+    out[...] = np.nan
+    KERNELS["Matmul"]([strided, b], [out], {})
+    np.testing.assert_allclose(out, np.matmul(strided.astype(np.float64), b), rtol=1e-5,
+                               atol=1e-4)
+    assert KERNELS["Matmul"].bind([strided, b], [out], {}) is None
