@@ -202,8 +202,8 @@ def test_conv2d_direct_grouped_kernels(dev, rng, monkeypatch, case):
     conv_all_passes(dev, rng, case)
 
 
-#: Depthwise cases with one output channel per group: all on maps small enough for the CPU's
-#: channels-last kernel, but the last.
+#: Depthwise cases with one output channel per group: with the CPU's size limit raised to 400
+#: output pixels, all take its channels-last kernel, but the last.
 CHANNELS_LAST = [case for case in DEPTHWISE if "multiplier" not in case]
 BIG_MAP = ((2, 20, 24, 24), (20, 1, 5, 5), {"group": 20, "pads": (2, 2, 2, 2)})
 
@@ -212,7 +212,8 @@ BIG_MAP = ((2, 20, 24, 24), (20, 1, 5, 5), {"group": 20, "pads": (2, 2, 2, 2)})
 @pytest.mark.parametrize("relu", [False, True])
 def test_depthwise_channels_last_is_the_wide_kernel_bitwise(dev, rng, monkeypatch, case, relu):
     """Depthwise layers on small maps (the forward, and backward-data at stride 1) take the
-    channels-last kernel (singa_cpu.kernels.depthwise), larger ones the wide rows of
+    channels-last kernel (singa_cpu.kernels.depthwise; here up to 400 output pixels, so that
+    every case takes it), larger ones the wide rows of
     singa_cpu.kernels.grouped; both sum the taps in the same order, so they give the same
     bits, NaN and infinity included: graph and eager runs, and the two sides of the size
     limit, agree exactly."""
@@ -222,6 +223,7 @@ def test_depthwise_channels_last_is_the_wide_kernel_bitwise(dev, rng, monkeypatc
     from singa_cpu.kernels import depthwise
 
     xs, ws, attrs = CONV.get(case) or BIG_MAP
+    monkeypatch.setattr(depthwise, "MAX_HW", 400)
     assert depthwise.eligible(conv2d_geometry("Conv2d", xs, ws, attrs)) == (case in CONV)
     x, w, b = _conv_arrays(rng, xs, ws)
     x[0, 0, xs[2] // 2, xs[3] // 2], x[-1, -1, -1, -1] = np.nan, np.inf

@@ -1,6 +1,6 @@
 """Depthwise convolution on small maps with the channels in the vector lanes.
 
-On 7x7 and 14x14 maps (the late layers of MobileNetV3, EfficientNet and ConvNeXt) an output
+On 7x7 maps (the last stages of MobileNetV3, EfficientNet and ConvNeXt) an output
 plane is too small for :mod:`.grouped`'s wide rows: a 5x5 tap on a 7x7 map is a run of 11
 wide outputs, rounded up to whole vectors, and every plane pays its own padding copy and loop
 entries (576 x 7x7, 5x5: 3.8 G multiply-adds/s on one AMD Zen 4 core). Here a block of ``CB``
@@ -39,8 +39,11 @@ U = np.uint64  # unsigned flat indices: signed ones keep numba from vectorising 
 #: would not keep the sums of a pixel in registers across its taps).
 CB = 16
 #: Depthwise layers whose output planes have at most this many pixels take this kernel;
-#: larger maps keep :mod:`.grouped`'s wide rows, whose runs are long enough there.
-MAX_HW = 196
+#: larger maps keep :mod:`.grouped`'s wide rows, whose runs are long enough there. Measured on
+#: one AMD Zen 4 core, wide rows / this kernel, ms, batch 1 and 8: 7x7 outputs 1.5-2x faster
+#: (576 x 7x7, 5x5: 0.177 / 0.091, 1.43 / 0.70; 768 x 7x7, 7x7: 0.385 / 0.236), 14x14 even
+#: (672 x 14x14, 5x5: 0.373 / 0.369, 3.01 / 3.11; 384 x 14x14, 7x7: 3.27 / 3.51 at batch 8).
+MAX_HW = 100
 
 
 def eligible(g) -> bool:
@@ -61,7 +64,7 @@ def depthwise_taps(x, w, b, y, has_bias, relu, sh, sw, dh, dw, pt, pl, t0, t1):
     zero = y.dtype.type(0)
     xp = np.empty(hp * wp * CB, y.dtype)
     wt = np.zeros(TAPS * CB, y.dtype)
-    acc = np.empty(wo * CB, y.dtype)
+    acc = np.empty(ho * wo * CB, y.dtype)
     bias = np.zeros(CB, y.dtype)
     offs = np.empty(TAPS, np.uint64)
     for i in range(kh):
@@ -77,33 +80,33 @@ def depthwise_taps(x, w, b, y, has_bias, relu, sh, sw, dh, dw, pt, pl, t0, t1):
                 bias[c] = b[c0 + c]
             for tap in range(TAPS):
                 wt[U(tap * CB + c)] = wf[U((c0 + c) * TAPS + tap)]
-        # lanes past the last channel (c >= cb) read zeros from xp and are never written out
-        for r in range(hp):
-            hs = r - pt
-            for col in range(wp):
-                ws = col - pl
-                d = U((r * wp + col) * CB)
-                for c in range(CB):
-                    xp[d + U(c)] = zero
-                if 0 <= hs < h_in and 0 <= ws < w_in:
-                    s = U(((n * c_all + c0) * h_in + hs) * w_in + ws)
-                    for c in range(cb):
-                        xp[d + U(c)] = xf[s + U(c * h_in * w_in)]
+        # lanes past the last channel (c >= cb) read zeros from xp and are never written out;
+        # each input plane is read in order (a large batch comes from memory, and one
+        # sequential stream per plane is what the prefetchers follow)
+        for k in range(hp * wp * CB):
+            xp[U(k)] = zero
+        for c in range(cb):
+            src = (n * c_all + c0 + c) * h_in
+            for r in range(max(0, pt), min(hp, h_in + pt)):
+                s = U((src + r - pt) * w_in)
+                d = U(r * wp * CB + c)
+                for col in range(max(0, pl), min(wp, w_in + pl)):
+                    xp[d + U(col * CB)] = xf[s + U(col - pl)]
         for p in range(ho):
             for q in range(wo):
                 x0 = U((p * sh * wp + q * sw) * CB)
-                a0 = U(q * CB)
+                a0 = U((p * wo + q) * CB)
                 for c in range(CB):
                     v = bias[c]
 {taps}
                     acc[a0 + U(c)] = v
-            for c in range(cb):
-                base = U(((n * c_all + c0 + c) * ho + p) * wo)
-                for q in range(wo):
-                    v = acc[U(q * CB + c)]
-                    if relu and not (v > zero or v != v):
-                        v = zero
-                    yf[base + U(q)] = v
+        for c in range(cb):  # plane by plane, in order (see the input above)
+            base = U((n * c_all + c0 + c) * ho * wo)
+            for k in range(ho * wo):
+                v = acc[U(k * CB + c)]
+                if relu and not (v > zero or v != v):
+                    v = zero
+                yf[base + U(k)] = v
 """
 
 
