@@ -131,6 +131,11 @@ def _cache_dir() -> str:
     return os.path.join(base, "singa", "depthwise")
 
 
+def _read(path: str) -> str:
+    with open(path) as f:
+        return f.read()
+
+
 def _from_file(src: str):
     """``depthwise_taps`` of ``src`` imported from a file named by its hash (written once),
     for numba's on-disk cache: compiling a 5x5 loop takes ~3 s, loading it ~20 ms. None when
@@ -140,7 +145,7 @@ def _from_file(src: str):
         folder = _cache_dir()
         os.makedirs(folder, mode=0o700, exist_ok=True)
         path = os.path.join(folder, name + ".py")
-        if not os.path.exists(path) or open(path).read() != src:
+        if not os.path.exists(path) or _read(path) != src:
             tmp = f"{path}.{os.getpid()}.tmp"
             with open(tmp, "w") as f:
                 f.write(src)
