@@ -38,7 +38,9 @@ recorded with those fused kernels left out of the device's table, in the same al
 rounds: a fusion's gain measured against the graph without it.
 
 ``--compare-gemm`` also times each graph with the CPU's direct grouped-convolution kernels
-switched off (im2col + one GEMM per group), in the same alternating rounds.
+switched off (im2col + one GEMM per group), in the same alternating rounds;
+``--compare-depthwise`` with the channels-last depthwise kernel switched off (the wide rows of
+``singa_cpu.kernels.grouped`` on every map).
 """
 
 from __future__ import annotations
@@ -321,6 +323,18 @@ def _rel_err(got, want) -> float:
     return float(np.abs(got - want).max() / max(np.abs(want).max(), 1e-30))
 
 
+def _with_wide_depthwise(rep, x):
+    """``rep.run([x])`` with the channels-last depthwise kernel switched off (every depthwise
+    layer on the wide rows of ``singa_cpu.kernels.grouped``)."""
+    from singa_cpu.kernels import depthwise  # noqa: PLC0415
+
+    limit, depthwise.MAX_HW = depthwise.MAX_HW, 0
+    try:
+        return rep.run([x])
+    finally:
+        depthwise.MAX_HW = limit
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--models", nargs="+", default=None,
@@ -341,6 +355,9 @@ def main():
     p.add_argument("--compare-gemm", action="store_true",
                    help="also time the graph with grouped layers on im2col + one GEMM per "
                         "group (the path before the direct kernels), alternating in the run")
+    p.add_argument("--compare-depthwise", action="store_true",
+                   help="also time the graph with every depthwise layer on the wide rows "
+                        "(no channels-last kernel), alternating in the run")
     args = p.parse_args()
     names = args.models or [m for f in args.family for m in FAMILIES[f]]
     unknown = [n for n in names if n not in MODELS and n not in SEQ_MODELS]
@@ -365,6 +382,8 @@ def main():
 def _run_cnns(names, args, so) -> list[dict]:
     rows = []
     gemm_cols = f" {'gemm ms':>9s} {'ratio':>6s}" if args.compare_gemm else ""
+    if args.compare_depthwise:
+        gemm_cols += f" {'wide ms':>9s} {'ratio':>6s}"
     print(f"{'model':20s} {'batch':>5s} {'ort ms':>9s} {'graph ms':>9s} {'ratio':>6s}"
           f"{gemm_cols} {'max rel err':>11s}", flush=True)
     for name in names:
@@ -382,7 +401,11 @@ def _run_cnns(names, args, so) -> list[dict]:
             fns = [lambda s=sess, x=x: s.run(None, {"x": x}), lambda r=graph, x=x: r.run([x])]
             if args.compare_gemm:
                 fns.append(lambda r=graph, x=x: _with_gemm_groups(r, x))
-            t_ort, t_graph, *t_gemm = interleaved_medians(fns, args.reps)
+            if args.compare_depthwise:
+                fns.append(lambda r=graph, x=x: _with_wide_depthwise(r, x))
+            t_ort, t_graph, *t_more = interleaved_medians(fns, args.reps)
+            t_gemm = t_more[:1] if args.compare_gemm else []
+            t_wide = t_more[-1:] if args.compare_depthwise else []
             row = dict(model=name, batch=b, threads=args.threads, ort_ms=t_ort * 1e3,
                        graph_ms=t_graph * 1e3, ratio=t_graph / t_ort, max_rel_err=err)
             line = (f"{name:20s} {b:5d} {t_ort * 1e3:9.2f} {t_graph * 1e3:9.2f} "
@@ -390,6 +413,9 @@ def _run_cnns(names, args, so) -> list[dict]:
             if t_gemm:
                 row.update(gemm_ms=t_gemm[0] * 1e3, gemm_ratio=t_gemm[0] / t_ort)
                 line += f" {t_gemm[0] * 1e3:9.2f} {t_gemm[0] / t_ort:6.2f}"
+            if t_wide:
+                row.update(wide_ms=t_wide[0] * 1e3, wide_ratio=t_wide[0] / t_ort)
+                line += f" {t_wide[0] * 1e3:9.2f} {t_wide[0] / t_ort:6.2f}"
             rows.append(row)
             print(f"{line} {err:11.1e}", flush=True)
             if args.profile:

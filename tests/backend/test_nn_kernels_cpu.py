@@ -99,6 +99,12 @@ CONV = {
                                          {"group": 6, "stride": (2, 3), "dilation": (1, 2),
                                           "pads": (2, 1, 2, 2)}),
     "depthwise big pads": ((1, 3, 4, 5), (3, 1, 2, 2), {"group": 3, "pads": (3, 2, 4, 1)}),
+    # more channels than one block of the CPU's channels-last kernel (singa_cpu.kernels.
+    # depthwise), the last block partial
+    "depthwise 5x5 40 channels on 7x7": ((3, 40, 7, 7), (40, 1, 5, 5),
+                                         {"group": 40, "pads": (2, 2, 2, 2)}),
+    "depthwise 7x7 stride 2 on 14x14": ((2, 35, 14, 13), (35, 1, 7, 7),
+                                        {"group": 35, "stride": (2, 2), "pads": (3, 2, 3, 1)}),
     "group4 width 2": ((2, 8, 12, 11), (8, 2, 3, 3), {"group": 4, "pads": (1, 1, 1, 1)}),
     "dilated": ((2, 8, 15, 13), (6, 8, 3, 3), {"dilation": (2, 3), "pads": (2, 2, 3, 3)}),
     "asymmetric": ((2, 5, 13, 10), (7, 5, 4, 3), {"stride": (2, 3), "pads": (0, 3, 2, 1)}),
@@ -147,7 +153,8 @@ def test_conv2d_forward_and_backward(dev, rng, case):
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float16])
 @pytest.mark.parametrize("case", ["r18.down", "group4", "pointwise", "winograd odd",
-                                  "depthwise stride 2 non-square"])
+                                  "depthwise stride 2 non-square",
+                                  "depthwise 5x5 40 channels on 7x7"])
 def test_conv2d_other_dtypes(dev, rng, case, dtype):
     xs, ws, attrs = CONV[case]
     x, w, b = (a * 0.5 for a in _conv_arrays(rng, xs, ws, dtype))
@@ -193,6 +200,51 @@ def test_conv2d_direct_grouped_kernels(dev, rng, monkeypatch, case):
     assert grouped.eligible(conv2d_geometry("Conv2d", xs, ws, attrs))
     monkeypatch.setattr(_threads, "PARALLEL_MIN_MACS", 0)
     conv_all_passes(dev, rng, case)
+
+
+#: Depthwise cases with one output channel per group: with the CPU's size limit raised to 400
+#: output pixels, all take its channels-last kernel, but the last.
+CHANNELS_LAST = [case for case in DEPTHWISE if "multiplier" not in case]
+BIG_MAP = ((2, 20, 24, 24), (20, 1, 5, 5), {"group": 20, "pads": (2, 2, 2, 2)})
+
+
+@pytest.mark.parametrize("case", [*CHANNELS_LAST, "depthwise 5x5 on 24x24"])
+@pytest.mark.parametrize("relu", [False, True])
+def test_depthwise_channels_last_is_the_wide_kernel_bitwise(dev, rng, monkeypatch, case, relu):
+    """Depthwise layers on small maps (the forward, and backward-data at stride 1) take the
+    channels-last kernel (singa_cpu.kernels.depthwise; here up to 400 output pixels, so that
+    every case takes it), larger ones the wide rows of
+    singa_cpu.kernels.grouped; both sum the taps in the same order, so they give the same
+    bits, NaN and infinity included: graph and eager runs, and the two sides of the size
+    limit, agree exactly."""
+    if dev.backend != "cpu":
+        pytest.skip("CPU kernel selection")
+    from singa.backend import conv2d_geometry
+    from singa_cpu.kernels import depthwise
+
+    xs, ws, attrs = CONV.get(case) or BIG_MAP
+    monkeypatch.setattr(depthwise, "MAX_HW", 400)
+    assert depthwise.eligible(conv2d_geometry("Conv2d", xs, ws, attrs)) == (case in CONV)
+    x, w, b = _conv_arrays(rng, xs, ws)
+    x[0, 0, xs[2] // 2, xs[3] // 2], x[-1, -1, -1, -1] = np.nan, np.inf
+    y_shape = run_op(dev, "Conv2d", [x, w, b], attrs)[0].shape
+    dy = randn(rng, y_shape)
+    dy[0, 0, y_shape[2] // 2, y_shape[3] // 2], dy[-1, -1, -1, -1] = np.nan, np.inf
+
+    def passes():
+        if relu:
+            y = run_fused(dev, "Conv2d+ReLU", [x, w, b], attrs, y_shape)
+        else:
+            y = run_op(dev, "Conv2d", [x, w, b], attrs)[0]
+        return y, run_op(dev, "Conv2dBackwardX", [dy, w], {**attrs, "x_shape": xs})[0]
+
+    got = passes()
+    monkeypatch.setattr(depthwise, "MAX_HW", 0)
+    want = passes()
+    for g, w_, what in zip(got, want, ("forward", "backward-data")):
+        assert np.isnan(g).any(), what
+        diff = np.count_nonzero(g.view(np.uint32) != w_.view(np.uint32))
+        assert diff == 0, f"{case} {what}: {diff} of {g.size} elements differ"
 
 
 @pytest.mark.parametrize("hw", [1, 2, 7])
@@ -557,3 +609,33 @@ def test_parallel_numba_paths(dev, rng, monkeypatch):
     _, mean, inv, _, _ = check(dev, "BatchNormTrain", [x] + p, {})
     check(dev, "BatchNormInfer", [x] + p, {})
     check(dev, "BatchNormBackward", [randn(rng, x.shape), x, p[0], mean, inv], {})
+
+
+# ============================================================== matrix products
+@pytest.mark.parametrize("a_shape, n", [((1, 7, 7, 48), 96), ((2, 5, 3, 16), 24),
+                                        ((3, 4, 40), 8)])
+def test_matmul_of_stacked_rows_by_a_matrix(dev, rng, a_shape, n):
+    """``(..., K) @ (K, N)`` (a Linear layer on NHWC activations) against float64, in both
+    dtypes; on the CPU one 2-D product over all the rows, also when bound to a replay's
+    arrays, and numpy's stacked products when the rows are not contiguous."""
+    for dtype in (np.float32, np.float64):
+        a, b = randn(rng, a_shape, dtype), randn(rng, (a_shape[-1], n), dtype)
+        check(dev, "Matmul", [a, b], {})
+    if dev.backend != "cpu":
+        return
+    from singa_cpu.kernels.linalg import KERNELS
+
+    a, b = randn(rng, a_shape), randn(rng, (a_shape[-1], n))
+    want = np.matmul(a.astype(np.float64), b)
+    out = np.full((*a_shape[:-1], n), np.nan, np.float32)
+    bound = KERNELS["Matmul"].bind([a, b], [out], {})
+    assert bound is not None
+    bound([a, b], [out], {})
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-4)
+    strided = randn(rng, (*a_shape[:-1], 2 * a_shape[-1]))[..., ::2]
+    assert not strided.flags.c_contiguous
+    out[...] = np.nan
+    KERNELS["Matmul"]([strided, b], [out], {})
+    np.testing.assert_allclose(out, np.matmul(strided.astype(np.float64), b), rtol=1e-5,
+                               atol=1e-4)
+    assert KERNELS["Matmul"].bind([strided, b], [out], {}) is None

@@ -14,6 +14,19 @@ from ._threads import matmul, single_threaded_blas, split_flat
 PARALLEL_MIN_ITEMS = 1 << 21
 
 
+def _as_rows(a, b, out):
+    """``a (..., K) @ b (K, N)`` as one 2-D product of ``M = prod(a.shape[:-1])`` rows when
+    ``a`` and ``out`` are C-contiguous (a Linear layer on NHWC activations, as in ConvNeXt):
+    numpy's matmul runs one GEMM per slice of the leading axes, each packing all of ``b``
+    again; on one AMD Zen 4 core, (1, 7, 7, 768) @ (768, 3072) took 22.4 ms so and 3.3 ms as
+    (49, 768) @ (768, 3072), (1, 14, 14, 384) @ (384, 1536) 3.7 -> 2.3 ms. Else the operands
+    unchanged."""
+    if (a.ndim > 2 and b.ndim == 2 and out.ndim == a.ndim and a.flags.c_contiguous
+            and out.flags.c_contiguous):
+        return a.reshape(-1, a.shape[-1]), b, out.reshape(-1, out.shape[-1])
+    return a, b, out
+
+
 def _matmul(ins, outs, attrs):
     a, b = ins
     out = outs[0]
@@ -21,14 +34,14 @@ def _matmul(ins, outs, attrs):
         with single_threaded_blas():
             out[...] = np.dot(a, b)
     else:
-        matmul(a, b, out)
+        matmul(*_as_rows(a, b, out))
 
 
 def _bind_matmul(ins, outs, attrs):
-    """A 2-D product that :func:`._threads.matmul` would not split (see ``bind`` in
-    docs/plugin-authoring.md): numpy's matmul on the bound arrays, nothing decided per call."""
-    a, b = ins
-    out = outs[0]
+    """A product that is 2-D (or one as :func:`_as_rows`) and that :func:`._threads.matmul`
+    would not split (see ``bind`` in docs/plugin-authoring.md): numpy's matmul on the bound
+    arrays, nothing decided per call."""
+    a, b, out = _as_rows(*ins, outs[0])
     if (out.ndim != 2 or a.ndim != 2 or b.ndim != 2
             or out.size * a.shape[-1] >= _threads.PARALLEL_MIN_MACS):
         return None
