@@ -639,3 +639,46 @@ def test_matmul_of_stacked_rows_by_a_matrix(dev, rng, a_shape, n):
     np.testing.assert_allclose(out, np.matmul(strided.astype(np.float64), b), rtol=1e-5,
                                atol=1e-4)
     assert KERNELS["Matmul"].bind([strided, b], [out], {}) is None
+
+
+def _scaled_copy(x, out):
+    """A pjit kernel of the test's own (compiled both ways below)."""
+    for i in prange(x.shape[0]):  # noqa: F821 - pjit binds prange before compiling
+        out[i] = 2.0 * x[i]
+
+
+def test_parallel_compilation_has_its_own_disk_cache(dev, monkeypatch):
+    """numba keys its disk cache by function name, not by ``parallel``: the serial and the
+    parallel compilation of one pjit kernel must write different cache files, or a later
+    process can load parallel code for the serial dispatcher (which aborts when two chunk
+    threads enter numba's workqueue at once)."""
+    if dev.backend != "cpu":
+        pytest.skip("CPU numba internals")
+    numba = pytest.importorskip("numba")
+    if numba.get_num_threads() < 2:
+        pytest.skip("numba runs one thread")
+    from singa_cpu.kernels import _parallel
+
+    made = []
+    njit = numba.njit
+
+    def spy(**options):
+        def deco(fn):
+            made.append((options["parallel"], njit(**options)(fn)))
+            return made[-1][1]
+        return deco
+
+    monkeypatch.setattr(numba, "njit", spy)
+    monkeypatch.setattr(_parallel, "PARALLEL_MIN_ITEMS", 0)
+    monkeypatch.setattr(_parallel, "SERIAL_BY_DEFAULT", False)
+    globals()["prange"] = range
+    kernel = _parallel.pjit()(_scaled_copy)
+    x = np.arange(64, dtype=np.float32)
+    out = np.empty_like(x)
+    kernel(x, out)  # large enough by the patched threshold: the parallel compilation
+    np.testing.assert_array_equal(out, 2 * x)
+    kernel.serial()(x[::-1].copy(), out)
+    np.testing.assert_array_equal(out, 2 * x[::-1])
+    paths = {parallel: d._cache._cache_file._index_path for parallel, d in made}
+    assert set(paths) == {False, True}
+    assert paths[False] != paths[True], paths

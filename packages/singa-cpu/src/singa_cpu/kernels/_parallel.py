@@ -27,6 +27,7 @@ import functools
 import os
 import sys
 import threading
+import types
 
 from ._threads import in_worker
 
@@ -56,6 +57,26 @@ def _prefer_workqueue() -> None:
 _prefer_workqueue()
 
 
+def _parallel_twin(fn):
+    """``fn`` under another qualified name, for the parallel compilation's disk cache.
+
+    numba names a cache file after the function's module, qualified name and line, and keys
+    its entries by signature, CPU and bytecode, but not by target options such as
+    ``parallel`` (numba issue #6845): compiled with ``cache=True`` both ways, one function's
+    serial and parallel machine code share one index, and a later process may load the
+    parallel code for the serial dispatcher. That code enters numba's ``workqueue`` threading
+    layer, which aborts the process when two threads enter it at once, as chunks of
+    :func:`._threads.run_chunks` do with serial kernels. The twin's own name gives the
+    parallel compilation its own cache file.
+    """
+    twin = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__ + "__parallel",
+                              fn.__defaults__, fn.__closure__)
+    twin.__qualname__ = fn.__qualname__ + "__parallel"
+    twin.__kwdefaults__ = fn.__kwdefaults__
+    twin.__module__ = fn.__module__
+    return twin
+
+
 def pjit(**options):
     """``numba.njit(parallel=True, cache=True, nogil=True, **options)`` applied on the first
     call.
@@ -78,7 +99,7 @@ def pjit(**options):
             _prefer_workqueue()
             fn.__globals__["prange"] = numba.prange
             compiled[parallel] = numba.njit(cache=True, nogil=True, parallel=parallel,
-                                            **options)(fn)
+                                            **options)(_parallel_twin(fn) if parallel else fn)
             return compiled[parallel]
 
         @functools.wraps(fn)
