@@ -682,3 +682,23 @@ def test_parallel_compilation_has_its_own_disk_cache(dev, monkeypatch):
     paths = {parallel: d._cache._cache_file._index_path for parallel, d in made}
     assert set(paths) == {False, True}
     assert paths[False] != paths[True], paths
+
+
+# ============================================================== elementwise
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64])
+@pytest.mark.parametrize("k", [2.0, 3.0, 2.5, -3.0])
+def test_pow_by_a_one_element_exponent(dev, rng, dtype, k):
+    """Pow(x, e) with e of one element (GELU's tanh form exports ``x ** 3.0``; the CPU
+    computes 2 and 3 as products) against float64, with the special values: signed zeros,
+    infinities, NaN, values that overflow; the result's shape broadcasts e over x."""
+    specials = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e30, -1e30, 1.5, -2.5])
+    x = np.concatenate([rng.standard_normal(64) * 4, specials]).astype(dtype).reshape(1, -1)
+    e = np.array([[k]], dtype)
+    got = run_op(dev, "Pow", [x, e], {})[0]
+    with np.errstate(all="ignore"):
+        want = np.power(x.astype(np.float64), k).astype(dtype)
+    assert got.shape == want.shape
+    rtol = {np.float16: 2e-3, np.float32: 1e-6, np.float64: 1e-14}[dtype]
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=0)
+    same_sign = np.signbit(got) == np.signbit(want)
+    assert same_sign[~np.isnan(want)].all()

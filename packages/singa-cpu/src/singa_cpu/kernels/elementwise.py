@@ -276,9 +276,26 @@ def _add(ins, outs, attrs):
     np.add(ins[0], ins[1], out=outs[0])
 
 
+def _pow(ins, outs, attrs):
+    """x ** e; an exponent of one element equal to 2 or 3 (GELU's tanh form, exported as
+    ``Pow(x, 3.0)``) as products, as onnxruntime computes them: numpy's power with an array
+    exponent calls powf per element (GPT-2's GELU: 8 ms against 0.03 ms for two products)."""
+    x, e = ins
+    out = outs[0]
+    if (e.size == 1 and x.dtype == out.dtype == e.dtype and x.dtype.kind == "f"
+            and x.size == out.size and not np.shares_memory(x, out)):
+        k = float(e.reshape(-1)[0])
+        if k in (2.0, 3.0):
+            np.multiply(x, x, out=out)
+            if k == 3.0:
+                np.multiply(out, x, out=out)
+            return
+    np.power(x, e, out=out, casting="unsafe")
+
+
 BINARY = {
     "Add": _add, "Sub": _binary(np.subtract), "Mul": _binary(np.multiply),
-    "Div": _binary(np.divide), "Pow": _binary(np.power), "LT": _binary(np.less),
+    "Div": _binary(np.divide), "Pow": _pow, "LT": _binary(np.less),
     "LE": _binary(np.less_equal), "GT": _binary(np.greater), "GE": _binary(np.greater_equal),
     "EQ": _binary(np.equal), "NE": _binary(np.not_equal), "Maximum": _binary(np.maximum),
     "Minimum": _binary(np.minimum), "And": _binary(np.logical_and),
