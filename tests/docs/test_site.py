@@ -82,3 +82,43 @@ def test_a_link_to_a_missing_page_fails(tmp_path):
     run = site(tmp_path, plant)
     assert run.returncode != 0
     assert "no-such-guide.md" in run.stderr
+
+
+# the modules whose pages must list every public name of the API snapshot, generated ones
+# (built from the op records at import time) included
+SNAPSHOT = ROOT / "tests" / "core" / "data" / "public_api_snapshot.json"
+PAGES = {"singa.tensor": "tensor", "singa.autograd": "autograd"}
+
+
+@pytest.fixture(scope="module")
+def built_pages(tmp_path_factory) -> dict[str, str]:
+    """The HTML of the tensor and autograd reference pages of one strict build."""
+    tmp_path = tmp_path_factory.mktemp("pages")
+    run = site(tmp_path)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return {module: (tmp_path / "site" / "reference" / page / "index.html").read_text()
+            for module, page in PAGES.items()}
+
+
+@pytest.mark.parametrize("module", sorted(PAGES))
+def test_every_public_name_has_an_entry(built_pages, module):
+    import json
+
+    names = json.loads(SNAPSHOT.read_text())[module]
+    missing = [name for name in names if f'id="{module}.{name}"' not in built_pages[module]]
+    assert not missing, f"{module}: no entry on the reference page for {missing}"
+
+
+@pytest.mark.parametrize("path", ["singa.autograd.sigmoid", "singa.autograd.Sigmoid",
+                                  "singa.autograd.add", "singa.autograd.Less",
+                                  "singa.tensor.sigmoid", "singa.tensor.eltwise_mult"])
+def test_a_generated_name_shows_its_record_docstring(built_pages, path):
+    import html
+    import importlib
+
+    module, name = path.rsplit(".", 1)
+    first = importlib.import_module(module).__dict__[name].__doc__.split("``")[0]
+    assert first.startswith(("y = ", "Operator of y = ")), first
+    page = built_pages[module]
+    entry = page[page.index(f'id="{path}"'):]
+    assert html.escape(first.strip(), quote=False) in entry[:4000], path

@@ -49,7 +49,7 @@ def _unary_operator(decl) -> type:
     op, backward its gradient rule on the x and/or y that ``keep`` names."""
     fn = getattr(_math, decl.name)
     name = decl.operator or decl.op
-    body = {"__doc__": decl.doc("autograd", kind="Tensor"), "__module__": __name__,
+    body = {"__doc__": decl.doc("operator"), "__module__": __name__,
             "__qualname__": name}
     if decl.grad is None:
         body["forward"] = lambda self, x: fn(x)
@@ -256,7 +256,7 @@ def _binary_operator(decl) -> type:
     input's shape."""
     fn = getattr(_math, decl.name)
     name = decl.operator or decl.op
-    body = {"__doc__": decl.doc("autograd", kind="Tensor"), "__module__": __name__,
+    body = {"__doc__": decl.doc("operator"), "__module__": __name__,
             "__qualname__": name}
     if decl.grad is None:
         body["fn"] = staticmethod(fn)
