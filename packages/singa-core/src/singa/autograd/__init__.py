@@ -1070,7 +1070,7 @@ def softmax_cross_entropy(x, t):
     Returns
     -------
     Tensor
-        The scalar loss, x's dtype.
+        The loss, shape (1,), x's dtype.
     """
     return _first(SoftMaxCrossEntropy(t), x)
 
@@ -1088,7 +1088,7 @@ def cross_entropy(y, t):
     Returns
     -------
     Tensor
-        The scalar loss.
+        The loss, shape (1,).
     """
     return _first(CrossEntropy(t), y)
 
@@ -1107,7 +1107,7 @@ def binary_cross_entropy(x, t):
     Returns
     -------
     Tensor
-        The scalar loss.
+        The loss, shape (1,).
     """
     return _first(BinaryCrossEntropy(t), x)
 
@@ -1126,7 +1126,7 @@ def mse_loss(x, t):
     Returns
     -------
     Tensor
-        The scalar loss.
+        The loss, shape (1,).
     """
     # SINGA's form: the target is part of the operator, so the loss has one input and
     # ``loss.creator.backward()`` returns dx alone
@@ -1146,7 +1146,7 @@ def ranking_loss(pos, neg, M=0.2):  # noqa: N803
     Returns
     -------
     Tensor
-        The scalar loss.
+        The loss, shape (1,).
     """
     return _first(RankingLoss(M), pos, neg)
 
