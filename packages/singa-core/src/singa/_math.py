@@ -7,6 +7,7 @@ contiguous tensor, transpose, broadcast, slicing) and otherwise dispatches one o
 from __future__ import annotations
 
 from numbers import Number
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -97,6 +98,63 @@ def _binary(decl):
 _ELEMENTWISE = {**{decl.name: _unary(decl) for decl in UNARY.values()},
                 **{decl.name: _binary(decl) for decl in BINARY.values()}}
 globals().update(_ELEMENTWISE)
+
+if TYPE_CHECKING:
+    # The functions of the records, declared for type checkers, which cannot follow the
+    # globals() update above; the lists are those of UNARY and BINARY, in their order.
+    class _UnaryFunction(Protocol):
+        def __call__(self, x: CTensor, out: CTensor | None = None) -> CTensor: ...
+
+    class _BinaryFunction(Protocol):
+        def __call__(self, a: CTensor, b: CTensor | float,
+                     out: CTensor | None = None) -> CTensor: ...
+
+    abs: _UnaryFunction  # noqa: A001
+    neg: _UnaryFunction
+    sign: _UnaryFunction
+    square: _UnaryFunction
+    ceil: _UnaryFunction
+    floor: _UnaryFunction
+    round: _UnaryFunction  # noqa: A001
+    rounde: _UnaryFunction
+    exp: _UnaryFunction
+    log: _UnaryFunction
+    sqrt: _UnaryFunction
+    reciprocal: _UnaryFunction
+    erf: _UnaryFunction
+    relu: _UnaryFunction
+    sigmoid: _UnaryFunction
+    tanh: _UnaryFunction
+    softplus: _UnaryFunction
+    softsign: _UnaryFunction
+    sin: _UnaryFunction
+    cos: _UnaryFunction
+    tan: _UnaryFunction
+    asin: _UnaryFunction
+    acos: _UnaryFunction
+    atan: _UnaryFunction
+    sinh: _UnaryFunction
+    cosh: _UnaryFunction
+    asinh: _UnaryFunction
+    acosh: _UnaryFunction
+    atanh: _UnaryFunction
+    logical_not: _UnaryFunction
+    add: _BinaryFunction
+    sub: _BinaryFunction
+    mul: _BinaryFunction
+    div: _BinaryFunction
+    pow: _BinaryFunction  # noqa: A001
+    lt: _BinaryFunction
+    le: _BinaryFunction
+    gt: _BinaryFunction
+    ge: _BinaryFunction
+    eq: _BinaryFunction
+    ne: _BinaryFunction
+    maximum: _BinaryFunction
+    minimum: _BinaryFunction
+    logical_and: _BinaryFunction
+    logical_or: _BinaryFunction
+    logical_xor: _BinaryFunction
 
 
 def rsub(a: CTensor, value) -> CTensor:
