@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import itertools
 import re
+import typing
+from collections.abc import Callable
 from numbers import Number
 
 import numpy as np
@@ -56,7 +58,32 @@ class Tensor:
     """
 
     tensor_count = 0
-    __hash__ = None  # SINGA Tensors are unhashable (== is elementwise); key by id()
+    __hash__ = None  # type: ignore[assignment]  # unhashable: == is elementwise; key by id()
+
+    if typing.TYPE_CHECKING:
+        # the arithmetic and comparison operators, set on the class from the _math functions
+        # after its definition (the loop at the end of this module)
+        __add__: Callable[..., Tensor]
+        __sub__: Callable[..., Tensor]
+        __mul__: Callable[..., Tensor]
+        __truediv__: Callable[..., Tensor]
+        __pow__: Callable[..., Tensor]
+        __radd__: Callable[..., Tensor]
+        __rsub__: Callable[..., Tensor]
+        __rmul__: Callable[..., Tensor]
+        __rtruediv__: Callable[..., Tensor]
+        __rpow__: Callable[..., Tensor]
+        __iadd__: Callable[..., Tensor]
+        __isub__: Callable[..., Tensor]
+        __imul__: Callable[..., Tensor]
+        __itruediv__: Callable[..., Tensor]
+        __lt__: Callable[..., Tensor]
+        __le__: Callable[..., Tensor]
+        __gt__: Callable[..., Tensor]
+        __ge__: Callable[..., Tensor]
+        __div__: Callable[..., Tensor]
+        __rdiv__: Callable[..., Tensor]
+        __idiv__: Callable[..., Tensor]
 
     def __init__(self, shape=(), device=None, dtype=float32, data=None, requires_grad=True,
                  stores_grad=False, creator=None, name=None):
@@ -573,7 +600,8 @@ class Tensor:
         if isinstance(x, Tensor):
             fn(self.data, x.data)
         elif isinstance(x, (Number, np.number)):
-            fn(self.data, x if self.data.dt == _dtype.kInt else float(x))
+            # numbers.Number declares no __float__; the values here are real numbers
+            fn(self.data, x if self.data.dt == _dtype.kInt else float(x))  # type: ignore[arg-type]
         else:
             raise TypeError(f"unsupported operand type {type(x).__name__} for Tensor arithmetic")
         return self

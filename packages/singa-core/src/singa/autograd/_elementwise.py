@@ -9,6 +9,7 @@ PRelu, Sum, Max, ...).
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 from .. import _dtype, _math
 from .._ctensor import CTensor
@@ -387,7 +388,7 @@ class _Extreme(_Nary):
     by dy; this chains dy.
     """
 
-    pick = None
+    pick: Any = None  # _math.maximum or minimum, a staticmethod set by each subclass
 
     def forward(self, *xs):
         self._check(xs)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import weakref
 from collections import Counter, deque
+from typing import Any
 
 from .. import _math
 from .._ctensor import CTensor
@@ -21,7 +22,8 @@ from ..tensor import Tensor
 __all__ = ["Operator", "Operation", "Dummy", "backward", "gradients", "infer_dependency",
            "is_training", "axis_helper", "back_broadcast", "ctensor2numpy", "add_all"]
 
-_pkg = None  # the singa.autograd module; its attribute `training` is the global switch
+# the singa.autograd module (set by it on import); its attribute `training` is the global switch
+_pkg: Any = None
 
 
 def is_training() -> bool:

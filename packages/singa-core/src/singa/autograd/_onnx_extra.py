@@ -4,6 +4,8 @@ arg-max, transposed convolution, each over ops already in the op table (``Reduce
 
 from __future__ import annotations
 
+from typing import Any
+
 from .. import _dtype, _math
 from ..ops import OPS, run
 from ..ops._rules import normalize_axes
@@ -19,7 +21,7 @@ class _ReduceExtreme(Operator):
     dx_i = dy [x_i == y] / #{j : x_j == y} (the subgradient PyTorch's amax uses).
     """
 
-    fn = None
+    fn: Any = None  # the reduction, a staticmethod set by each subclass
 
     def __init__(self, axes=None, keepdims=1):
         super().__init__()

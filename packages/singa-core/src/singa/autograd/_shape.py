@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -150,7 +151,7 @@ class Gemm(Operator):
 class _SoftmaxFamily(Operator):
     """Ops along ``axis`` whose backward needs only their output y."""
 
-    fn = None
+    fn: Any = None  # the op along the axis, a staticmethod set by each subclass
 
     def __init__(self, axis=1):
         super().__init__()
