@@ -122,3 +122,27 @@ def test_a_generated_name_shows_its_record_docstring(built_pages, path):
     page = built_pages[module]
     entry = page[page.index(f'id="{path}"'):]
     assert html.escape(first.strip(), quote=False) in entry[:4000], path
+
+
+def test_the_build_imports_only_the_documented_modules(tmp_path):
+    # the extension imports singa.tensor and singa.autograd; a whole-package inspection would
+    # also import singa.__main__ and singa.testing.__main__, which parse sys.argv and exit
+    site(tmp_path)
+    script = (
+        "import sys\n"
+        "from mkdocs.commands.build import build\n"
+        "from mkdocs.config import load_config\n"
+        "seen = []\n"
+        "class Spy:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.startswith('singa') and name.endswith('__main__'):\n"
+        "            seen.append(name)\n"
+        "sys.meta_path.insert(0, Spy())\n"
+        "try:\n"
+        f"    build(load_config({str(tmp_path / 'mkdocs.yml')!r}, strict=True))\n"
+        "finally:\n"
+        "    print(sorted(seen))\n")
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         cwd=tmp_path)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.strip().splitlines()[-1] == "[]", run.stdout[-2000:]
