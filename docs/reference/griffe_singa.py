@@ -35,6 +35,16 @@ def _public(name: str, value: Any, extra: set[str]) -> bool:
     return module is None or not isinstance(module, str) or module.startswith("singa")
 
 
+def _prune(cls: griffe.Class) -> None:
+    """Drop the members of an inspected class that have no docstring of their own: class
+    attributes (inspection gives them their value's type docstring, e.g. ``bool``'s), the
+    _math functions held as hooks and the generated methods, which the class docstring
+    describes."""
+    for name, member in list(cls.members.items()):
+        if member.is_alias or member.is_attribute or not member.docstring:
+            cls.del_member(name)
+
+
 class RuntimeMembers(griffe.Extension):
     """Completes the static tree of each module in ``modules`` with its runtime public names.
 
@@ -84,6 +94,8 @@ class RuntimeMembers(griffe.Extension):
                 if name not in inspected.members:
                     continue
                 member = inspected.members[name]
+                if not member.is_alias and member.is_class:
+                    _prune(member)
                 static.set_member(name, member)
                 added += 1
             static.members[name].public = True

@@ -92,11 +92,12 @@ class Unary:
             back = ("``backward(dy)`` maps the CTensor dy (y's shape) to dx" if self.grad
                     is not None else "``backward(dy)`` returns None")
             return (f"Operator of y = {self.formula}, elementwise (op ``{self.op}``).{grad}"
-                    f"{note}\n\nThe constructor takes no arguments. Calling an instance on a "
-                    f"Tensor x (any shape; dtype {_dtype_names(self.dtypes)}) returns the "
-                    f"1-tuple (y,), y of x's shape and dtype; ``{self.autograd}(x)`` returns y "
-                    f"itself.\n\nNotes\n-----\n``forward(x)`` maps the CTensor x to y; {back}"
-                    f".\n\nExamples\n--------\n{self.example}\n")
+                    f"{note}\n\nThe constructor takes only the optional ``name`` of every "
+                    f"Operator. Calling an instance on a Tensor x (any shape; dtype "
+                    f"{_dtype_names(self.dtypes)}) returns the 1-tuple (y,), y of x's shape and "
+                    f"dtype; ``{self.autograd}(x)`` returns y itself.\n\nNotes\n-----\n"
+                    f"``forward(x)`` maps the CTensor x to y; {back}.\n\nExamples\n--------\n"
+                    f"{self.example}\n")
         formula = self.formula if arg == "x" else f"{self.formula}, for x = {arg}"
         return (f"y = {formula}, elementwise (op ``{self.op}``).{grad}{note}\n\n"
                 f"Parameters\n----------\n{arg} : {kind}\n    Any shape; dtype "
@@ -149,10 +150,11 @@ class Binary:
                     "its input's shape" if self.grad is not None else
                     "``backward(dy)`` returns None")
             return (f"Operator of y = {self.formula}, elementwise with numpy broadcasting (op "
-                    f"``{self.op}``).{grad}\n\nThe constructor takes no arguments. Calling an "
-                    f"instance on Tensors a and b (dtype {_dtype_names(self.dtypes)}; b "
-                    f"broadcasts with a, another dtype is converted to the common one) returns "
-                    f"the 1-tuple (y,), y of the broadcast shape; ``{self.autograd}(a, b)`` "
+                    f"``{self.op}``).{grad}\n\nThe constructor takes only the optional ``name`` of "
+                    f"every Operator. Calling an instance on Tensors a and b (dtype "
+                    f"{_dtype_names(self.dtypes)}; b broadcasts with a, another dtype is "
+                    f"converted to the common one) returns the 1-tuple (y,), y of the broadcast "
+                    f"shape; ``{self.autograd}(a, b)`` "
                     f"returns y itself.\n\nNotes\n-----\n``forward(a, b)`` maps the CTensors a "
                     f"and b to y; {back}.\n\nExamples\n--------\n{self.example}\n")
         a, b = args
