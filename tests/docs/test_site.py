@@ -82,3 +82,67 @@ def test_a_link_to_a_missing_page_fails(tmp_path):
     run = site(tmp_path, plant)
     assert run.returncode != 0
     assert "no-such-guide.md" in run.stderr
+
+
+# the modules whose pages must list every public name of the API snapshot, generated ones
+# (built from the op records at import time) included
+SNAPSHOT = ROOT / "tests" / "core" / "data" / "public_api_snapshot.json"
+PAGES = {"singa.tensor": "tensor", "singa.autograd": "autograd"}
+
+
+@pytest.fixture(scope="module")
+def built_pages(tmp_path_factory) -> dict[str, str]:
+    """The HTML of the tensor and autograd reference pages of one strict build."""
+    tmp_path = tmp_path_factory.mktemp("pages")
+    run = site(tmp_path)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return {module: (tmp_path / "site" / "reference" / page / "index.html").read_text()
+            for module, page in PAGES.items()}
+
+
+@pytest.mark.parametrize("module", sorted(PAGES))
+def test_every_public_name_has_an_entry(built_pages, module):
+    import json
+
+    names = json.loads(SNAPSHOT.read_text())[module]
+    missing = [name for name in names if f'id="{module}.{name}"' not in built_pages[module]]
+    assert not missing, f"{module}: no entry on the reference page for {missing}"
+
+
+@pytest.mark.parametrize("path", ["singa.autograd.sigmoid", "singa.autograd.Sigmoid",
+                                  "singa.autograd.add", "singa.autograd.Less",
+                                  "singa.tensor.sigmoid", "singa.tensor.eltwise_mult"])
+def test_a_generated_name_shows_its_record_docstring(built_pages, path):
+    import html
+    import importlib
+
+    module, name = path.rsplit(".", 1)
+    first = importlib.import_module(module).__dict__[name].__doc__.split("``")[0]
+    assert first.startswith(("y = ", "Operator of y = ")), first
+    page = built_pages[module]
+    entry = page[page.index(f'id="{path}"'):]
+    assert html.escape(first.strip(), quote=False) in entry[:4000], path
+
+
+def test_the_build_imports_only_the_documented_modules(tmp_path):
+    # the extension imports singa.tensor and singa.autograd; a whole-package inspection would
+    # also import singa.__main__ and singa.testing.__main__, which parse sys.argv and exit
+    site(tmp_path)
+    script = (
+        "import sys\n"
+        "from mkdocs.commands.build import build\n"
+        "from mkdocs.config import load_config\n"
+        "seen = []\n"
+        "class Spy:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.startswith('singa') and name.endswith('__main__'):\n"
+        "            seen.append(name)\n"
+        "sys.meta_path.insert(0, Spy())\n"
+        "try:\n"
+        f"    build(load_config({str(tmp_path / 'mkdocs.yml')!r}, strict=True))\n"
+        "finally:\n"
+        "    print(sorted(seen))\n")
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         cwd=tmp_path)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.strip().splitlines()[-1] == "[]", run.stdout[-2000:]

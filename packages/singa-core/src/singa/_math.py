@@ -7,6 +7,7 @@ contiguous tensor, transpose, broadcast, slicing) and otherwise dispatches one o
 from __future__ import annotations
 
 from numbers import Number
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -48,7 +49,9 @@ def _promote_pair(op_name: str, a: CTensor, b: CTensor, out: CTensor | None):
     every backend and is recorded in graphs like any other op."""
     dt = _dtype.PROMOTE[a.dt, b.dt]
     if out is not None and out.dt != dt:
-        if not np.can_cast(_dtype.NP_DTYPE[dt], _dtype.NP_DTYPE[out.dt], "same_kind"):
+        # NP_DTYPE holds numpy scalar types; _dtype leaves its values typed as object
+        if not np.can_cast(_dtype.NP_DTYPE[dt], _dtype.NP_DTYPE[out.dt],  # type: ignore[arg-type]
+                           "same_kind"):
             raise DtypeMismatchError(
                 f"{op_name}: the result of {_dtype.name_of(a.dt)} and {_dtype.name_of(b.dt)} "
                 f"operands is {_dtype.name_of(dt)}, which cannot be written into a "
@@ -98,6 +101,63 @@ _ELEMENTWISE = {**{decl.name: _unary(decl) for decl in UNARY.values()},
                 **{decl.name: _binary(decl) for decl in BINARY.values()}}
 globals().update(_ELEMENTWISE)
 
+if TYPE_CHECKING:
+    # The functions of the records, declared for type checkers, which cannot follow the
+    # globals() update above; the lists are those of UNARY and BINARY, in their order.
+    class _UnaryFunction(Protocol):
+        def __call__(self, x: CTensor, out: CTensor | None = None) -> CTensor: ...
+
+    class _BinaryFunction(Protocol):
+        def __call__(self, a: CTensor, b: CTensor | float,
+                     out: CTensor | None = None) -> CTensor: ...
+
+    abs: _UnaryFunction  # noqa: A001
+    neg: _UnaryFunction
+    sign: _UnaryFunction
+    square: _UnaryFunction
+    ceil: _UnaryFunction
+    floor: _UnaryFunction
+    round: _UnaryFunction  # noqa: A001
+    rounde: _UnaryFunction
+    exp: _UnaryFunction
+    log: _UnaryFunction
+    sqrt: _UnaryFunction
+    reciprocal: _UnaryFunction
+    erf: _UnaryFunction
+    relu: _UnaryFunction
+    sigmoid: _UnaryFunction
+    tanh: _UnaryFunction
+    softplus: _UnaryFunction
+    softsign: _UnaryFunction
+    sin: _UnaryFunction
+    cos: _UnaryFunction
+    tan: _UnaryFunction
+    asin: _UnaryFunction
+    acos: _UnaryFunction
+    atan: _UnaryFunction
+    sinh: _UnaryFunction
+    cosh: _UnaryFunction
+    asinh: _UnaryFunction
+    acosh: _UnaryFunction
+    atanh: _UnaryFunction
+    logical_not: _UnaryFunction
+    add: _BinaryFunction
+    sub: _BinaryFunction
+    mul: _BinaryFunction
+    div: _BinaryFunction
+    pow: _BinaryFunction  # noqa: A001
+    lt: _BinaryFunction
+    le: _BinaryFunction
+    gt: _BinaryFunction
+    ge: _BinaryFunction
+    eq: _BinaryFunction
+    ne: _BinaryFunction
+    maximum: _BinaryFunction
+    minimum: _BinaryFunction
+    logical_and: _BinaryFunction
+    logical_or: _BinaryFunction
+    logical_xor: _BinaryFunction
+
 
 def rsub(a: CTensor, value) -> CTensor:
     """value - a."""
@@ -140,30 +200,41 @@ def relu_backward(dy: CTensor, x: CTensor) -> CTensor:
 
 
 def clip(x: CTensor, min=None, max=None) -> CTensor:  # noqa: A002
+    """y = min(max(x, min), max) elementwise; a bound of None leaves that side open."""
     return _one("Clip", [x], {"min": None if min is None else float(min),
                               "max": None if max is None else float(max)})
 
 
 # ---------------------------------------------------------------- fills and random
 def set_value(x: CTensor, value) -> CTensor:
+    """Fill x in place with ``value`` (converted to x's dtype); returns x."""
     run(OPS["SetValue"], [], {"shape": x.shp, "dtype": x.dt, "value": _scalar_value(x, value)},
         [x])
     return x
 
 
 def gaussian(x: CTensor, mean: float, std: float) -> CTensor:
+    """Fill x in place with normal samples N(mean, std^2); returns x."""
     run(OPS["Gaussian"], [], {"shape": x.shp, "dtype": x.dt, "mean": float(mean),
                              "std": float(std)}, [x])
     return x
 
 
 def uniform(x: CTensor, low: float, high: float) -> CTensor:
+    """Fill x in place with uniform samples on [low, high); returns x."""
     run(OPS["Uniform"], [], {"shape": x.shp, "dtype": x.dt, "low": float(low),
                             "high": float(high)}, [x])
     return x
 
 
 def bernoulli(x: CTensor, p: float) -> CTensor:
+    """Fill x in place with Bernoulli(p) samples (1 with probability p, else 0); returns x.
+
+    Raises
+    ------
+    ValueError
+        p is outside [0, 1].
+    """
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"bernoulli: probability must be in [0, 1], got {p}")
     run(OPS["Bernoulli"], [], {"shape": x.shp, "dtype": x.dt, "p": float(p)}, [x])
@@ -189,10 +260,12 @@ def copy_into(dst: CTensor, src: CTensor) -> CTensor:
 
 
 def contiguous(x: CTensor) -> CTensor:
+    """x itself when row-major contiguous, otherwise a contiguous copy."""
     return x if x.contig else copy(x)
 
 
 def as_type(x: CTensor, dtype: int) -> CTensor:
+    """A copy of x converted to ``dtype`` (a SINGA dtype code or a name it accepts)."""
     dtype = _dtype.code_of(dtype)
     return _one("AsType", [x], {"dtype": dtype})
 
@@ -281,6 +354,13 @@ def slice_on(x: CTensor, start: int, end: int, axis: int) -> CTensor:
 
 
 def squeeze_view(x: CTensor, axes) -> CTensor:
+    """A view of x without the size-1 axes ``axes`` (no copy).
+
+    Raises
+    ------
+    ShapeError
+        One of the axes does not have size 1.
+    """
     axes = normalize_axes("squeeze", axes, len(x.shp))
     for a in axes:
         if x.shp[a] != 1:
@@ -291,6 +371,13 @@ def squeeze_view(x: CTensor, axes) -> CTensor:
 
 # ---------------------------------------------------------------- data movement ops
 def concat(xs, axis: int) -> CTensor:
+    """Join xs (equal shapes but along ``axis``, one dtype) along ``axis``.
+
+    Raises
+    ------
+    ShapeError
+        xs is empty.
+    """
     xs = list(xs)
     if not xs:
         raise ShapeError("concat: needs at least one tensor")
@@ -312,6 +399,7 @@ def repeat(x: CTensor, repeats, axis=None) -> CTensor:
 
 
 def take(x: CTensor, idx: CTensor, axis: int = 0) -> CTensor:
+    """numpy.take(x, idx, axis): y has x's shape with ``axis`` replaced by idx's shape."""
     return _one("Take", [x, idx], {"axis": check_axis("Take", axis, len(x.shp))})
 
 
@@ -335,6 +423,7 @@ reduce_min = _reduce("ReduceMin")
 
 
 def argmax(x: CTensor, axis: int = -1, keepdims: bool = False) -> CTensor:
+    """Index of the first maximum along ``axis``, int32; keepdims keeps that axis as size 1."""
     return _one("ArgMax", [x], {"axis": check_axis("ArgMax", axis, len(x.shp)),
                                 "keepdims": bool(keepdims)})
 
@@ -354,22 +443,27 @@ def l2(x: CTensor) -> float:
 
 
 def asum(x: CTensor) -> CTensor:
+    """sum(|x|) over all elements, as a 0-d tensor of x's dtype."""
     return _one("Asum", [x])
 
 
 def nrm2(x: CTensor) -> CTensor:
+    """The Euclidean norm sqrt(sum(x^2)), as a 0-d tensor of x's dtype."""
     return _one("Nrm2", [x])
 
 
 def softmax(x: CTensor, axis: int = -1) -> CTensor:
+    """y = exp(x) / sum(exp(x)) along ``axis``; x's shape and dtype."""
     return _one("Softmax", [x], {"axis": axis})
 
 
 def log_softmax(x: CTensor, axis: int = -1) -> CTensor:
+    """y = x - log(sum(exp(x))) along ``axis``; x's shape and dtype."""
     return _one("LogSoftmax", [x], {"axis": axis})
 
 
 def softmax_backward(y: CTensor, dy: CTensor, axis: int = -1) -> CTensor:
+    """dx = y (dy - sum(dy y)) along ``axis``, from softmax's output y."""
     return _one("SoftmaxBackward", [y, dy], {"axis": axis})
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import itertools
 import re
+import typing
+from collections.abc import Callable
 from numbers import Number
 
 import numpy as np
@@ -56,7 +58,32 @@ class Tensor:
     """
 
     tensor_count = 0
-    __hash__ = None  # SINGA Tensors are unhashable (== is elementwise); key by id()
+    __hash__ = None  # type: ignore[assignment]  # unhashable: == is elementwise; key by id()
+
+    if typing.TYPE_CHECKING:
+        # the arithmetic and comparison operators, set on the class from the _math functions
+        # after its definition (the loop at the end of this module)
+        __add__: Callable[..., Tensor]
+        __sub__: Callable[..., Tensor]
+        __mul__: Callable[..., Tensor]
+        __truediv__: Callable[..., Tensor]
+        __pow__: Callable[..., Tensor]
+        __radd__: Callable[..., Tensor]
+        __rsub__: Callable[..., Tensor]
+        __rmul__: Callable[..., Tensor]
+        __rtruediv__: Callable[..., Tensor]
+        __rpow__: Callable[..., Tensor]
+        __iadd__: Callable[..., Tensor]
+        __isub__: Callable[..., Tensor]
+        __imul__: Callable[..., Tensor]
+        __itruediv__: Callable[..., Tensor]
+        __lt__: Callable[..., Tensor]
+        __le__: Callable[..., Tensor]
+        __gt__: Callable[..., Tensor]
+        __ge__: Callable[..., Tensor]
+        __div__: Callable[..., Tensor]
+        __rdiv__: Callable[..., Tensor]
+        __idiv__: Callable[..., Tensor]
 
     def __init__(self, shape=(), device=None, dtype=float32, data=None, requires_grad=True,
                  stores_grad=False, creator=None, name=None):
@@ -136,21 +163,27 @@ class Tensor:
 
     # ------------------------------------------------------------------ introspection
     def is_dummy(self) -> bool:
+        """Whether the name is ``Dummy#<n>``, the name of a placeholder created without one."""
         return bool(_DUMMY_RE.match(self.name))
 
     def ndim(self) -> int:
+        """The number of dimensions, len(self.shape)."""
         return len(self.data.shp)
 
     def is_empty(self) -> bool:
+        """Whether the tensor is 0-dimensional (``ndim() == 0``)."""
         return self.ndim() == 0
 
     def is_transpose(self) -> bool:
+        """Whether the data is a non-contiguous (strided, e.g. transposed) view."""
         return not self.data.contig
 
     def size(self) -> int:
+        """The number of elements, the product of the shape."""
         return self.data.size
 
     def memsize(self) -> int:
+        """The size of the data in bytes, size() times the dtype's item size."""
         return self.data.MemSize()
 
     def __repr__(self) -> str:
@@ -169,6 +202,7 @@ class Tensor:
         return self._like(_math.transpose(self.data, axes))
 
     def T(self) -> Tensor:
+        """The transpose, axes reversed (a strided view, no copy)."""
         return self.transpose()
 
     def reshape(self, shape) -> Tensor:
@@ -176,15 +210,25 @@ class Tensor:
         return self._like(_math.reshape(self.data, shape))
 
     def contiguous(self) -> Tensor:
+        """A tensor of the same values laid out row-major (a copy if strided)."""
         return self._like(_math.contiguous(self.data))
 
     def reset_like(self, t: Tensor) -> None:
+        """Replace the data with a new, uninitialised block of t's shape, device and dtype.
+
+        Parameters
+        ----------
+        t : Tensor
+            The template.
+        """
         self.data = CTensor._new(t.shape, t.device, t.dtype)
 
     def clone(self) -> Tensor:
+        """A deep copy: a new data block with the same values, shape and dtype."""
         return self._like(_math.copy(self.data))
 
     def deepcopy(self) -> Tensor:
+        """The same as :meth:`clone`."""
         return self.clone()
 
     def __deepcopy__(self, memo):
@@ -200,6 +244,20 @@ class Tensor:
         return self._like(ct._view_as(ct.shp, ct.strd))
 
     def repeat(self, repeats, axis) -> Tensor:
+        """numpy.repeat: each element repeated along ``axis``.
+
+        Parameters
+        ----------
+        repeats : int or sequence of int
+            Repeats of each element (one count, or one per element along axis).
+        axis : int or None
+            None flattens first.
+
+        Returns
+        -------
+        Tensor
+            A new tensor, this dtype.
+        """
         return self._like(_math.repeat(self.data, repeats, axis))
 
     def __getitem__(self, keys) -> Tensor:
@@ -249,10 +307,12 @@ class Tensor:
         return self
 
     def to_host(self) -> Tensor:
+        """Move the data to the host (CPU) device in place; returns this tensor."""
         self.data.ToHost()
         return self
 
     def to_numpy(self) -> np.ndarray:
+        """Copy the values to a numpy array of this shape and dtype (see :func:`to_numpy`)."""
         return to_numpy(self)
 
     def l1(self) -> float:
@@ -265,24 +325,103 @@ class Tensor:
 
     # ------------------------------------------------------------------ fills
     def set_value(self, x, inplace=True) -> Tensor:
+        """Fill this tensor in place with the number x.
+
+        Parameters
+        ----------
+        x : float
+            The value of every element.
+        inplace : bool, default True
+            Must be True (as in SINGA).
+
+        Returns
+        -------
+        Tensor
+            This tensor.
+
+        Raises
+        ------
+        NotImplementedError
+            inplace is False.
+        """
         if not inplace:
             raise NotImplementedError("set_value(inplace=False) is not supported (as in SINGA)")
         _math.set_value(self.data, x)
         return self
 
     def gaussian(self, mean, std, inplace=True) -> Tensor:
+        """Fill this tensor in place with normal samples N(mean, std^2).
+
+        Parameters
+        ----------
+        mean : float
+            Mean.
+        std : float
+            Standard deviation.
+        inplace : bool, default True
+            Must be True (as in SINGA).
+
+        Returns
+        -------
+        Tensor
+            This tensor.
+
+        Raises
+        ------
+        NotImplementedError
+            inplace is False.
+        """
         if not inplace:
             raise NotImplementedError("gaussian(inplace=False) is not supported (as in SINGA)")
         _math.gaussian(self.data, mean, std)
         return self
 
     def uniform(self, low, high, inplace=True) -> Tensor:
+        """Fill this tensor in place with uniform samples on [low, high).
+
+        Parameters
+        ----------
+        low, high : float
+            The bounds.
+        inplace : bool, default True
+            Must be True (as in SINGA).
+
+        Returns
+        -------
+        Tensor
+            This tensor.
+
+        Raises
+        ------
+        NotImplementedError
+            inplace is False.
+        """
         if not inplace:
             raise NotImplementedError("uniform(inplace=False) is not supported (as in SINGA)")
         _math.uniform(self.data, low, high)
         return self
 
     def bernoulli(self, p, inplace=True) -> Tensor:
+        """Fill this tensor in place with Bernoulli samples, 1 with probability p and 0
+        otherwise.
+
+        Parameters
+        ----------
+        p : float
+            Probability of a 1.
+        inplace : bool, default True
+            Must be True (as in SINGA).
+
+        Returns
+        -------
+        Tensor
+            This tensor.
+
+        Raises
+        ------
+        NotImplementedError
+            inplace is False.
+        """
         if not inplace:
             raise NotImplementedError("bernoulli(inplace=False) is not supported (as in SINGA)")
         _math.bernoulli(self.data, p)
@@ -293,11 +432,36 @@ class Tensor:
         self.data.copy_from_numpy(np_array, offset)
 
     def copy_data(self, t: Tensor) -> None:
+        """Copy t's values into this tensor's data (same number of elements).
+
+        Parameters
+        ----------
+        t : Tensor
+            The source; shape may differ, size may not.
+
+        Raises
+        ------
+        ShapeError
+            The sizes differ.
+        """
         if t.size() != self.size():
             raise ShapeError(f"copy_data: sizes differ ({t.shape} vs {self.shape})")
         _math.copy_into(self.data, t.data)
 
     def copy_from(self, t) -> None:
+        """Copy values from a Tensor (:meth:`copy_data`) or a numpy array
+        (:meth:`copy_from_numpy`).
+
+        Parameters
+        ----------
+        t : Tensor or numpy.ndarray
+            The source, of this tensor's size.
+
+        Raises
+        ------
+        TypeError
+            t is neither.
+        """
         if isinstance(t, Tensor):
             self.copy_data(t)
         elif isinstance(t, np.ndarray):
@@ -307,26 +471,98 @@ class Tensor:
 
     # deprecated row/column helpers (kept for SINGA code)
     def add_column(self, v):
+        """Add v to every column of this 2-D tensor, in place.
+
+        Parameters
+        ----------
+        v : Tensor
+            Shape (rows,).
+
+        Returns
+        -------
+        Tensor
+            This tensor.
+        """
         add_column(1.0, v, 1.0, self)
         return self
 
     def add_row(self, v):
+        """Add v to every row of this 2-D tensor, in place.
+
+        Parameters
+        ----------
+        v : Tensor
+            Shape (cols,).
+
+        Returns
+        -------
+        Tensor
+            This tensor.
+        """
         add_row(1.0, v, 1.0, self)
         return self
 
     def div_column(self, v):
+        """Divide by v every column of this 2-D tensor, in place.
+
+        Parameters
+        ----------
+        v : Tensor
+            Shape (rows,).
+
+        Returns
+        -------
+        Tensor
+            This tensor.
+        """
         self.data = _math.div(self.data, _as_col(v, self))
         return self
 
     def div_row(self, v):
+        """Divide by v every row of this 2-D tensor, in place.
+
+        Parameters
+        ----------
+        v : Tensor
+            Shape (cols,).
+
+        Returns
+        -------
+        Tensor
+            This tensor.
+        """
         self.data = _math.div(self.data, _as_row(v, self))
         return self
 
     def mult_column(self, v):
+        """Multiply by v every column of this 2-D tensor, in place.
+
+        Parameters
+        ----------
+        v : Tensor
+            Shape (rows,).
+
+        Returns
+        -------
+        Tensor
+            This tensor.
+        """
         self.data = _math.mul(self.data, _as_col(v, self))
         return self
 
     def mult_row(self, v):
+        """Multiply by v every row of this 2-D tensor, in place.
+
+        Parameters
+        ----------
+        v : Tensor
+            Shape (cols,).
+
+        Returns
+        -------
+        Tensor
+            This tensor.
+        """
         self.data = _math.mul(self.data, _as_row(v, self))
         return self
 
@@ -364,7 +600,8 @@ class Tensor:
         if isinstance(x, Tensor):
             fn(self.data, x.data)
         elif isinstance(x, (Number, np.number)):
-            fn(self.data, x if self.data.dt == _dtype.kInt else float(x))
+            # numbers.Number declares no __float__; the values here are real numbers
+            fn(self.data, x if self.data.dt == _dtype.kInt else float(x))  # type: ignore[arg-type]
         else:
             raise TypeError(f"unsupported operand type {type(x).__name__} for Tensor arithmetic")
         return self
@@ -448,10 +685,12 @@ def to_host(t: Tensor) -> Tensor:
 
 
 def from_raw_tensor(t: CTensor) -> Tensor:
+    """Wrap a CTensor (the data layer's tensor) in a Tensor, sharing its data."""
     return Tensor._wrap(t)
 
 
 def from_raw_tensors(tt) -> list:
+    """Wrap each CTensor of ``tt`` in a Tensor (see :func:`from_raw_tensor`)."""
     return [from_raw_tensor(t) for t in tt]
 
 
@@ -460,23 +699,44 @@ def _call_singa_func(_singa_func, *args) -> Tensor:
 
 
 def copy_from_numpy(data: CTensor, np_array) -> None:
+    """Copy a numpy array's values into the CTensor ``data`` (same size; cast to its dtype)."""
     data.copy_from_numpy(np_array)
 
 
 # ---------------------------------------------------------------------- creation
 def zeros_like(t: Tensor) -> Tensor:
+    """A tensor of t's shape, device and dtype filled with 0."""
     return Tensor(t.shape, t.device, t.dtype).set_value(0)
 
 
 def ones_like(t: Tensor) -> Tensor:
+    """A tensor of t's shape, device and dtype filled with 1."""
     return Tensor(t.shape, t.device, t.dtype).set_value(1)
 
 
 def zeros(shape, device=None) -> Tensor:
+    """A float32 tensor of ``shape`` filled with 0.
+
+    Parameters
+    ----------
+    shape : sequence of int
+        The shape.
+    device : Device, optional
+        Default: the default device.
+    """
     return Tensor(shape, device).set_value(0.0)
 
 
 def ones(shape, device=None) -> Tensor:
+    """A float32 tensor of ``shape`` filled with 1.
+
+    Parameters
+    ----------
+    shape : sequence of int
+        The shape.
+    device : Device, optional
+        Default: the default device.
+    """
     return Tensor(shape, device).set_value(1.0)
 
 
@@ -487,6 +747,7 @@ def random(shape, device=None) -> Tensor:
 
 # ---------------------------------------------------------------------- shape and layout
 def product(shape) -> int:
+    """The product of the dimensions of ``shape`` (1 for an empty shape)."""
     p = 1
     for d in shape:
         p *= d
@@ -494,26 +755,45 @@ def product(shape) -> int:
 
 
 def sizeof(dtype) -> int:
+    """The size in bytes of one element of ``dtype`` (a SINGA dtype code or numpy dtype)."""
     return _dtype.ITEMSIZE[_dtype.code_of(dtype)]
 
 
 def contiguous(t: Tensor) -> Tensor:
+    """t laid out row-major (:meth:`Tensor.contiguous`)."""
     return t.contiguous()
 
 
 def reshape(t: Tensor, shape) -> Tensor:
+    """t reshaped to ``shape`` (:meth:`Tensor.reshape`)."""
     return t.reshape(shape)
 
 
 def transpose(t: Tensor, axes=None) -> Tensor:
+    """t with permuted axes, a strided view (:meth:`Tensor.transpose`); axes None reverses them."""
     return t.transpose(axes)
 
 
 def concatenate(tensors, axis) -> Tensor:
+    """Join tensors along ``axis`` into a new tensor.
+
+    Parameters
+    ----------
+    tensors : sequence of Tensor
+        Equal shapes except along axis, one dtype.
+    axis : int
+        The axis joined.
+
+    Returns
+    -------
+    Tensor
+        Its size along axis is the sum of the inputs'.
+    """
     return Tensor._wrap(_math.concat([t.data for t in tensors], axis))
 
 
 def repeat(t: Tensor, repeats, axis=None) -> Tensor:
+    """numpy.repeat of t (:meth:`Tensor.repeat`); axis None flattens first."""
     return Tensor._wrap(_math.repeat(t.data, repeats, axis))
 
 
@@ -681,14 +961,17 @@ def tensordot(A: Tensor, B: Tensor, axes=2) -> Tensor:
 
 # ---------------------------------------------------------------------- random fills
 def bernoulli(p, t: Tensor) -> Tensor:
+    """Fill t in place with Bernoulli(p) samples (0 or 1); returns t."""
     return t.bernoulli(p)
 
 
 def gaussian(mean, std, t: Tensor) -> Tensor:
+    """Fill t in place with normal samples N(mean, std^2); returns t."""
     return t.gaussian(mean, std)
 
 
 def uniform(low, high, t: Tensor) -> Tensor:
+    """Fill t in place with uniform samples on [low, high); returns t."""
     return t.uniform(low, high)
 
 

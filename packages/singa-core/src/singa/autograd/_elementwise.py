@@ -9,6 +9,7 @@ PRelu, Sum, Max, ...).
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 from .. import _dtype, _math
 from .._ctensor import CTensor
@@ -49,7 +50,7 @@ def _unary_operator(decl) -> type:
     op, backward its gradient rule on the x and/or y that ``keep`` names."""
     fn = getattr(_math, decl.name)
     name = decl.operator or decl.op
-    body = {"__doc__": decl.doc("autograd", kind="Tensor"), "__module__": __name__,
+    body = {"__doc__": decl.doc("operator"), "__module__": __name__,
             "__qualname__": name}
     if decl.grad is None:
         body["forward"] = lambda self, x: fn(x)
@@ -79,9 +80,11 @@ class Identity(_Unary):
     keep_x = False
 
     def compute(self, x):
+        """y = a copy of the CTensor x."""
         return _math.copy(x)
 
     def backward(self, dy):
+        """dx = dy."""
         return dy
 
 
@@ -93,11 +96,15 @@ class Elu(_Unary):
         self.alpha = float(alpha)
 
     def compute(self, x):
+        """y = x if x > 0 else alpha (exp(x) - 1), from the CTensor x; y has x's shape and
+        dtype.
+        """
         pos = _math.gt(x, 0.0)
         neg = _math.mul(_math.sub(_math.exp(_math.minimum(x, 0.0)), 1.0), self.alpha)
         return _math.add(_math.mul(x, pos), _math.mul(neg, _math.rsub(pos, 1.0)))
 
     def backward(self, dy):
+        """dx = dy if x > 0 else dy (y + alpha), a CTensor of x's shape."""
         x, _ = self._cached()
         pos = _math.gt(x, 0.0)
         g_neg = _math.mul(_math.exp(_math.minimum(x, 0.0)), self.alpha)
@@ -112,6 +119,9 @@ class SeLU(_Unary):
         self.alpha, self.gamma = float(alpha), float(gamma)
 
     def compute(self, x):
+        """y = gamma x if x > 0 else gamma alpha (exp(x) - 1), from the CTensor x; y has x's
+        shape and dtype.
+        """
         pos = _math.gt(x, 0.0)
         neg = _math.mul(_math.sub(_math.exp(_math.minimum(x, 0.0)), 1.0),
                         self.alpha * self.gamma)
@@ -119,6 +129,7 @@ class SeLU(_Unary):
                          _math.mul(neg, _math.rsub(pos, 1.0)))
 
     def backward(self, dy):
+        """dx = gamma dy if x > 0 else gamma alpha exp(x) dy, a CTensor of x's shape."""
         x, _ = self._cached()
         pos = _math.gt(x, 0.0)
         g_neg = _math.mul(_math.exp(_math.minimum(x, 0.0)), self.alpha * self.gamma)
@@ -134,9 +145,11 @@ class LeakyRelu(_Unary):
         self.a = float(a)
 
     def compute(self, x):
+        """y = x if x > 0 else a x, from the CTensor x; y has x's shape and dtype."""
         return _math.add(_math.relu(x), _math.mul(_math.minimum(x, 0.0), self.a))
 
     def backward(self, dy):
+        """dx = dy if x > 0 else a dy, a CTensor of x's shape."""
         x, _ = self._cached()
         pos = _math.gt(x, 0.0)
         return _math.mul(dy, _math.add(pos, _math.mul(_math.rsub(pos, 1.0), self.a)))
@@ -150,9 +163,11 @@ class HardSigmoid(_Unary):
         self.alpha, self.gamma = float(alpha), float(gamma)
 
     def compute(self, x):
+        """y = clip(alpha x + gamma, 0, 1), from the CTensor x; y has x's shape and dtype."""
         return _math.clip(_math.add(_math.mul(x, self.alpha), self.gamma), 0.0, 1.0)
 
     def backward(self, dy):
+        """dx = alpha dy where 0 < alpha x + gamma < 1, else 0, a CTensor of x's shape."""
         x, _ = self._cached()
         z = _math.add(_math.mul(x, self.alpha), self.gamma)
         mask = _math.mul(_math.gt(z, 0.0), _math.lt(z, 1.0))
@@ -167,9 +182,11 @@ class Clip(_Unary):
         self.min, self.max = min, max
 
     def compute(self, x):
+        """y = min(max(x, min), max), from the CTensor x; y has x's shape and dtype."""
         return _math.clip(x, self.min, self.max)
 
     def backward(self, dy):
+        """dx = dy inside [min, max], 0 outside, a CTensor of x's shape."""
         x, _ = self._cached()
         mask = _ones_like(x)
         if self.min is not None:
@@ -187,10 +204,12 @@ class Cast(Operator):
         self.to = _dtype.code_of(to)
 
     def forward(self, x):
+        """y = x converted to dtype ``to`` (x's shape); x's dtype is kept for backward."""
         self.src_dtype = x.dt
         return _math.as_type(x, self.to)
 
     def backward(self, dy):
+        """dx = dy cast back to x's dtype (None when x's dtype has no gradient)."""
         if self.src_dtype not in _dtype.FLOATS:
             return None
         return _math.as_type(dy, self.src_dtype)
@@ -256,7 +275,7 @@ def _binary_operator(decl) -> type:
     input's shape."""
     fn = getattr(_math, decl.name)
     name = decl.operator or decl.op
-    body = {"__doc__": decl.doc("autograd", kind="Tensor"), "__module__": __name__,
+    body = {"__doc__": decl.doc("operator"), "__module__": __name__,
             "__qualname__": name}
     if decl.grad is None:
         body["fn"] = staticmethod(fn)
@@ -290,11 +309,17 @@ class PRelu(_Binary):
     """y = x if x > 0 else slope x (slope broadcasts); dslope = sum(dy x [x <= 0])."""
 
     def forward(self, x, slope):
+        """y = x if x > 0 else slope x, with slope broadcast against the CTensor x; y has the
+        broadcast shape.
+        """
         self._cache(x, slope)
         pos = _math.gt(x, 0.0)
         return _math.add(_math.mul(x, pos), _math.mul(_math.mul(x, slope), _math.rsub(pos, 1.0)))
 
     def backward(self, dy):
+        """(dx, dslope): dx = dy if x > 0 else slope dy, dslope = dy x where x <= 0, each summed
+        to its input's shape.
+        """
         x, slope = self._cached()
         pos = _math.gt(x, 0.0)
         neg = _math.rsub(pos, 1.0)
@@ -331,10 +356,12 @@ class Sum(_Nary):
     """y = sum of the inputs; each dx = dy."""
 
     def forward(self, *xs):
+        """y = x_1 + ... + x_n of the CTensors xs, broadcast."""
         y = self._total(xs)
         return y if len(xs) > 1 else _math.copy(y)
 
     def backward(self, dy):
+        """(dx_1, ..., dx_n), each dy (reduced to its input's shape by the engine)."""
         return tuple(dy for _ in range(self.n))
 
 
@@ -342,9 +369,11 @@ class Mean(_Nary):
     """y = mean of the inputs; each dx = dy / n."""
 
     def forward(self, *xs):
+        """y = (x_1 + ... + x_n) / n of the CTensors xs, broadcast."""
         return _math.mul(self._total(xs), 1.0 / len(xs))
 
     def backward(self, dy):
+        """(dx_1, ..., dx_n), each dy / n."""
         g = _math.mul(dy, 1.0 / self.n)
         return tuple(g for _ in range(self.n))
 
@@ -359,7 +388,7 @@ class _Extreme(_Nary):
     by dy; this chains dy.
     """
 
-    pick = None
+    pick: Any = None  # _math.maximum or minimum, a staticmethod set by each subclass
 
     def forward(self, *xs):
         self._check(xs)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import weakref
 from collections import Counter, deque
+from typing import Any
 
 from .. import _math
 from .._ctensor import CTensor
@@ -21,7 +22,8 @@ from ..tensor import Tensor
 __all__ = ["Operator", "Operation", "Dummy", "backward", "gradients", "infer_dependency",
            "is_training", "axis_helper", "back_broadcast", "ctensor2numpy", "add_all"]
 
-_pkg = None  # the singa.autograd module; its attribute `training` is the global switch
+# the singa.autograd module (set by it on import); its attribute `training` is the global switch
+_pkg: Any = None
 
 
 def is_training() -> bool:
@@ -61,9 +63,11 @@ class Operator:
         return self._do_forward(*xs)
 
     def output_name(self, idx: int) -> str:
+        """The name of output ``idx`` in a traced graph: ``<op name>:<idx>``."""
         return f"{self.name}:{idx}"
 
     def grad_name(self, idx: int) -> str:
+        """The name of the gradient of output ``idx``: ``<op name>:<idx>_g``."""
         return f"{self.name}:{idx}_g"
 
     def _do_forward(self, *xs):
@@ -114,12 +118,31 @@ class Operator:
         return dxs
 
     def forward(self, *xs):
+        """Compute the outputs from the input CTensors.
+
+        Subclasses implement it: one CTensor or a tuple of them.
+
+        Raises
+        ------
+        NotImplementedError
+            In the base class.
+        """
         raise NotImplementedError(f"{type(self).__name__}.forward")
 
     def backward(self, *dys):
+        """Map the gradients of the outputs (CTensors) to those of the inputs.
+
+        Subclasses implement it: one CTensor or a tuple, None for an input without a gradient.
+
+        Raises
+        ------
+        NotImplementedError
+            In the base class.
+        """
         raise NotImplementedError(f"{type(self).__name__}.backward")
 
     def get_params(self):
+        """The parameters the op owns (none for the ops of this module)."""
         return []
 
     def needs_grad(self, i: int) -> bool:
@@ -153,9 +176,11 @@ class Dummy(Operator):
         self.requires_grad = False
 
     def output_name(self, idx):
+        """The name of the wrapped tensor (a placeholder has one output)."""
         return self.name
 
     def grad_name(self, idx):
+        """The name of the wrapped tensor's gradient: ``<name>_g``."""
         return f"{self.name}_g"
 
     def __getattr__(self, name):
@@ -378,6 +403,7 @@ def back_broadcast(y_shape, x_shape, dx: CTensor) -> CTensor:
 
 
 def ctensor2numpy(x: CTensor):
+    """Copy a CTensor's values to a numpy array of its shape and dtype."""
     return x.to_numpy()
 
 

@@ -121,6 +121,9 @@ class Dropout(Operator):
         self.seed, self.ratio = seed, float(ratio)
 
     def forward(self, x):
+        """Training: y = x mask / (1 - ratio), mask ~ Bernoulli(1 - ratio) drawn with ``seed``;
+        otherwise y = x. Shape and dtype of x.
+        """
         if not is_training() or self.ratio == 0.0:
             self.mask = None
             return x
@@ -130,6 +133,7 @@ class Dropout(Operator):
         return _math.mul(x, mask)
 
     def backward(self, dy):
+        """dx = dy mask / (1 - ratio) in training (the same mask), else dy."""
         return dy if self.mask is None else _math.mul(dy, self.mask)
 
 
@@ -186,6 +190,9 @@ class SoftMaxCrossEntropy(Operator):
         self.t = t
 
     def forward(self, x):
+        """The loss, shape (1,) mean_n(-sum_c q log softmax(x)) of the (N, C) logits x against the
+        target held by the op.
+        """
         if len(x.shp) != 2:
             raise ShapeError(f"softmax_cross_entropy expects 2-D logits (N, C), got {x.shp}")
         self.tc = _target(self.t, x)
@@ -197,6 +204,7 @@ class SoftMaxCrossEntropy(Operator):
         return loss
 
     def backward(self, dy=1.0):
+        """dx = (softmax(x) - q) / N * dy, shape (N, C)."""
         g = run(OPS["SoftmaxCrossEntropyBackward"], [self.p, self.tc])[0]
         if getattr(self, "live", None) is not None:
             g = _math.mul(g, self.live)
@@ -211,6 +219,7 @@ class CrossEntropy(Operator):
         self.t = t
 
     def forward(self, x):
+        """The loss, shape (1,) -sum(t log x) / N of the (N, C) probabilities x."""
         if len(x.shp) != 2:
             raise ShapeError(f"cross_entropy expects 2-D probabilities (N, C), got {x.shp}")
         if 0 in x.shp:
@@ -230,6 +239,7 @@ class CrossEntropy(Operator):
         return _math.reshape(_math.mul(_math.sum(_math.mul(tc, _math.log(x))), -1.0 / n), (1,))
 
     def backward(self, dy=1.0):
+        """dx = -t / (x N) * dy, shape (N, C)."""
         g = _math.mul(_math.div(self.tc, self.x), -1.0 / self.x.shp[0])
         return _scale_by(g, dy)
 
@@ -244,6 +254,7 @@ class BinaryCrossEntropy(Operator):
         self.t = t
 
     def forward(self, x):
+        """The loss, shape (1,) -sum(t log(x + eps) + (1 - t) log(1 - x + eps)) / N, eps = 1e-4."""
         t = self.t.data if hasattr(self.t, "data") else self.t
         if t.shp != x.shp:
             raise ShapeError(f"binary_cross_entropy: target {t.shp} must match x {x.shp}")
@@ -255,6 +266,7 @@ class BinaryCrossEntropy(Operator):
         return _math.reshape(_math.mul(_math.sum(_math.add(pos, neg)), -1.0 / x.shp[0]), (1,))
 
     def backward(self, dy=1.0):
+        """dx = -(t / (x + eps) - (1 - t) / (1 - x + eps)) / N * dy, of x's shape."""
         x, t, e = self.x, self.tc, self.eps
         g = _math.sub(_math.div(t, _math.add(x, e)),
                       _math.div(_math.rsub(t, 1.0), _math.add(_math.rsub(x, 1.0), e)))
@@ -274,6 +286,9 @@ class MeanSquareError(Operator):
         self.t = t
 
     def forward(self, x, t=None):
+        """The loss, shape (1,) sum((x - t)^2) / n over the n cells; t is the constructor's target
+        unless given here.
+        """
         self.two_inputs = t is not None
         t = t if t is not None else (self.t.data if hasattr(self.t, "data") else self.t)
         if t.shp != x.shp:
@@ -285,6 +300,7 @@ class MeanSquareError(Operator):
         return _math.reshape(_math.mul(_math.sum(_math.square(self.diff)), 1.0 / x.size), (1,))
 
     def backward(self, dy=1.0):
+        """dx = 2 (x - t) / n * dy; with t given to forward, (dx, -dx)."""
         g = _scale_by(_math.mul(self.diff, 2.0 / self.diff.size), dy)
         return (g, _math.neg(g)) if self.two_inputs else g
 
@@ -297,6 +313,7 @@ class RankingLoss(Operator):
         self.M = float(M)
 
     def forward(self, pos, neg):
+        """The loss, shape (1,) mean(max(0, M - pos + neg)) of two same-shape CTensors."""
         if pos.shp != neg.shp:
             raise ShapeError(f"ranking_loss: pos {pos.shp} and neg {neg.shp} must have one "
                              "shape (one score per pair)")
@@ -305,6 +322,7 @@ class RankingLoss(Operator):
         return _math.reshape(_math.reduce_mean(_math.relu(z)), (1,))
 
     def backward(self, dy=1.0):
+        """(dpos, dneg) = (-g, g), g = dy / n where M - pos + neg > 0, else 0."""
         g = _scale_by(_math.mul(self.active, 1.0 / self.active.size), dy)
         return _math.neg(g), g
 

@@ -4,6 +4,8 @@ arg-max, transposed convolution, each over ops already in the op table (``Reduce
 
 from __future__ import annotations
 
+from typing import Any
+
 from .. import _dtype, _math
 from ..ops import OPS, run
 from ..ops._rules import normalize_axes
@@ -19,7 +21,7 @@ class _ReduceExtreme(Operator):
     dx_i = dy [x_i == y] / #{j : x_j == y} (the subgradient PyTorch's amax uses).
     """
 
-    fn = None
+    fn: Any = None  # the reduction, a staticmethod set by each subclass
 
     def __init__(self, axes=None, keepdims=1):
         super().__init__()
@@ -65,22 +67,33 @@ class ArgMax(Operator):
         self.axis, self.keepdims = axis, bool(keepdims)
 
     def forward(self, x):
+        """The int32 index of the first maximum of x along ``axis`` (kept as size 1 when
+        keepdims).
+        """
         y = _math.argmax(x, self.axis, self.keepdims)
         return y if y.dt == _dtype.kInt else _math.as_type(y, _dtype.kInt)
 
     def backward(self, dy):
+        """None: an index has no gradient."""
         return None
 
 
 def reduce_max(x, axes=None, keepdims=1):
+    """y = max of x over ``axes`` (all when None), keepdims 1 keeping them as size 1
+    (:class:`ReduceMax`); the gradient flows to the maximal cells.
+    """
     return ReduceMax(axes, keepdims)(x)[0]
 
 
 def reduce_min(x, axes=None, keepdims=1):
+    """y = min of x over ``axes`` (all when None), keepdims 1 keeping them as size 1
+    (:class:`ReduceMin`); the gradient flows to the minimal cells.
+    """
     return ReduceMin(axes, keepdims)(x)[0]
 
 
 def argmax(x, axis=0, keepdims=1):
+    """The int32 index of the first maximum of x along ``axis`` (:class:`ArgMax`); no gradient."""
     return ArgMax(axis, keepdims)(x)[0]
 
 
@@ -99,6 +112,9 @@ class ConvTranspose2d(Operator):
                       "dilation": tuple(dilation), "group": int(group)}
 
     def forward(self, x, W, b=None):
+        """y = conv_transpose(x, W) + b for x (N, C_in, H, W) and W (C_in, C_out / group, kh,
+        kw); y (N, C_out, H_out, W_out).
+        """
         y = run(OPS["Conv2dBackwardX"], [x, W], {**self.attrs, "x_shape": self.out_shape})[0]
         if b is not None:
             y = _math.add(y, _math.reshape(b, (1, b.shp[0], 1, 1)))
@@ -107,6 +123,7 @@ class ConvTranspose2d(Operator):
         return y
 
     def backward(self, dy):
+        """(dx, dW) or (dx, dW, db), db = sum(dy, (0, 2, 3))."""
         if not hasattr(self, "x"):
             self._need_cache()
         dx = run(OPS["Conv2d"], [dy, self.W], self.attrs)[0] if self.needs_grad(0) else None
@@ -119,5 +136,26 @@ class ConvTranspose2d(Operator):
 
 def conv_transpose2d(x, W, b=None, out_shape=None, stride=(1, 1), pads=(0, 0, 0, 0),
                      dilation=(1, 1), group=1):
+    """y = conv_transpose(x, W) + b (NCHW), the input gradient of a convolution as a forward op
+    (:class:`ConvTranspose2d`).
+
+    Parameters
+    ----------
+    x : Tensor
+        Shape (N, C_in, H, W).
+    W : Tensor
+        Shape (C_in, C_out / group, kh, kw).
+    b : Tensor, optional
+        Shape (C_out,).
+    out_shape : sequence of int, optional
+        The spatial output shape, when the strides leave it ambiguous.
+    stride, pads, dilation, group
+        Those of the convolution from y's shape to x's; pads in ONNX order.
+
+    Returns
+    -------
+    Tensor
+        y, shape (N, C_out, H_out, W_out).
+    """
     op = ConvTranspose2d(out_shape, stride, pads, dilation, group)
     return (op(x, W) if b is None else op(x, W, b))[0]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -40,6 +41,7 @@ class Matmul(Operator):
     """y = a @ b (numpy semantics, batched with broadcasting); da = dy b^T, db = a^T dy."""
 
     def forward(self, a, b):
+        """y = a @ b (numpy matmul, batched with broadcasting) of two CTensors."""
         if not a.shp or not b.shp:
             raise ShapeError(f"matmul: operands must have at least one axis, got {a.shp} and "
                              f"{b.shp} (numpy's rule; use mul for scalars)")
@@ -59,6 +61,7 @@ class Matmul(Operator):
         return y2
 
     def backward(self, dy):
+        """(da, db) = (dy b^T, a^T dy), each reduced to its input's shape."""
         if not hasattr(self, "a2"):
             self._need_cache()
         dy2 = _math.reshape(dy, self.y2_shape)
@@ -84,6 +87,7 @@ class AddBias(Operator):
         self.axis = axis
 
     def forward(self, x, b):
+        """y = x + b, b added to every row (axis 0) or column (axis 1) of the 2-D x."""
         if self.axis not in (0, 1):
             raise ShapeError(f"AddBias: axis must be 0 (add b to every row) or 1 (to every "
                              f"column), got {self.axis!r}")
@@ -98,6 +102,7 @@ class AddBias(Operator):
         return _math.add(x, bb)
 
     def backward(self, dy):
+        """(dx, db) = (dy, dy summed over the other axis)."""
         db = _math.sum(dy, 0 if self.axis == 0 else 1)
         return dy, _math.reshape(db, self.b_shape)
 
@@ -111,6 +116,7 @@ class Gemm(Operator):
         self.transA, self.transB = bool(transA), bool(transB)
 
     def forward(self, A, B, C=None):
+        """y = alpha op(A) op(B) + beta C of the CTensors (C optional); y (M, N)."""
         a = _math.transpose(A) if self.transA else A
         b = _math.transpose(B) if self.transB else B
         y = _math.matmul(a, b)
@@ -125,6 +131,9 @@ class Gemm(Operator):
         return y
 
     def backward(self, dy):
+        """(dA, dB) or (dA, dB, dC): dA, dB of alpha dy op(B)^T and alpha op(A)^T dy transposed
+        back as needed, dC = beta dy summed to C's shape.
+        """
         if not hasattr(self, "a"):
             self._need_cache()
         g = _math.mul(dy, self.alpha) if self.alpha != 1.0 else dy
@@ -142,7 +151,7 @@ class Gemm(Operator):
 class _SoftmaxFamily(Operator):
     """Ops along ``axis`` whose backward needs only their output y."""
 
-    fn = None
+    fn: Any = None  # the op along the axis, a staticmethod set by each subclass
 
     def __init__(self, axis=1):
         super().__init__()
@@ -166,6 +175,7 @@ class SoftMax(_SoftmaxFamily):
     fn = staticmethod(_math.softmax)
 
     def backward(self, dy):
+        """dx = y (dy - sum(dy y)) along ``axis``, y the forward output."""
         return _math.softmax_backward(self._output(), dy, self.axis)
 
 
@@ -175,6 +185,7 @@ class LogSoftMax(_SoftmaxFamily):
     fn = staticmethod(_math.log_softmax)
 
     def backward(self, dy):
+        """dx = dy - exp(y) sum(dy) along ``axis``, y the forward output."""
         s = _math.sum(dy, self.axis, keepdims=True)
         return _math.sub(dy, _math.mul(_math.exp(self._output()), s))
 
@@ -224,6 +235,7 @@ class GlobalAveragePool(Operator):
         self.data_format = data_format
 
     def forward(self, x):
+        """y = the mean of x over its spatial axes, kept as size 1."""
         nd = len(x.shp)
         axes = tuple(range(2, nd)) if self.data_format == "channels_first" else \
             tuple(range(1, nd - 1))
@@ -232,6 +244,7 @@ class GlobalAveragePool(Operator):
         return self.inner.forward(x)
 
     def backward(self, dy):
+        """dx = dy / (number of spatial cells), broadcast back to x's shape."""
         return self.inner.backward(dy)
 
 
@@ -255,6 +268,7 @@ class Reshape(_View):
             as_int(d, f"Reshape: dimension {i} of shape {self.shape}")
 
     def forward(self, x):
+        """y = x reshaped (0 copies x's dimension, -1 is inferred); dx reshapes back."""
         self.x_shape = x.shp
         if any(d == 0 for d in self.shape[len(x.shp):]):
             raise ShapeError(f"Reshape: shape {self.shape} has a 0 at a position the input "
@@ -271,6 +285,7 @@ class Flatten(_View):
         self.axis = as_int(axis, "Flatten: axis")
 
     def forward(self, x):
+        """y = x reshaped to (prod(shape[:axis]), prod(shape[axis:]))."""
         self.x_shape = x.shp
         nd = len(x.shp)
         ax = self.axis + nd if self.axis < 0 else self.axis
@@ -288,6 +303,7 @@ class Unsqueeze(_View):
         self.axis = [as_int(a, "Unsqueeze: axis") for a in axes]
 
     def forward(self, x):
+        """y = x with size-1 axes inserted at ``axis``."""
         self.x_shape = x.shp
         nd = len(x.shp) + len(self.axis)
         if any(not -nd <= a < nd for a in self.axis):
@@ -312,6 +328,7 @@ class Squeeze(_View):
         self.axis = [as_int(a, "Squeeze: axis") for a in axes]
 
     def forward(self, x):
+        """y = x without the size-1 axes ``axis`` (all size-1 axes when empty)."""
         self.x_shape = x.shp
         if self.axis:
             if not x.shp:  # normalize_axes lets axis 0 through for a 0-d tensor
@@ -334,12 +351,14 @@ class Transpose(Operator):
         self.perm = None if perm is None else [as_int(a, "Transpose: axis") for a in perm]
 
     def forward(self, x):
+        """y = x with its axes permuted by ``perm`` (a strided view)."""
         perm = self.perm if self.perm is not None else list(range(len(x.shp)))[::-1]
         y = _math.transpose(x, perm)  # validates perm (a permutation of x's axes)
         self.inv = list(np.argsort([a % len(x.shp) for a in perm])) if x.shp else []
         return y
 
     def backward(self, dy):
+        """dx = dy permuted by the inverse permutation."""
         return _math.transpose(dy, self.inv)
 
 
@@ -351,11 +370,13 @@ class Concat(Operator):
         self.axis = axis
 
     def forward(self, *xs):
+        """y = the CTensors xs joined along ``axis``."""
         ax = check_axis("Concat", self.axis, len(xs[0].shp))
         self.ax, self.sizes = ax, [x.shp[ax] for x in xs]
         return _math.concat(xs, ax)
 
     def backward(self, dy):
+        """(dx_1, ..., dx_n): the slices of dy along ``axis`` matching each input."""
         out, start = [], 0
         for n in self.sizes:
             out.append(_math.slice_view(dy, [start], [start + n], None, [self.ax]))
@@ -378,6 +399,7 @@ class Split(Operator):
         self.parts, self.num_output = parts, num_output
 
     def forward(self, x):
+        """The tuple of pieces of x along ``axis`` (sizes ``parts`` or equal pieces)."""
         ax = check_axis("Split", self.axis, len(x.shp))
         n = x.shp[ax]
         parts = self.parts
@@ -402,6 +424,7 @@ class Split(Operator):
         return tuple(out)
 
     def backward(self, *dys):
+        """dx = the gradients of the pieces joined along ``axis``."""
         parts = []
         for dy, p in zip(dys, self.sizes):
             if dy is None:
@@ -444,6 +467,7 @@ class Slice(Operator):
         self.starts, self.ends, self.axes, self.steps = starts, ends, axes, steps
 
     def forward(self, x):
+        """y = x[starts:ends:steps] on ``axes`` (a copy)."""
         self.args = _normalize_slice(x.shp, self.starts, self.ends, self.axes, self.steps)
         self.x_shape, self.dt, self.dev = x.shp, x.dt, x.dev
         view = _math.slice_view(x, *self.args)
@@ -452,6 +476,7 @@ class Slice(Operator):
         return _math.copy(view)
 
     def backward(self, dy):
+        """dx = zeros of x's shape with dy written into the sliced cells."""
         dx = _math.set_value(CTensor._new(self.x_shape, self.dev, self.dt), 0.0)
         _math.copy_into(_math.slice_view(dx, *self.args), dy)
         return dx
@@ -465,6 +490,7 @@ class Gather(Operator):
         self.axis, self.indices = axis, indices
 
     def forward(self, x):
+        """y = take(x, indices, axis)."""
         ax = check_axis("Gather", self.axis, len(x.shp))
         idx = integer_indices("Gather", self.indices.to_numpy()
                               if hasattr(self.indices, "to_numpy") else self.indices)
@@ -475,6 +501,7 @@ class Gather(Operator):
         return _math.take(x, self.idx, ax)
 
     def backward(self, dy):
+        """dx = zeros of x's shape with dy scatter-added at the indices."""
         return run(OPS["ScatterAdd"], [self.idx, dy],
                    {"shape": self.x_shape, "axis": self.ax})[0]
 
@@ -495,6 +522,7 @@ class Tile(Operator):
             raise ShapeError(f"Tile: repeats must be non-negative, got {repeats}")
 
     def forward(self, x):
+        """y = numpy.tile(x, repeats)."""
         reps = self.repeats
         if len(reps) < len(x.shp):
             reps = [1] * (len(x.shp) - len(reps)) + reps
@@ -506,6 +534,7 @@ class Tile(Operator):
         return _math.reshape(y, [r * d for r, d in zip(reps, shape)])
 
     def backward(self, dy):
+        """dx = the sum of dy over the tiles, of x's shape."""
         big = [v for r, d in zip(self.reps, self.full) for v in (r, d)]
         g = _math.sum(_math.reshape(dy, big), tuple(range(0, len(big), 2)))
         return _math.reshape(g, self.x_shape)
@@ -519,11 +548,13 @@ class Expand(Operator):
         self.shape = list(check_shape(shape, "Expand"))
 
     def forward(self, x):
+        """y = x broadcast against ``shape``."""
         out = broadcast_shapes("Expand", x.shp, tuple(self.shape))
         self.x_shape = x.shp
         return _math.copy(_math.broadcast_to(x, out))
 
     def backward(self, dy):
+        """dx = dy summed over the broadcast axes, of x's shape."""
         return back_broadcast(dy.shp, self.x_shape, dy)
 
 
@@ -553,6 +584,7 @@ class Pad(Operator):
         self.mode, self.pads, self.constant = mode, [int(p) for p in pads], float(constant)
 
     def forward(self, x):
+        """y = x padded by ``pads`` (ONNX order) in ``mode``."""
         self.x_shape = x.shp
         pads, self.gathers = list(self.pads), []
         nd = len(x.shp)
@@ -571,6 +603,7 @@ class Pad(Operator):
                                      "value": self.constant})[0]
 
     def backward(self, dy):
+        """dx = the cells of dy that x filled (reflect/edge pads scatter-added back)."""
         if any(self.inner_pads) or not self.gathers:
             dy = run(OPS["PadBackward"], [dy], {"pads": self.inner_pads, "mode": self.mode,
                                                 "x_shape": self.inner_shape})[0]
@@ -594,10 +627,12 @@ class UpSample(Operator):
         self.scales = tuple(ints)
 
     def forward(self, x):
+        """y = x with each cell repeated ``scales[i]`` times along axis i."""
         self.x_shape = x.shp
         return run(OPS["UpsampleNearest"], [x], {"scales": self.scales})[0]
 
     def backward(self, dy):
+        """dx = dy summed over each block of repeated cells."""
         return run(OPS["UpsampleNearestBackward"], [dy],
                    {"scales": self.scales, "x_shape": self.x_shape})[0]
 
@@ -662,12 +697,14 @@ class Where(Operator):
         self.condition = condition
 
     def forward(self, a, b):
+        """y = a where condition else b, broadcast."""
         self.cond = _as_ctensor(self.condition, a.dev, a.dt) if not isinstance(
             self.condition, CTensor) else self.condition
         self.shapes = (a.shp, b.shp)
         return run(OPS["Where"], [self.cond, a, b])[0]
 
     def backward(self, dy):
+        """(da, db) = (dy where condition, dy elsewhere), each summed to its input's shape."""
         zero = _zeros_like(dy)
         da = run(OPS["Where"], [self.cond, dy, zero])[0]
         db = run(OPS["Where"], [self.cond, zero, dy])[0]
@@ -683,6 +720,7 @@ class ScatterElements(Operator):
         self.indices, self.updates, self.axis = indices, updates, axis
 
     def forward(self, x):
+        """y = x with ``updates`` written at ``indices`` along ``axis``."""
         self.idx = _as_ctensor(self.indices, x.dev)
         self.upd = _as_ctensor(self.updates, x.dev, x.dt)
         self.attrs = {"axis": check_axis("ScatterElements", self.axis, len(x.shp)),
@@ -690,6 +728,7 @@ class ScatterElements(Operator):
         return run(OPS["ScatterElements"], [x, self.idx, self.upd], self.attrs)[0]
 
     def backward(self, dy):
+        """dx = dy with the scattered cells set to 0."""
         return run(OPS["ScatterElements"], [dy, self.idx, _zeros_like(self.upd)],
                    self.attrs)[0]
 
@@ -703,9 +742,13 @@ class Shape(Operator):
     """
 
     def forward(self, x):
+        """The shape of x as a 1-D int32 CTensor."""
         return _as_ctensor(np.asarray(x.shp, np.int32), x.dev)
 
     def backward(self, dy):
+        """None inside :func:`backward`; a direct call returns ``list(dy.shape)`` (SINGA's
+        value).
+        """
         if self.__dict__.get("_in_engine"):
             return None
         return list(dy.shp)
@@ -719,10 +762,12 @@ class ConstantOfShape(Operator):
         self.value = value
 
     def forward(self, shape):
+        """A CTensor of the shape held by the 1-D int CTensor, filled with value."""
         dims = tuple(int(d) for d in shape.to_numpy().reshape(-1))
         return _math.set_value(CTensor._new(dims, shape.dev, _dtype.kFloat32), float(self.value))
 
     def backward(self, dy):
+        """None: the output does not depend on the shape's values."""
         return None
 
 
@@ -730,10 +775,12 @@ class NonZero(Operator):
     """Indices of the nonzero elements, shape (ndim, nnz), int32 (computed on the host)."""
 
     def forward(self, x):
+        """The (ndim, nnz) int32 indices of the nonzero cells of x."""
         idx = np.array(np.nonzero(x.to_numpy()), dtype=np.int32)
         return _as_ctensor(idx, x.dev)
 
     def backward(self, dy):
+        """None: indices have no gradient."""
         return None
 
 
@@ -749,6 +796,7 @@ class OneHot(Operator):
         self.off, self.on = (float(v) for v in vals.reshape(-1)[:2])
 
     def forward(self, indices):
+        """y = on where the class id of ``indices`` matches, off elsewhere, along axis."""
         if indices.dt != _dtype.kInt:
             indices = _math.as_type(indices, _dtype.kInt)
         return run(OPS["OneHot"], [indices], {"depth": self.depth, "axis": self.axis,
@@ -756,6 +804,7 @@ class OneHot(Operator):
                                               "dtype": _dtype.kFloat32})[0]
 
     def backward(self, dy):
+        """None: class ids have no gradient."""
         return None
 
 
@@ -763,6 +812,7 @@ class CosSim(Operator):
     """Row-wise cosine similarity of 2-D a and b: y_i = a_i.b_i / (|a_i| |b_i|)."""
 
     def forward(self, a, b):
+        """y_i = a_i . b_i / (|a_i| |b_i|) for the rows of the (N, D) a and b; y (N,)."""
         if len(a.shp) != 2 or a.shp != b.shp:
             raise ShapeError(f"CosSim: a and b must be equal 2-D shapes, got {a.shp}, {b.shp}")
         dot = _math.sum(_math.mul(a, b), 1)
@@ -774,6 +824,7 @@ class CosSim(Operator):
         return y
 
     def backward(self, dy):
+        """(da, db): da_i = dy_i (b_i / (|a_i| |b_i|) - y_i a_i / |a_i|^2), db symmetrically."""
         if not hasattr(self, "cache"):
             self._need_cache()
         a, b, na, nb, y = self.cache
@@ -800,6 +851,7 @@ class Embedding(Operator):
     """
 
     def forward(self, x, w):
+        """y = the rows of w (V, D) at the integer ids x; y (*x.shape, D)."""
         if np.dtype(_dtype.NP_DTYPE[x.dt]).kind not in "iu":
             raise DtypeMismatchError(
                 f"Embedding: ids must be an integer tensor, got {_dtype.name_of(x.dt)} ids of "
@@ -811,6 +863,7 @@ class Embedding(Operator):
         return _math.take(w, ids, 0)
 
     def backward(self, dy):
+        """(dx, dw): dx zeros of the ids' shape, dw = scatter-add of dy by id."""
         dw = run(OPS["ScatterAdd"], [self.ids, dy], {"shape": self.w_shape, "axis": 0})[0] \
             if self.needs_grad(1) else None
         dx = _math.set_value(CTensor._new(self.ids.shp, dy.dev, dy.dt), 0.0) \

@@ -43,6 +43,9 @@ def _fmt(values) -> str:
     return "[" + ", ".join(f"{float(v):.4g}" for v in np.ravel(values)) + "]"
 
 
+# the layers whose docstrings give the gradient: autograd's functions and Operator classes
+_AUTOGRAD = ("autograd", "operator")
+
 _OUT = "out : CTensor, optional\n    Written with y (in place) instead of a new tensor.\n"
 
 
@@ -80,10 +83,21 @@ class Unary:
         return f"{self.name}({_fmt(x)}) = {_fmt(self.reference(x))}"
 
     def doc(self, layer: str, arg: str = "x", kind: str = "CTensor") -> str:
-        """The docstring of this op's function or Operator in ``layer``."""
+        """The docstring of this op's function in ``layer`` ("math", "tensor", "autograd"), or
+        of its ``singa.autograd`` Operator class (``layer="operator"``)."""
         grad = (f"\n\nGradient: dx = {self.grad_formula}." if self.grad is not None else
-                "\n\nNo gradient flows through it.") if layer == "autograd" else ""
-        note = f"\n\n{self.note}" if self.note and layer == "autograd" else ""
+                "\n\nNo gradient flows through it.") if layer in _AUTOGRAD else ""
+        note = f"\n\n{self.note}" if self.note and layer in _AUTOGRAD else ""
+        if layer == "operator":
+            back = ("``backward(dy)`` maps the CTensor dy (y's shape) to dx" if self.grad
+                    is not None else "``backward(dy)`` returns None")
+            return (f"Operator of y = {self.formula}, elementwise (op ``{self.op}``).{grad}"
+                    f"{note}\n\nThe constructor takes only the optional ``name`` of every "
+                    f"Operator. Calling an instance on a Tensor x (any shape; dtype "
+                    f"{_dtype_names(self.dtypes)}) returns the 1-tuple (y,), y of x's shape and "
+                    f"dtype; ``{self.autograd}(x)`` returns y itself.\n\nNotes\n-----\n"
+                    f"``forward(x)`` maps the CTensor x to y; {back}.\n\nExamples\n--------\n"
+                    f"{self.example}\n")
         formula = self.formula if arg == "x" else f"{self.formula}, for x = {arg}"
         return (f"y = {formula}, elementwise (op ``{self.op}``).{grad}{note}\n\n"
                 f"Parameters\n----------\n{arg} : {kind}\n    Any shape; dtype "
@@ -125,11 +139,24 @@ class Binary:
 
     def doc(self, layer: str, args: tuple = ("a", "b"), kind: str = "CTensor",
             out: str = "") -> str:
-        """The docstring of this op's function or Operator in ``layer``; ``out`` documents
-        the parameter that receives y in place, if any."""
+        """The docstring of this op's function in ``layer`` ("math", "tensor", "autograd"), or
+        of its ``singa.autograd`` Operator class (``layer="operator"``); ``out`` documents the
+        parameter that receives y in place, if any."""
         grad = (f"\n\nGradient (each reduced to its input's shape): {self.grad_formula}."
                 if self.grad is not None else "\n\nNo gradient flows through it."
-                ) if layer == "autograd" else ""
+                ) if layer in _AUTOGRAD else ""
+        if layer == "operator":
+            back = ("``backward(dy)`` maps the CTensor dy (y's shape) to (da, db), each of "
+                    "its input's shape" if self.grad is not None else
+                    "``backward(dy)`` returns None")
+            return (f"Operator of y = {self.formula}, elementwise with numpy broadcasting (op "
+                    f"``{self.op}``).{grad}\n\nThe constructor takes only the optional ``name`` of "
+                    f"every Operator. Calling an instance on Tensors a and b (dtype "
+                    f"{_dtype_names(self.dtypes)}; b broadcasts with a, another dtype is "
+                    f"converted to the common one) returns the 1-tuple (y,), y of the broadcast "
+                    f"shape; ``{self.autograd}(a, b)`` "
+                    f"returns y itself.\n\nNotes\n-----\n``forward(a, b)`` maps the CTensors a "
+                    f"and b to y; {back}.\n\nExamples\n--------\n{self.example}\n")
         a, b = args
         other = kind if layer == "autograd" else f"{kind} or number"
         out = _OUT if layer == "math" else out

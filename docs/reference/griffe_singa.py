@@ -1,0 +1,102 @@
+"""A griffe extension (mkdocs.yml) that adds the members griffe's static analysis cannot see.
+
+``singa.tensor`` and ``singa.autograd`` build part of their public API at import time from the
+elementwise op records (``singa.ops._elementwise``): ``autograd.sigmoid``, ``autograd.Sigmoid``,
+``tensor.sigmoid``, ... A static read of their sources finds none of those, and griffe's
+``force_inspection`` would import every submodule of the package (``singa.__main__`` among
+them, which parses ``sys.argv`` and exits). This extension imports only the modules it is given
+and inspects them, and for each public name (the rule of
+``tests/core/test_public_api_snapshot.py``: no leading underscore, not a module, defined in
+singa; plus the names listed as ``extra``) it adds the inspected member where the static tree
+lacks it and marks the name public, so re-exported classes (``autograd.Elu``) are rendered too.
+
+The modules are imported from the handler's ``paths``, so the build needs singa's own
+dependencies (numpy, pluggy) installed.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import sys
+from typing import Any
+
+import griffe
+
+_logger = griffe.logger
+
+
+def _public(name: str, value: Any, extra: set[str]) -> bool:
+    if name in extra:
+        return True
+    if name.startswith("_") or inspect.ismodule(value):
+        return False
+    module = getattr(value, "__module__", None)
+    return module is None or not isinstance(module, str) or module.startswith("singa")
+
+
+def _prune(cls: griffe.Class) -> None:
+    """Drop the members of an inspected class that have no docstring of their own: class
+    attributes (inspection gives them their value's type docstring, e.g. ``bool``'s), the
+    _math functions held as hooks and the generated methods, which the class docstring
+    describes."""
+    for name, member in list(cls.members.items()):
+        if member.is_alias or member.is_attribute or not member.docstring:
+            cls.del_member(name)
+
+
+class RuntimeMembers(griffe.Extension):
+    """Completes the static tree of each module in ``modules`` with its runtime public names.
+
+    Parameters
+    ----------
+    modules : list of str
+        Dotted module paths, in order: a module whose members are re-exported elsewhere
+        (``singa.autograd._elementwise``) comes before the module that re-exports them.
+    extra : dict of str to list of str, optional
+        Per module, underscored names that are public nevertheless (``autograd._and``).
+    """
+
+    def __init__(self, modules: list[str], extra: dict[str, list[str]] | None = None) -> None:
+        super().__init__()
+        self.modules = list(modules)
+        self.extra = {path: set(names) for path, names in (extra or {}).items()}
+
+    def on_package(self, *, pkg: griffe.Module, loader: griffe.GriffeLoader,
+                   **kwargs: Any) -> None:
+        """Add the runtime members of the configured modules that live in ``pkg``."""
+        for path in self.modules:
+            if path.split(".")[0] != pkg.name:
+                continue
+            self._complete(pkg, path, loader)
+
+    def _complete(self, pkg: griffe.Module, path: str, loader: griffe.GriffeLoader) -> None:
+        static = pkg if path == pkg.path else pkg.get_member(path.split(".", 1)[1])
+        paths = [str(p) for p in loader.finder.search_paths]
+        sys.path[:0] = paths
+        try:
+            runtime = importlib.import_module(path)
+        except ImportError as error:
+            raise griffe.ExtensionError(
+                f"griffe_singa: cannot import {path} to document its generated members "
+                f"({error}); the docs build needs singa's dependencies (numpy, pluggy)") from error
+        finally:
+            del sys.path[:len(paths)]
+        inspected = griffe.inspect(path, import_paths=paths,
+                                   docstring_parser=loader.docstring_parser,
+                                   docstring_options=loader.docstring_options)
+        extra = self.extra.get(path, set())
+        added = 0
+        for name, value in vars(runtime).items():
+            if not _public(name, value, extra):
+                continue
+            if name not in static.members:
+                if name not in inspected.members:
+                    continue
+                member = inspected.members[name]
+                if not member.is_alias and member.is_class:
+                    _prune(member)
+                static.set_member(name, member)
+                added += 1
+            static.members[name].public = True
+        _logger.debug("griffe_singa: %s: %d runtime members added", path, added)
