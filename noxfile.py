@@ -207,8 +207,10 @@ def lint(session: nox.Session) -> None:
                 env={"PYTHONPATH": os.pathsep.join([*IMPORT_ROOTS, TOOLS])})
 
 
-# the reference site's tools; griffe reads the sources statically, so no singa package is
-# installed (mkdocs.yml's handler paths point at packages/*/src)
+# the reference site's tools; griffe reads the sources statically (mkdocs.yml's handler paths
+# point at packages/*/src), except singa.tensor and singa.autograd, whose functions are built
+# from the op records at import (docs/reference/griffe_singa.py imports them): the session
+# installs singa-core for their dependencies (numpy, pluggy)
 DOCS_DEPS = ["mkdocs==1.6.1", "mkdocstrings==1.0.8", "mkdocstrings-python==2.0.11"]
 
 
@@ -221,7 +223,7 @@ def docs(session: nox.Session) -> None:
     which plant each of those in a copy and check the strict build fails on it."""
     import tempfile
 
-    session.install(*DOCS_DEPS, *TEST_DEPS)
+    session.install(*DOCS_DEPS, *TEST_DEPS, CORE)
     site = tempfile.mkdtemp(prefix="singa-site-")
     session.run("mkdocs", "build", "--strict", "--site-dir", site)
     _remove(session, site, "the built site")

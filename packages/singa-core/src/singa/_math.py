@@ -102,61 +102,14 @@ _ELEMENTWISE = {**{decl.name: _unary(decl) for decl in UNARY.values()},
 globals().update(_ELEMENTWISE)
 
 if TYPE_CHECKING:
-    # The functions of the records, declared for type checkers, which cannot follow the
-    # globals() update above; the lists are those of UNARY and BINARY, in their order.
-    class _UnaryFunction(Protocol):
-        def __call__(self, x: CTensor, out: CTensor | None = None) -> CTensor: ...
-
-    class _BinaryFunction(Protocol):
-        def __call__(self, a: CTensor, b: CTensor | float,
+    # The functions of the records (abs ... logical_xor above) for type checkers, which
+    # cannot follow the globals() update: any other attribute of this module is one of them,
+    # so a new record needs no declaration here (PEP 562's module __getattr__, type-only).
+    class _ElementwiseFunction(Protocol):
+        def __call__(self, x: CTensor, b: CTensor | float | None = None,
                      out: CTensor | None = None) -> CTensor: ...
 
-    abs: _UnaryFunction  # noqa: A001
-    neg: _UnaryFunction
-    sign: _UnaryFunction
-    square: _UnaryFunction
-    ceil: _UnaryFunction
-    floor: _UnaryFunction
-    round: _UnaryFunction  # noqa: A001
-    rounde: _UnaryFunction
-    exp: _UnaryFunction
-    log: _UnaryFunction
-    sqrt: _UnaryFunction
-    reciprocal: _UnaryFunction
-    erf: _UnaryFunction
-    relu: _UnaryFunction
-    sigmoid: _UnaryFunction
-    tanh: _UnaryFunction
-    softplus: _UnaryFunction
-    softsign: _UnaryFunction
-    sin: _UnaryFunction
-    cos: _UnaryFunction
-    tan: _UnaryFunction
-    asin: _UnaryFunction
-    acos: _UnaryFunction
-    atan: _UnaryFunction
-    sinh: _UnaryFunction
-    cosh: _UnaryFunction
-    asinh: _UnaryFunction
-    acosh: _UnaryFunction
-    atanh: _UnaryFunction
-    logical_not: _UnaryFunction
-    add: _BinaryFunction
-    sub: _BinaryFunction
-    mul: _BinaryFunction
-    div: _BinaryFunction
-    pow: _BinaryFunction  # noqa: A001
-    lt: _BinaryFunction
-    le: _BinaryFunction
-    gt: _BinaryFunction
-    ge: _BinaryFunction
-    eq: _BinaryFunction
-    ne: _BinaryFunction
-    maximum: _BinaryFunction
-    minimum: _BinaryFunction
-    logical_and: _BinaryFunction
-    logical_or: _BinaryFunction
-    logical_xor: _BinaryFunction
+    def __getattr__(name: str) -> _ElementwiseFunction: ...
 
 
 def rsub(a: CTensor, value) -> CTensor:
