@@ -65,7 +65,7 @@ MUTANTS = [
         "distopt-divide-by-world-size", "DistOpt.update applies the all-reduced sum undivided "
         "(SINGA's manual step, and the sparse update)",
         "packages/singa-core/src/singa/_distopt.py",
-        "        M.imul(grad.data, 1.0 / self.world_size)\n",
+        "        _math.imul(grad.data, 1.0 / self.world_size)\n",
         "",
         ("tests/dist/test_distopt_mean.py", "tests/dist/test_distopt.py", "-k", "sparse"),
         ranks=2, needs=DIST),
@@ -128,8 +128,8 @@ MUTANTS = [
     Mutant(
         "adam-bias-correction", "Adam's bias correction uses step + 2 (off by one)",
         "packages/singa-core/src/singa/opt.py",
-        "M.as_type(self.step_counter.data, p.dt), 1.0)",
-        "M.as_type(self.step_counter.data, p.dt), 2.0)",
+        "_math.as_type(self.step_counter.data, p.dt), 1.0)",
+        "_math.as_type(self.step_counter.data, p.dt), 2.0)",
         ("tests/nn/test_opt.py", "-k", "adam or Adam"), needs=("torch",)),
     Mutant(
         "remat-stale-input", "rematerialisation recomputes from an input changed since the "

@@ -9,7 +9,7 @@ import warnings
 
 import numpy as np
 import pytest
-from singa import _math as M
+from singa import _math
 from singa.backend import (
     BACKEND_API_VERSION,
     ITEMSIZE,
@@ -56,7 +56,7 @@ def _new(dev, shape, dt=kFloat32):
 
 def _draw(dev, kind, n=200_000, dt=kFloat32, **params):
     x = _new(dev, (n,), dt)
-    getattr(M, kind)(x, **params)
+    getattr(_math, kind)(x, **params)
     return x.to_numpy()
 
 
@@ -126,17 +126,17 @@ def test_each_op_is_warned_once_and_counted_per_call():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for _ in range(3):
-            M.exp(x)
-        M.neg(x)
-        M.neg(x)
-        M.add(x, x)  # native: never counted, never warned
+            _math.exp(x)
+        _math.neg(x)
+        _math.neg(x)
+        _math.add(x, x)  # native: never counted, never warned
     msgs = [str(w.message) for w in caught if issubclass(w.category, HostFallbackWarning)]
     assert len(msgs) == 2, msgs
     assert "'Exp'" in msgs[0] and "hostfb" in msgs[0] and "fallback_stats" in msgs[0]
     assert "'Neg'" in msgs[1] and "Exp, Neg" in msgs[1]  # names every op fallen back so far
     assert dev.fallback_stats() == {"Exp": 3, "Neg": 2}
     assert dev.memory_stats()["host_fallback_calls"] == 5
-    np.testing.assert_allclose(M.exp(x).to_numpy(), np.exp(x.to_numpy()), rtol=1e-6)
+    np.testing.assert_allclose(_math.exp(x).to_numpy(), np.exp(x.to_numpy()), rtol=1e-6)
     stats = dev.fallback_stats()
     stats["Exp"] = 0  # a copy: the device's counts are unchanged
     assert dev.fallback_stats()["Exp"] == 4
@@ -146,7 +146,7 @@ def test_graph_replay_counts_and_draws_anew_each_run(dev):
     dev.SetRandSeed(5)
     x = _new(dev, (1000,))
     dev.EnableGraph(True)
-    M.gaussian(x, 0.0, 1.0)
+    _math.gaussian(x, 0.0, 1.0)
     dev.EnableGraph(False)
     before = dev.fallback_stats()
     dev.RunGraph()
@@ -171,5 +171,5 @@ def test_no_fallback_without_opt_in():
     dev = HostDev(fallback=False)
     x = upload(np.ones(3, np.float32), dev)
     with pytest.raises(MissingKernelError, match="'Exp'.*host fallback"):
-        M.exp(x)
+        _math.exp(x)
     assert dev.fallback_stats() == {}

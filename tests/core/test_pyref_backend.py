@@ -34,7 +34,7 @@ def pyref_site(tmp_path_factory):
 BASICS = r"""
 import importlib.metadata as md
 import numpy as np
-from singa import _math as M
+from singa import _math
 from singa.device import get_device
 from singa.testing.checks import upload
 
@@ -47,9 +47,9 @@ x = upload(a, dev)
 assert type(x.block.data) is bytearray, type(x.block.data)
 assert type(dev.native(x)).__name__ == "PyView"
 assert not isinstance(dev.native(x), np.ndarray)
-y = M.add(x, M.transpose(upload(a.T.copy(), dev)))      # kernel on a strided view
+y = _math.add(x, _math.transpose(upload(a.T.copy(), dev)))  # kernel on a strided view
 assert (y.to_numpy() == 2 * a).all(), y.to_numpy()
-s = M.sum(M.mul(x, 3.0), axes=(1,))                     # scalar kernel + contiguous-input kernel
+s = _math.sum(_math.mul(x, 3.0), axes=(1,))  # scalar kernel + contiguous-input kernel
 assert (s.to_numpy() == 3 * a.sum(1)).all(), s.to_numpy()
 print("OK", sorted(dev.kernels))
 """
@@ -64,7 +64,7 @@ def test_pyref_is_discovered_and_runs_on_bytearrays(pyref_site):
 FALLBACK = r"""
 import warnings
 import numpy as np
-from singa import _math as M
+from singa import _math
 from singa.device import get_device
 from singa.testing.checks import upload
 
@@ -72,7 +72,7 @@ dev = get_device("pyref")
 a = np.linspace(-2, 2, 6).astype(np.float32).reshape(2, 3)
 with warnings.catch_warnings(record=True) as w:
     warnings.simplefilter("always")
-    t = M.tanh(upload(a, dev))      # no pyref kernel: host fallback over PyView
+    t = _math.tanh(upload(a, dev))      # no pyref kernel: host fallback over PyView
     out = t.to_numpy()
 assert np.allclose(out, np.tanh(a), rtol=1e-6), out
 assert dev.memory_stats()["host_fallback_calls"] == 1

@@ -147,18 +147,9 @@ def test_resume_continues_bit_for_bit(train_cnn, tmp_path, mode):
 
 
 def test_resume_of_a_foreign_checkpoint_is_refused(train_cnn, tmp_path):
-    from singa import layer, model, tensor
+    from _shared_models import tiny
 
-    class Other(model.Model):
-        def __init__(self):
-            super().__init__()
-            self.fc = layer.Linear(3)
-
-        def forward(self, x):
-            return self.fc(x)
-
-    m = Other()
-    m.compile([tensor.Tensor((2, 4))], is_train=False)
+    m = tiny()
     m.save_states(str(tmp_path / "other.zip"))
     with pytest.raises(SystemExit, match="does not match the model"):
         train_cnn.main(SMALL + ["-m", "1", "-o", str(tmp_path), "--resume",

@@ -229,12 +229,11 @@ def test_sigkill_during_save_keeps_the_previous_checkpoint(tmp_path):
     assert proc.returncode == -signal.SIGKILL
     assert "second-saved" not in proc.stdout.read()
     # the previous checkpoint is intact and loads
-    from singa import layer as L
 
     class Big(model.Model):
         def __init__(self):
             super().__init__()
-            self.fc = L.Linear(4096)
+            self.fc = layer.Linear(4096)
 
         def forward(self, x):
             return self.fc(x)

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from singa import autograd, layer, model, opt, tensor
+from _shared_models import Classifier
+from singa import autograd, layer, opt, tensor
 from singa.errors import CheckpointError
 
 
-class Net(model.Model):
+class Net(Classifier):
     """conv -> batch norm -> ReLU -> linear: parameters, buffers and every SGD code path."""
 
     def __init__(self):
@@ -22,12 +23,6 @@ class Net(model.Model):
 
     def forward(self, x):
         return self.fc(self.flatten(autograd.relu(self.bn(self.conv(x)))))
-
-    def train_one_batch(self, x, y):
-        out = self.forward(x)
-        loss = autograd.softmax_cross_entropy(out, y)
-        self.optimizer(loss)
-        return out, loss
 
 
 BATCHES = [(np.random.default_rng(i).standard_normal((4, 1, 6, 6)).astype(np.float32),

@@ -11,7 +11,7 @@ import sys
 
 import numpy as np
 import pytest
-from _models import tiny
+from _shared_models import tiny
 from singa import model as model_mod
 from singa import opt, tensor
 from singa.errors import CheckpointError, ExtensionUnavailableError

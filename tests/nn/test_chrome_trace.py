@@ -7,7 +7,7 @@ import json
 
 import numpy as np
 import pytest
-from _models import Tiny
+from _shared_models import Tiny
 from singa import opt, tensor
 from singa.errors import GraphError
 

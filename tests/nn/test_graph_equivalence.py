@@ -11,20 +11,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from singa import autograd, device, layer, model, opt, tensor
+from _shared_models import Classifier
+from singa import autograd, device, layer, opt, tensor
 from singa.ops import OPS
 
 STEPS = 4
-
-
-class Classifier(model.Model):
-    """SINGA's training step: forward, softmax cross-entropy, the optimizer."""
-
-    def train_one_batch(self, x, y):
-        out = self.forward(x)
-        loss = autograd.softmax_cross_entropy(out, y)
-        self.optimizer(loss)
-        return out, loss
 
 
 class SeedCNN(Classifier):

@@ -9,9 +9,10 @@ from __future__ import annotations
 import threading
 from types import SimpleNamespace
 
+import _shared_models
 import numpy as np
 import pytest
-from singa import autograd, layer, model, opt, tensor
+from singa import autograd, opt, tensor
 from singa.device import get_default_device
 from singa.errors import GraphError
 from singa.scheduler import Graph
@@ -76,22 +77,18 @@ def test_record_refuses_another_devices_graph(dev):
         dev.record(other)
 
 
-class MLP(model.Model):
+class MLP(_shared_models.MLP):
+    """The shared MLP, optionally failing after its forward pass, before the optimizer."""
+
     def __init__(self, fail_at_record=False):
-        super().__init__()
-        self.l1, self.l2 = layer.Linear(6), layer.Linear(3)
+        super().__init__(hidden=6)
         self.fail_at_record = fail_at_record
 
-    def forward(self, x):
-        return self.l2(autograd.relu(self.l1(x)))
-
     def train_one_batch(self, x, y):
-        out = self.forward(x)
-        loss = autograd.softmax_cross_entropy(out, y)
-        if self.fail_at_record:
-            raise RuntimeError("failed while recording")
-        self.optimizer(loss)
-        return out, loss
+        if not self.fail_at_record:
+            return super().train_one_batch(x, y)
+        autograd.softmax_cross_entropy(self.forward(x), y)
+        raise RuntimeError("failed while recording")
 
 
 def _mlp(dev, rng, seed=0, **kw):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from gradcheck import check_op, check_param_grads, to_tensor
 from singa import autograd, layer, tensor
-from singa.errors import ShapeError
+from singa.errors import ShapeError, SingaError
 from singa.tensor import Tensor
 
 
@@ -557,3 +557,91 @@ def test_layer_device_and_dtype_checks():
     x64 = Tensor(data=np.ones((3, 4)), dtype=tensor.float64)
     y = lin(x64)  # params follow the input's dtype (dtype_check)
     assert y.dtype == tensor.float64 and lin.W.dtype == tensor.float64
+
+
+# ---------------------------------------------------------------- parameters before forward
+_BUILT_IN_FROM_FIRST_INPUT = {
+    "Linear": lambda: layer.Linear(3), "Gemm": lambda: layer.Gemm(3),
+    "Embedding": lambda: layer.Embedding(5, 3), "Conv2d": lambda: layer.Conv2d(2, 3),
+    "BatchNorm2d": lambda: layer.BatchNorm2d(3), "RNN": lambda: layer.RNN(3, 2),
+    "LSTM": lambda: layer.LSTM(3, 2), "GRU": lambda: layer.GRU(3, 2),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_BUILT_IN_FROM_FIRST_INPUT))
+def test_built_in_layer_has_no_params_before_its_first_input(name):
+    lay = _BUILT_IN_FROM_FIRST_INPUT[name]()
+    assert lay.get_params() == {} and lay.get_states() == {}
+    with pytest.raises(SingaError, match="no parameters yet.*run a forward pass"):
+        lay.set_params({"W": Tensor((3, 3))})
+    with pytest.raises(SingaError, match="no parameters yet"):
+        lay.set_states({"W": Tensor((3, 3))})
+
+
+def test_built_in_layer_params_after_first_input(rng):
+    lin = layer.Linear(3)
+    lin(T(rng.standard_normal((2, 4))))
+    assert set(lin.get_params()) == {"W", "b"}
+    lin.set_params({"W": np.ones((4, 3))})
+    np.testing.assert_array_equal(lin.W.to_numpy(), np.ones((4, 3)))
+    bn = layer.BatchNorm2d(2)
+    bn(T(rng.standard_normal((2, 2, 3, 3))))
+    assert set(bn.get_states()) == {"scale", "bias", "running_mean", "running_var"}
+
+
+class _EagerParams(layer.Layer):
+    """A user layer in SINGA's style: its tensor exists from ``__init__``."""
+
+    def __init__(self):
+        super().__init__()
+        self.scale = Tensor((2,), requires_grad=True, stores_grad=True).set_value(1.0)
+
+    def forward(self, x):
+        return autograd.mul(x, self.scale)
+
+    def get_params(self):
+        return {"scale": self.scale}
+
+    def set_params(self, parameters):
+        self.scale.copy_from(parameters["scale"])
+
+
+class _LinearOwnSetter(layer.Linear):
+    def set_params(self, parameters):
+        self.seen = dict(parameters)
+
+
+def test_user_layers_read_and_set_their_params_before_forward():
+    lay = _EagerParams()
+    assert set(lay.get_params()) == {"scale"}
+    lay.set_params({"scale": Tensor(data=np.array([3.0, 4.0], np.float32))})
+    np.testing.assert_array_equal(lay.scale.to_numpy(), [3.0, 4.0])
+    # a user subclass's own setter is not guarded; the getter it inherits from Linear is
+    lin = _LinearOwnSetter(3)
+    lin.set_params({"W": 1})
+    assert lin.seen == {"W": 1} and lin.get_params() == {}
+
+
+def test_every_built_in_layer_that_defines_param_accessors_is_declared():
+    import inspect
+
+    from singa.layer import _base, _basic, _conv, _rnn
+
+    undeclared = []
+    for module in (_base, _basic, _conv, _rnn):
+        for cls in vars(module).values():
+            if not (inspect.isclass(cls) and issubclass(cls, layer.Layer)) or cls is layer.Layer:
+                continue
+            for method in ("get_params", "get_states", "set_params", "set_states"):
+                func = vars(cls).get(method)
+                if func is not None and not getattr(func, "_guards_params", False):
+                    undeclared.append(f"{cls.__name__}.{method}")
+    assert not undeclared, (f"{undeclared}: list the class in singa/layer/__init__.py's "
+                            "params_from_first_input(...)")
+
+
+def test_params_from_first_input_takes_layer_classes():
+    from singa.layer import _base
+
+    with pytest.raises(SingaError, match="Layer subclasses"):
+        _base.params_from_first_input(object)

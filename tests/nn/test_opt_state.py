@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from singa import autograd, layer, model, opt, tensor
+from _shared_models import MLP
+from singa import autograd, layer, opt, tensor
 from singa.errors import OptimizerStateError
 from singa.tensor import Tensor
 from test_opt import NumpySGD, numpy_adagrad, numpy_adam, numpy_rmsprop
@@ -101,16 +102,7 @@ def test_a_name_several_parameters_carry_is_ambiguous_by_name(rng):
 
 
 def _model_and_data(rng):
-    class Net(model.Model):
-        def __init__(self):
-            super().__init__()
-            self.fc1 = layer.Linear(5)
-            self.fc2 = layer.Linear(3)
-
-        def forward(self, x):
-            return self.fc2(autograd.relu(self.fc1(x)))
-
-    m = Net()
+    m = MLP(hidden=5)
     m.compile([tensor.from_numpy(np.ones((4, 6), np.float32))], is_train=True)
     m.train()
     x = tensor.from_numpy(rng.standard_normal((4, 6)).astype(np.float32))

@@ -18,7 +18,7 @@ import zipfile
 
 import numpy as np
 import pytest
-from _models import tiny
+from _shared_models import tiny
 from singa import model, tensor
 from singa.errors import CheckpointError
 
@@ -56,8 +56,8 @@ def test_json_zip_bomb_is_refused_without_inflating(tmp_path):
 
 BOMB_UNDER_LIMIT = r"""
 import resource, sys
-sys.path.insert(0, {tests!r})
-from _models import tiny
+sys.path[:0] = [{tests!r}, {shared!r}]
+from _shared_models import tiny
 from test_reliability_checkpoint import _bomb
 from singa.errors import CheckpointError
 _bomb({path!r}, 1 << 30)
@@ -72,7 +72,8 @@ except CheckpointError as e:
 def test_gigabyte_bomb_under_a_memory_limit(tmp_path):
     """The issue's case: 1 GiB of JSON; before the fix a bare MemoryError under a limit."""
     path = str(tmp_path / "big.zip")
-    code = BOMB_UNDER_LIMIT.format(tests=os.path.dirname(__file__), path=path)
+    here = os.path.dirname(__file__)
+    code = BOMB_UNDER_LIMIT.format(tests=here, shared=os.path.dirname(here), path=path)
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
                           text=True, timeout=600)
     assert "REFUSED" in proc.stdout, proc.stderr[-2000:]

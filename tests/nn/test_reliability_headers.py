@@ -15,7 +15,7 @@ import zipfile
 
 import numpy as np
 import pytest
-from _models import tiny
+from _shared_models import tiny
 from singa import autograd, model, opt, tensor
 from singa.errors import (
     CheckpointError,

@@ -11,25 +11,11 @@ import sys
 import threading
 
 import numpy as np
-from singa import autograd, device, layer, model, opt, tensor
+from _shared_models import MLP
+from singa import device, opt, tensor
 
 STEPS = 12
 N_THREADS = 4
-
-
-class MLP(model.Model):
-    def __init__(self):
-        super().__init__()
-        self.l1, self.l2 = layer.Linear(16), layer.Linear(3)
-
-    def forward(self, x):
-        return self.l2(autograd.relu(self.l1(x)))
-
-    def train_one_batch(self, x, y):
-        out = self.forward(x)
-        loss = autograd.softmax_cross_entropy(out, y)
-        self.optimizer(loss)
-        return out, loss
 
 
 def _data(seed):

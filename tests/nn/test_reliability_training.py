@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _models import Tiny
+from _shared_models import Tiny
 from singa import device, layer, opt, tensor
 from singa.errors import DeviceMismatchError, DtypeMismatchError, GraphError
 

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import contextlib
 
-from . import _math as M
-from . import autograd
+from . import _math, autograd
 from .dist import Communicator, DistError, get_communicator
 
 __all__ = ["DistOpt"]
@@ -99,7 +98,7 @@ class DistOpt:
 
     def update(self, param, grad):
         """Divide ``grad`` by the world size in place, then apply it (SINGA's ``update``)."""
-        M.imul(grad.data, 1.0 / self.world_size)
+        _math.imul(grad.data, 1.0 / self.world_size)
         self._apply(param, grad)
 
     def _apply(self, p, g):
@@ -197,9 +196,9 @@ class DistOpt:
             for p, g in pairs:
                 acc = self._accum.get(id(p))
                 if acc is None:
-                    self._accum[id(p)] = (p, M.copy(g.data))
+                    self._accum[id(p)] = (p, _math.copy(g.data))
                 else:
-                    M.iadd(acc[1], g.data)
+                    _math.iadd(acc[1], g.data)
             return None
         return self._fold(pairs)
 
@@ -207,7 +206,7 @@ class DistOpt:
         for p, g in pairs:
             acc = self._accum.pop(id(p), None)
             if acc is not None:
-                M.iadd(g.data, acc[1])
+                _math.iadd(g.data, acc[1])
             yield p, g
 
     def _first_step(self, params):

@@ -43,13 +43,13 @@ def _version(dist: str) -> str | None:
 def smoke_test(backend: str) -> tuple[bool, str]:
     """Run Add, Matmul and a host round trip on device 0 of ``backend``; (ok, detail)."""
     def run(dev):
-        from . import _math as M
+        from . import _math
         from ._ctensor import CTensor
 
         a = np.array([[1.0, 2.0], [3.0, 4.0]], np.float32)
         x = CTensor._new((2, 2), dev, 0)
         x.copy_from_numpy(a)
-        return a, M.add(x, x).to_numpy(), M.matmul(x, x).to_numpy()
+        return a, _math.add(x, x).to_numpy(), _math.matmul(x, x).to_numpy()
 
     try:
         reg = registry()

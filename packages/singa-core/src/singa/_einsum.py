@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from . import _math as M
+from . import _math
 from ._ctensor import CTensor
 from .errors import ShapeError
 
@@ -40,7 +40,7 @@ def _sum_out(x: CTensor, letters: str, keep: set) -> tuple[CTensor, str]:
     drop = tuple(i for i, c in enumerate(letters) if c not in keep)
     if not drop:
         return x, letters
-    return M.sum(x, drop), "".join(c for c in letters if c in keep)
+    return _math.sum(x, drop), "".join(c for c in letters if c in keep)
 
 
 def einsum2(spec: str, a: CTensor, b: CTensor) -> CTensor:
@@ -60,19 +60,19 @@ def einsum2(spec: str, a: CTensor, b: CTensor) -> CTensor:
     free_b = [c for c in lb if c not in la]
 
     def arrange(x, letters, order):
-        return M.transpose(x, [letters.index(c) for c in order])
+        return _math.transpose(x, [letters.index(c) for c in order])
 
     def n(cs):
         return math.prod(size[c] for c in cs)
 
-    at = M.reshape(arrange(a, la, batch + free_a + contr), (n(batch), n(free_a), n(contr)))
-    bt = M.reshape(arrange(b, lb, batch + contr + free_b), (n(batch), n(contr), n(free_b)))
-    prod = M.matmul(at, bt)
+    at = _math.reshape(arrange(a, la, batch + free_a + contr), (n(batch), n(free_a), n(contr)))
+    bt = _math.reshape(arrange(b, lb, batch + contr + free_b), (n(batch), n(contr), n(free_b)))
+    prod = _math.matmul(at, bt)
     res_letters = batch + free_a + free_b
-    res = M.reshape(prod, tuple(size[c] for c in res_letters))
+    res = _math.reshape(prod, tuple(size[c] for c in res_letters))
     perm = [res_letters.index(c) for c in lo]
     if perm != list(range(len(perm))):
-        res = M.contiguous(M.transpose(res, perm))
+        res = _math.contiguous(_math.transpose(res, perm))
     return res
 
 
@@ -96,6 +96,6 @@ def tensordot2(a: CTensor, b: CTensor, axes=2) -> CTensor:
     k = math.prod(a.shp[i] for i in ax_a)
     fa = [a.shp[i] for i in free_a]
     fb = [b.shp[j] for j in free_b]
-    at = M.reshape(M.transpose(a, free_a + ax_a), (math.prod(fa), k))
-    bt = M.reshape(M.transpose(b, ax_b + free_b), (k, math.prod(fb)))
-    return M.reshape(M.matmul(at, bt), tuple(fa + fb))
+    at = _math.reshape(_math.transpose(a, free_a + ax_a), (math.prod(fa), k))
+    bt = _math.reshape(_math.transpose(b, ax_b + free_b), (k, math.prod(fb)))
+    return _math.reshape(_math.matmul(at, bt), tuple(fa + fb))

@@ -9,8 +9,7 @@ from __future__ import annotations
 import math
 import numbers
 
-from . import _math as M
-from . import autograd
+from . import _math, autograd
 from . import tensor as tensor_mod
 from ._optstate import ParamStates, SlotView
 from .errors import HyperparameterError, ShapeError
@@ -48,10 +47,10 @@ class ExponentialDecay(DecayScheduler):
         self.staircase = bool(staircase)
 
     def __call__(self, step: Tensor) -> Tensor:
-        e = M.mul(step.data, 1.0 / self.decay_steps)
+        e = _math.mul(step.data, 1.0 / self.decay_steps)
         if self.staircase:
-            e = M.floor(e)
-        return Tensor._wrap(M.mul(M.rpow(e, self.decay_rate), self.init_value))
+            e = _math.floor(e)
+        return Tensor._wrap(_math.mul(_math.rpow(e, self.decay_rate), self.init_value))
 
 
 #: The valid range of each hyper-parameter, by name: (low, high, low included, high included).
@@ -199,7 +198,7 @@ class Optimizer:
 
     def step(self):
         """Advance the step counter and the schedules (device ops: graph-replay safe)."""
-        M.iadd(self.step_counter.data, 1.0)
+        _math.iadd(self.step_counter.data, 1.0)
         self._refresh()
 
     def apply(self, param_name, param_value, param_grad):
@@ -216,14 +215,18 @@ class Optimizer:
         """
         raise NotImplementedError
 
-    def _dv(self, key, p, make):
-        """A one-element tensor derived from the hyper-parameters (e.g. -lr), computed once per
-        step and dtype rather than once per parameter."""
+    def _derived_value(self, key, p, make):
+        """A one-element tensor derived from the hyper-parameters (e.g. ``-lr``), computed once
+        per step and dtype rather than once per parameter.
+
+        ``key`` names the value in the cache; ``make(hyper)`` computes it, where
+        ``hyper(name)`` is :meth:`_hyper_value` for ``p``. :meth:`call` (and DistOpt, per
+        step) empties the cache."""
         cache = self.__dict__.setdefault("_derived", {})
         k = (key, p.dt)
         v = cache.get(k)
         if v is None:
-            v = cache[k] = make(lambda name: self._hv(name, p))
+            v = cache[k] = make(lambda name: self._hyper_value(name, p))
         return v
 
     def update(self, param, grad):
@@ -260,12 +263,14 @@ class Optimizer:
         self.device_check(p)
         gd = g.data
         if gd.dt != p.dtype:
-            gd = M.as_type(gd, p.dtype)
+            gd = _math.as_type(gd, p.dtype)
         return p.data, gd
 
-    def _hv(self, name, p):
+    def _hyper_value(self, name, p):
+        """The current value of hyper-parameter ``name`` (``lr``, ``momentum``, ...) as a
+        one-element CTensor of ``p``'s dtype."""
         v = self._values[name].data
-        return v if v.dt == p.dt else M.as_type(v, p.dt)
+        return v if v.dt == p.dt else _math.as_type(v, p.dt)
 
     #: names of the per-parameter state slots; each is also an attribute, a read-only
     #: mapping from parameter name to state (``sgd.moments``), see :mod:`singa._optstate`
@@ -315,6 +320,11 @@ class Optimizer:
         return copy_into
 
 
+def _one_minus_lr_wd(hyper):
+    """``1 - lr * weight_decay``, the factor of SGD's in-place weight decay."""
+    return _math.rsub(_math.mul(hyper("lr"), hyper("weight_decay")), 1.0)
+
+
 class SGD(Optimizer):
     """SGD with momentum, dampening, Nesterov and weight decay (PyTorch's rule).
 
@@ -361,29 +371,31 @@ class SGD(Optimizer):
         # p *= 1 - lr wd) so that no parameter-sized temporary is created.
         p, g = self._prepare(param_value, param_grad)
         wd = self.wd_value != 0
-        neg_lr = self._dv("-lr", p, lambda h: M.neg(h("lr")))
+        neg_lr = self._derived_value("-lr", p, lambda h: _math.neg(h("lr")))
         if self.mom_value == 0:
             if wd:
-                M.imul(p, self._dv("1-lr*wd", p,
-                                   lambda h: M.rsub(M.mul(h("lr"), h("weight_decay")), 1.0)))
-            M.axpy(neg_lr, g, p)
+                _math.imul(p, self._derived_value("1-lr*wd", p, _one_minus_lr_wd))
+            _math.axpy(neg_lr, g, p)
             return
         buf = self._state("moments", param_name, param_value).data
-        keep = self._dv("1-damp", p, lambda h: M.rsub(h("dampening"), 1.0))
-        M.imul(buf, self._hv("momentum", p))
-        M.axpy(keep, g, buf)
+        keep = self._derived_value("1-damp", p, lambda h: _math.rsub(h("dampening"), 1.0))
+        _math.imul(buf, self._hyper_value("momentum", p))
+        _math.axpy(keep, g, buf)
         if wd:
-            M.axpy(self._dv("(1-damp)*wd", p, lambda h: M.mul(M.rsub(h("dampening"), 1.0),
-                                                               h("weight_decay"))), p, buf)
+            keep_wd = self._derived_value(
+                "(1-damp)*wd", p,
+                lambda h: _math.mul(_math.rsub(h("dampening"), 1.0), h("weight_decay")))
+            _math.axpy(keep_wd, p, buf)
         if not self.nesterov:
-            M.axpy(neg_lr, buf, p)
+            _math.axpy(neg_lr, buf, p)
             return
         # p -= lr (g + wd p + momentum buf)
         if wd:
-            M.imul(p, self._dv("1-lr*wd", p,
-                               lambda h: M.rsub(M.mul(h("lr"), h("weight_decay")), 1.0)))
-        M.axpy(neg_lr, g, p)
-        M.axpy(self._dv("-lr*mom", p, lambda h: M.neg(M.mul(h("lr"), h("momentum")))), buf, p)
+            _math.imul(p, self._derived_value("1-lr*wd", p, _one_minus_lr_wd))
+        _math.axpy(neg_lr, g, p)
+        neg_lr_mom = self._derived_value(
+            "-lr*mom", p, lambda h: _math.neg(_math.mul(h("lr"), h("momentum"))))
+        _math.axpy(neg_lr_mom, buf, p)
 
 
 
@@ -418,13 +430,13 @@ class RMSProp(Optimizer):
         """
         p, g = self._prepare(param_value, param_grad)
         if self.wd_value != 0:
-            g = M.add(g, M.mul(p, self._hv("weight_decay", p)))
+            g = _math.add(g, _math.mul(p, self._hyper_value("weight_decay", p)))
         r = self._state("running_average", param_name, param_value).data
-        rho = self._hv("rho", p)
-        M.imul(r, rho)
-        M.axpy(M.rsub(rho, 1.0), M.square(g), r)
-        step = M.div(g, M.sqrt(M.add(r, self.epsilon)))
-        M.axpy(M.neg(self._hv("lr", p)), step, p)
+        rho = self._hyper_value("rho", p)
+        _math.imul(r, rho)
+        _math.axpy(_math.rsub(rho, 1.0), _math.square(g), r)
+        step = _math.div(g, _math.sqrt(_math.add(r, self.epsilon)))
+        _math.axpy(_math.neg(self._hyper_value("lr", p)), step, p)
 
 
 
@@ -457,10 +469,11 @@ class AdaGrad(Optimizer):
         """
         p, g = self._prepare(param_value, param_grad)
         if self.wd_value != 0:
-            g = M.add(g, M.mul(p, self._hv("weight_decay", p)))
+            g = _math.add(g, _math.mul(p, self._hyper_value("weight_decay", p)))
         h = self._state("history", param_name, param_value).data
-        M.iadd(h, M.square(g))
-        M.axpy(M.neg(self._hv("lr", p)), M.div(g, M.sqrt(M.add(h, self.epsilon))), p)
+        _math.iadd(h, _math.square(g))
+        step = _math.div(g, _math.sqrt(_math.add(h, self.epsilon)))
+        _math.axpy(_math.neg(self._hyper_value("lr", p)), step, p)
 
 
 
@@ -499,27 +512,27 @@ class Adam(Optimizer):
             Its gradient, of the parameter's shape.
         """
         p, g = self._prepare(param_value, param_grad)
-        lr = self._hv("lr", p)
+        lr = self._hyper_value("lr", p)
         if self.wd_value != 0:
-            wd = self._hv("weight_decay", p)
+            wd = self._hyper_value("weight_decay", p)
             if self.decoupled:
-                M.axpy(M.neg(M.mul(lr, wd)), p, p)
+                _math.axpy(_math.neg(_math.mul(lr, wd)), p, p)
             else:
-                g = M.add(g, M.mul(p, wd))
-        b1, b2 = self._hv("beta_1", p), self._hv("beta_2", p)
+                g = _math.add(g, _math.mul(p, wd))
+        b1, b2 = self._hyper_value("beta_1", p), self._hyper_value("beta_2", p)
         m = self._state("m", param_name, param_value).data
         v = self._state("v", param_name, param_value).data
-        M.imul(m, b1)
-        M.axpy(M.rsub(b1, 1.0), g, m)
-        M.imul(v, b2)
-        M.axpy(M.rsub(b2, 1.0), M.square(g), v)
-        t = M.add(self.step_counter.data if self.step_counter.dtype == p.dt else
-                  M.as_type(self.step_counter.data, p.dt), 1.0)
-        bc1 = M.rsub(M.pow(b1, t), 1.0)
-        bc2 = M.rsub(M.pow(b2, t), 1.0)
-        mhat = M.div(m, bc1)
-        denom = M.add(M.sqrt(M.div(v, bc2)), self.epsilon)
-        M.axpy(M.neg(lr), M.div(mhat, denom), p)
+        _math.imul(m, b1)
+        _math.axpy(_math.rsub(b1, 1.0), g, m)
+        _math.imul(v, b2)
+        _math.axpy(_math.rsub(b2, 1.0), _math.square(g), v)
+        t = _math.add(self.step_counter.data if self.step_counter.dtype == p.dt else
+                  _math.as_type(self.step_counter.data, p.dt), 1.0)
+        bc1 = _math.rsub(_math.pow(b1, t), 1.0)
+        bc2 = _math.rsub(_math.pow(b2, t), 1.0)
+        mhat = _math.div(m, bc1)
+        denom = _math.add(_math.sqrt(_math.div(v, bc2)), self.epsilon)
+        _math.axpy(_math.neg(lr), _math.div(mhat, denom), p)
 
 
 

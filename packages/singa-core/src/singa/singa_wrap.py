@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _dtype
-from . import _math as M
+from . import _dtype, _math
 from ._ctensor import CTensor
 from ._handles import (  # noqa: F401  (SINGA's native module exports the handles)
     BatchNormHandle,
@@ -88,224 +87,225 @@ def Product(shape) -> int:
 
 
 # ---------------------------------------------------------------- elementwise
-Abs, Ceil, Floor, Round, RoundE = M.abs, M.ceil, M.floor, M.round, M.rounde
-Exp, Erf, Log, ReLU, Sigmoid, Sign = M.exp, M.erf, M.log, M.relu, M.sigmoid, M.sign
-Sqrt, Square, Tanh = M.sqrt, M.square, M.tanh
-Cos, Cosh, Acos, Acosh = M.cos, M.cosh, M.acos, M.acosh
-Sin, Sinh, Asin, Asinh = M.sin, M.sinh, M.asin, M.asinh
-Tan, Atan, Atanh = M.tan, M.atan, M.atanh
-SoftPlus, SoftSign, Reciprocal = M.softplus, M.softsign, M.reciprocal
+Abs, Ceil, Floor, Round, RoundE = _math.abs, _math.ceil, _math.floor, _math.round, _math.rounde
+Exp, Erf, Log = _math.exp, _math.erf, _math.log
+ReLU, Sigmoid, Sign = _math.relu, _math.sigmoid, _math.sign
+Sqrt, Square, Tanh = _math.sqrt, _math.square, _math.tanh
+Cos, Cosh, Acos, Acosh = _math.cos, _math.cosh, _math.acos, _math.acosh
+Sin, Sinh, Asin, Asinh = _math.sin, _math.sinh, _math.asin, _math.asinh
+Tan, Atan, Atanh = _math.tan, _math.atan, _math.atanh
+SoftPlus, SoftSign, Reciprocal = _math.softplus, _math.softsign, _math.reciprocal
 
 
 def ReLUBackward(dy: CTensor, x: CTensor) -> CTensor:
-    return M.relu_backward(dy, x)
+    return _math.relu_backward(dy, x)
 
 
 # ---------------------------------------------------------------- reductions and softmax
 def Sum(t: CTensor, axis: int) -> CTensor:
-    return M.sum(t, axis)
+    return _math.sum(t, axis)
 
 
 def SumAll(t: CTensor) -> CTensor:
-    return M.reshape(M.sum(t), (1,))
+    return _math.reshape(_math.sum(t), (1,))
 
 
 def SumAsFloat(t: CTensor) -> float:
-    return float(M.sum(t).to_numpy())
+    return float(_math.sum(t).to_numpy())
 
 
 def Average(t: CTensor, axis: int = 0) -> CTensor:
-    return M.reduce_mean(t, axis)
+    return _math.reduce_mean(t, axis)
 
 
 def SoftMax(t: CTensor, axis: int = -1) -> CTensor:
-    return M.softmax(t, axis)
+    return _math.softmax(t, axis)
 
 
 def SoftMaxBackward(dy: CTensor, axis: int, y: CTensor) -> CTensor:
-    return M.softmax_backward(y, dy, axis)
+    return _math.softmax_backward(y, dy, axis)
 
 
 # ---------------------------------------------------------------- power and comparisons
 def Pow(base: CTensor, exp: CTensor) -> CTensor:
-    return M.pow(base, exp)
+    return _math.pow(base, exp)
 
 
 def PowFloat(t: CTensor, x: float) -> CTensor:
-    return M.pow(t, float(x))
+    return _math.pow(t, float(x))
 
 
 def PowWithRet(base: CTensor, exp, ret: CTensor) -> None:
-    M.pow(base, exp, out=ret)
+    _math.pow(base, exp, out=ret)
 
 
-__lt__, __le__, __gt__, __ge__, __eq__ = M.lt, M.le, M.gt, M.ge, M.eq
-LTFloat, LEFloat, GTFloat, GEFloat, EQFloat = M.lt, M.le, M.gt, M.ge, M.eq
+__lt__, __le__, __gt__, __ge__, __eq__ = _math.lt, _math.le, _math.gt, _math.ge, _math.eq
+LTFloat, LEFloat, GTFloat, GEFloat, EQFloat = _math.lt, _math.le, _math.gt, _math.ge, _math.eq
 
 # ---------------------------------------------------------------- arithmetic
-__add__, __sub__, __mul__, __div__ = M.add, M.sub, M.mul, M.div
-AddFloat, SubFloat, MultFloat, DivFloat = M.add, M.sub, M.mul, M.div
+__add__, __sub__, __mul__, __div__ = _math.add, _math.sub, _math.mul, _math.div
+AddFloat, SubFloat, MultFloat, DivFloat = _math.add, _math.sub, _math.mul, _math.div
 
 
 def Add(a: CTensor, b, ret: CTensor | None = None):
-    return M.add(a, b) if ret is None else M.add(a, b, out=ret)
+    return _math.add(a, b) if ret is None else _math.add(a, b, out=ret)
 
 
 def Sub(a: CTensor, b, ret: CTensor | None = None):
-    return M.sub(a, b) if ret is None else M.sub(a, b, out=ret)
+    return _math.sub(a, b) if ret is None else _math.sub(a, b, out=ret)
 
 
 def EltwiseMult(a: CTensor, b, ret: CTensor | None = None):
-    return M.mul(a, b) if ret is None else M.mul(a, b, out=ret)
+    return _math.mul(a, b) if ret is None else _math.mul(a, b, out=ret)
 
 
 def Div(a, b, ret: CTensor | None = None):
     if not isinstance(a, CTensor):  # Div(float, tensor): value / b
-        r = M.rdiv(b, a)
-        return r if ret is None else M.copy_into(ret, r)
-    return M.div(a, b) if ret is None else M.div(a, b, out=ret)
+        r = _math.rdiv(b, a)
+        return r if ret is None else _math.copy_into(ret, r)
+    return _math.div(a, b) if ret is None else _math.div(a, b, out=ret)
 
 
 def AddFloatWithRet(t, x, ret):
-    M.add(t, x, out=ret)
+    _math.add(t, x, out=ret)
 
 
 def SubFloatWithRet(t, x, ret):
-    M.sub(t, x, out=ret)
+    _math.sub(t, x, out=ret)
 
 
 def MultFloatWithRet(t, x, ret):
-    M.mul(t, x, out=ret)
+    _math.mul(t, x, out=ret)
 
 
 def DivFloatWithRet(t, x, ret):
-    M.div(t, x, out=ret)
+    _math.div(t, x, out=ret)
 
 
 # ---------------------------------------------------------------- shape
 def ConcatOn(tensors, axis: int) -> CTensor:
-    return M.concat(list(tensors), axis)
+    return _math.concat(list(tensors), axis)
 
 
 def SliceOn(t: CTensor, start: int, end: int, axis: int) -> CTensor:
-    return M.slice_on(t, start, end, axis)
+    return _math.slice_on(t, start, end, axis)
 
 
 def Reshape(t: CTensor, shape) -> CTensor:
-    return M.reshape(t, shape)
+    return _math.reshape(t, shape)
 
 
 def Contiguous(t: CTensor) -> CTensor:
-    return M.contiguous(t)
+    return _math.contiguous(t)
 
 
 def Transpose(t: CTensor, axes=None) -> CTensor:
-    return M.transpose(t, axes)
+    return _math.transpose(t, axes)
 
 
 def DefaultTranspose(t: CTensor) -> CTensor:
-    return M.transpose(t)
+    return _math.transpose(t)
 
 
 # ---------------------------------------------------------------- random
 def Bernoulli(p: float, t: CTensor) -> None:
-    M.bernoulli(t, p)
+    _math.bernoulli(t, p)
 
 
 def Gaussian(mean: float, std: float, t: CTensor) -> None:
-    M.gaussian(t, mean, std)
+    _math.gaussian(t, mean, std)
 
 
 def Uniform(low: float, high: float, t: CTensor) -> None:
-    M.uniform(t, low, high)
+    _math.uniform(t, low, high)
 
 
 # ---------------------------------------------------------------- BLAS-like
 def Axpy(alpha, x: CTensor, y: CTensor) -> None:
     """y += alpha * x (alpha a float or a one-element CTensor)."""
-    M.axpy(alpha, x, y)
+    _math.axpy(alpha, x, y)
 
 
 def Mult(a: CTensor, b: CTensor) -> CTensor:
-    return M.matmul(a, b)
+    return _math.matmul(a, b)
 
 
 def MultWithRet(a: CTensor, b: CTensor, ret: CTensor) -> None:
-    M.matmul(a, b, out=ret)
+    _math.matmul(a, b, out=ret)
 
 
 def MultWithScale(alpha: float, a: CTensor, b: CTensor, beta: float, c: CTensor) -> None:
     """c = alpha * a @ b + beta * c."""
     if len(a.shp) == 2 and len(b.shp) == 2:
-        M.gemm(a, b, c, alpha, beta, out=c)
+        _math.gemm(a, b, c, alpha, beta, out=c)
         return
-    prod = M.matmul(a, b)
-    M.imul(c, float(beta))
-    M.axpy(float(alpha), prod, c)
+    prod = _math.matmul(a, b)
+    _math.imul(c, float(beta))
+    _math.axpy(float(alpha), prod, c)
 
 
 # ---------------------------------------------------------------- rows and columns
-_col, _row = M.as_column, M.as_row
+_col, _row = _math.as_column, _math.as_row
 
 
 def AddColumn(v, m):
-    M.iadd(m, _col(v, m))
+    _math.iadd(m, _col(v, m))
 
 
 def SubColumn(v, m):
-    M.isub(m, _col(v, m))
+    _math.isub(m, _col(v, m))
 
 
 def MultColumn(v, m):
-    M.imul(m, _col(v, m))
+    _math.imul(m, _col(v, m))
 
 
 def DivColumn(v, m):
-    M.idiv(m, _col(v, m))
+    _math.idiv(m, _col(v, m))
 
 
 def AddRow(v, m):
-    M.iadd(m, _row(v, m))
+    _math.iadd(m, _row(v, m))
 
 
 def SubRow(v, m):
-    M.isub(m, _row(v, m))
+    _math.isub(m, _row(v, m))
 
 
 def MultRow(v, m):
-    M.imul(m, _row(v, m))
+    _math.imul(m, _row(v, m))
 
 
 def DivRow(v, m):
-    M.idiv(m, _row(v, m))
+    _math.idiv(m, _row(v, m))
 
 
 def AddColumnWithScale(alpha: float, beta: float, v: CTensor, m: CTensor) -> None:
     """m = alpha * v (column) + beta * m."""
-    M.scale_add(m, _col(v, m), alpha, beta)
+    _math.scale_add(m, _col(v, m), alpha, beta)
 
 
 def AddRowWithScale(alpha: float, beta: float, v: CTensor, m: CTensor) -> None:
     """m = alpha * v (row) + beta * m."""
-    M.scale_add(m, _row(v, m), alpha, beta)
+    _math.scale_add(m, _row(v, m), alpha, beta)
 
 
 def _into(out: CTensor | None, value: CTensor) -> CTensor:
     if out is None:
         return value
-    M.copy_into(out, value)
+    _math.copy_into(out, value)
     return out
 
 
 def SumColumns(m: CTensor, out: CTensor | None = None) -> CTensor:
     """Sum of the columns of a matrix: a vector of length rows (written into ``out`` if
     given, as SINGA's ``SumColumns(M, &out)``)."""
-    return _into(out, M.sum(m, 1))
+    return _into(out, _math.sum(m, 1))
 
 
 def SumRows(m: CTensor, out: CTensor | None = None) -> CTensor:
     """Sum of the rows of a matrix: a vector of length cols (into ``out`` if given)."""
-    return _into(out, M.sum(m, 0))
+    return _into(out, _math.sum(m, 0))
 
 
 # ---------------------------------------------------------------- cross-entropy
@@ -314,9 +314,9 @@ def _dense_target(t: CTensor, p: CTensor) -> CTensor:
     from .ops import OPS, run
 
     if len(t.shp) == 2 and t.shp == p.shp:
-        return t if t.dt == p.dt else M.as_type(t, p.dt)
-    ids = M.reshape(t, (t.size,))
-    ids = ids if ids.dt == kInt else M.as_type(ids, kInt)
+        return t if t.dt == p.dt else _math.as_type(t, p.dt)
+    ids = _math.reshape(t, (t.size,))
+    ids = ids if ids.dt == kInt else _math.as_type(ids, kInt)
     return run(OPS["OneHot"], [ids], {"depth": p.shp[1], "axis": -1, "on_value": 1.0,
                                       "off_value": 0.0, "dtype": p.dt})[0]
 
@@ -327,14 +327,14 @@ def CrossEntropyFwd(p: CTensor, t: CTensor) -> CTensor:
     from .ops import OPS, run
 
     if t.dt != kInt and t.shp != p.shp:
-        t = M.as_type(M.reshape(t, (t.size,)), kInt)
+        t = _math.as_type(_math.reshape(t, (t.size,)), kInt)
     return run(OPS["CrossEntropyFwd"], [p, t])[0]
 
 
 def SoftmaxCrossEntropyBwd(p: CTensor, t: CTensor) -> CTensor:
     """``p - t``: the gradient of the summed softmax cross-entropy w.r.t. the logits, given
     the softmax output ``p`` (SINGA's autograd divides it by the batch size itself)."""
-    return M.sub(p, _dense_target(t, p))
+    return _math.sub(p, _dense_target(t, p))
 
 
 # ---------------------------------------------------------------- copies
@@ -348,8 +348,8 @@ def CopyDataToFrom(dst: CTensor, src: CTensor, num: int, dst_offset: int = 0,
 def RepeatDataToFrom(broadcast_flag: bool, repeats, axis: int, dst: CTensor, src: CTensor,
                      num: int) -> None:
     """dst = repeat(src, repeats, axis) (``axis`` None/-1 with broadcast_flag: flattened)."""
-    r = M.repeat(src, list(repeats), None if broadcast_flag else axis)
-    M.copy_into(dst, r)
+    r = _math.repeat(src, list(repeats), None if broadcast_flag else axis)
+    _math.copy_into(dst, r)
 
 
 def CopyFloatDataFromHostPtr(t: CTensor, arr) -> None:

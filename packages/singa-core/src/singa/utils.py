@@ -71,23 +71,23 @@ def handle_odd_pad_fwd(x, odd_padding, is_pool=False):
 
     Convolution pads with zeros; pooling replicates the edges (SINGA's rule).
     """
-    from . import _math as M
+    from . import _math
     from .ops import OPS, run
 
     t, b, l, r = odd_padding
     pads = (0, 0, t, l, 0, 0, b, r)
     mode = "edge" if is_pool else "constant"
     return run(OPS["Pad"], [x], {"pads": pads, "mode": mode, "value": 0.0})[0] if any(
-        odd_padding) else M.copy(x)
+        odd_padding) else _math.copy(x)
 
 
 def handle_odd_pad_bwd(dx, odd_padding):
     """Remove the asymmetric extras from a gradient computed on the padded input."""
-    from . import _math as M
+    from . import _math
 
     t, b, l, r = odd_padding
     n, c, h, w = dx.shp
-    return M.copy(M.slice_view(dx, [t, l], [h - b, w - r], None, [2, 3]))
+    return _math.copy(_math.slice_view(dx, [t, l], [h - b, w - r], None, [2, 3]))
 
 
 def re_new_handle(handle, x, is_pool=False):

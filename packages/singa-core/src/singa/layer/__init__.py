@@ -1,5 +1,6 @@
 """``singa.layer``: layers with lazily created parameters (SINGA's layer API)."""
 
+from . import _base
 from ._base import Layer, LayerMeta
 from ._basic import (
     Add,
@@ -30,6 +31,10 @@ from ._conv import (
     SeparableConv2d,
 )
 from ._rnn import GRU, LSTM, RNN, CudnnRNN, RNN_Base
+
+# Every built-in layer that defines get_/set_params or get_/set_states and creates those
+# tensors in initialize() (tests/nn/test_layers.py checks that none is missing).
+_base.params_from_first_input(Linear, Gemm, Embedding, Conv2d, BatchNorm2d, RNN_Base)
 
 __all__ = [
     "Add", "AvgPool1d", "AvgPool2d", "BatchNorm2d", "BinaryCrossEntropy", "Cat", "Conv2d",

@@ -93,16 +93,36 @@ class LayerMeta(type):
             attrs["initialize"] = LayerMeta.init_wrapper(attrs["initialize"])
         if "forward" in attrs:
             attrs["forward"] = LayerMeta.forward_wrapper(attrs["forward"])
-        # built-in parametric layers create their tensors in initialize(); user layers may
-        # create them in __init__, so only ours are guarded (the base Layer just recurses)
-        if bases and attrs.get("__module__", "").startswith("singa.layer."):
-            for getter in ("get_params", "get_states"):
-                if getter in attrs:
-                    attrs[getter] = LayerMeta.getter_wrapper(attrs[getter])
-            for setter in ("set_params", "set_states"):
-                if setter in attrs:
-                    attrs[setter] = LayerMeta.setter_wrapper(attrs[setter])
         return super().__new__(mcs, name, bases, attrs)
+
+
+_GETTERS = ("get_params", "get_states")
+_SETTERS = ("set_params", "set_states")
+
+
+def params_from_first_input(*layer_classes) -> None:
+    """Declare that ``layer_classes`` create their parameters and states in ``initialize``.
+
+    The ``get_params``/``get_states`` each class itself defines then report ``{}`` before the
+    first forward pass, and its ``set_params``/``set_states`` raise
+    :class:`~singa.errors.SingaError` with the fix (:meth:`LayerMeta.getter_wrapper`,
+    :meth:`LayerMeta.setter_wrapper`). Subclasses inherit the guarded methods; one that
+    defines its own is not guarded. Only the built-in layers are declared
+    (:mod:`singa.layer`): a user layer may create its tensors in ``__init__``, where SINGA
+    lets them be read and set before any forward pass.
+    """
+    for cls in layer_classes:
+        if not (isinstance(cls, type) and issubclass(cls, Layer)) or cls is Layer:
+            raise SingaError(f"params_from_first_input takes Layer subclasses, got {cls!r}")
+        own = vars(cls)
+        for names, wrap in ((_GETTERS, LayerMeta.getter_wrapper),
+                            (_SETTERS, LayerMeta.setter_wrapper)):
+            for method in names:
+                func = own.get(method)
+                if func is not None and not getattr(func, "_guards_params", False):
+                    guarded = wrap(func)
+                    guarded._guards_params = True
+                    setattr(cls, method, guarded)
 
 
 class Layer(metaclass=LayerMeta):

@@ -82,26 +82,32 @@ def _check_ndim(op: str, what: str, shape: tuple, ndim: int, layout: str) -> Non
 
 # ============================================================== convolution
 class Conv2dGeometry(NamedTuple):
-    """Normalised geometry of a 2-D convolution (all ints)."""
+    """Checked geometry of a 2-D convolution of x (N, C, H, W) by W (O, C/group, kh, kw).
 
-    n: int
-    c: int
-    h: int
-    w: int
-    o: int
-    kh: int
-    kw: int
-    sh: int
-    sw: int
-    pt: int
-    pb: int
-    pl: int
-    pr: int
-    dh: int
-    dw: int
-    group: int
-    ho: int
-    wo: int
+    Every field is an int; sizes are in elements, along the axis the name gives. The short
+    names match the kernel code of every backend (singa_cpu, singa_opencl, singa_cuda), which
+    reads them on its hot path. ``ho = (h + pt + pb - dh*(kh-1) - 1) // sh + 1``, likewise
+    ``wo``.
+    """
+
+    n: int  #: batch size N (x.shape[0])
+    c: int  #: input channels C (x.shape[1]), all groups together
+    h: int  #: input height H (x.shape[2]), before padding
+    w: int  #: input width W (x.shape[3]), before padding
+    o: int  #: output channels O (W.shape[0]), all groups together
+    kh: int  #: kernel height (W.shape[2]), in taps before dilation
+    kw: int  #: kernel width (W.shape[3]), in taps before dilation
+    sh: int  #: vertical stride: input rows between two output rows (>= 1)
+    sw: int  #: horizontal stride: input columns between two output columns (>= 1)
+    pt: int  #: padding rows (zeros) above the input
+    pb: int  #: padding rows below the input
+    pl: int  #: padding columns left of the input
+    pr: int  #: padding columns right of the input
+    dh: int  #: vertical dilation: input rows between two kernel taps (1 = dense)
+    dw: int  #: horizontal dilation: input columns between two kernel taps (1 = dense)
+    group: int  #: channel groups; each sees c // group inputs and makes o // group outputs
+    ho: int  #: output height
+    wo: int  #: output width
 
 
 #: Geometries already computed, by (kind, op, shapes, the attributes read): kernels ask on every
@@ -399,25 +405,32 @@ defop("Conv2dBackwardW", 2, _conv2d_backward_w_infer, _conv2d_backward_w_ref,
 
 # ============================================================== pooling
 class Pool2dGeometry(NamedTuple):
-    """Normalised geometry of a 2-D pooling (all ints except the flags)."""
+    """Checked geometry of a 2-D pooling of x (N, C, H, W) by a kh x kw window.
 
-    n: int
-    c: int
-    h: int
-    w: int
-    kh: int
-    kw: int
-    sh: int
-    sw: int
-    pt: int
-    pb: int
-    pl: int
-    pr: int
-    ho: int
-    wo: int
-    is_max: bool
+    Sizes are ints, in elements, along the axis the name gives; the last three fields are
+    flags. The short names match the kernel code of every backend (singa_cpu, singa_opencl,
+    singa_cuda). ``ho`` and ``wo`` follow :func:`pool2d_geometry`'s rule.
+    """
+
+    n: int  #: batch size N (x.shape[0])
+    c: int  #: channels C (x.shape[1]); each channel is pooled on its own
+    h: int  #: input height H (x.shape[2]), before padding
+    w: int  #: input width W (x.shape[3]), before padding
+    kh: int  #: window height
+    kw: int  #: window width
+    sh: int  #: vertical stride: input rows between two windows (default kh)
+    sw: int  #: horizontal stride: input columns between two windows (default kw)
+    pt: int  #: padding rows above the input (< kh); max pooling never picks them
+    pb: int  #: padding rows below the input (< kh)
+    pl: int  #: padding columns left of the input (< kw)
+    pr: int  #: padding columns right of the input (< kw)
+    ho: int  #: output height
+    wo: int  #: output width
+    is_max: bool  #: True for max pooling, False for average pooling
+    #: average pooling only: True divides a window's sum by the padded cells it covers too
+    #: (not the ceil-mode overhang past the bottom/right padding), False only by its input cells
     count_include_pad: bool
-    ceil_mode: bool
+    ceil_mode: bool  #: output size rounded up (a window may overhang the padding), not down
 
 
 def _pool_out(size, k, s, lo, hi, ceil_mode):

@@ -18,8 +18,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .. import _dtype
-from .. import _math as M
+from .. import _dtype, _math
 from .._ctensor import CTensor
 
 __all__ = [
@@ -258,7 +257,7 @@ def _strided_ct(g, shape: tuple, code: int, dev, layout: str, fill: np.ndarray |
             return np.transpose(b, inv)
 
         def make_view(base_ct):
-            return M.transpose(base_ct, inv)
+            return _math.transpose(base_ct, inv)
     elif layout in ("offset", "transposed"):  # transposing < 2 dims is a no-op: offset it
         if nd == 0:
             base_shape = (3,)
@@ -267,7 +266,7 @@ def _strided_ct(g, shape: tuple, code: int, dev, layout: str, fill: np.ndarray |
                 return b[1:2].reshape(())
 
             def make_view(base_ct):
-                return M.squeeze_view(M.slice_view(base_ct, [1], [2]), [0])
+                return _math.squeeze_view(_math.slice_view(base_ct, [1], [2]), [0])
         else:
             base_shape, starts, stops, steps = _offset_slices(g, shape)
             sl = tuple(slice(a, b, c) for a, b, c in zip(starts, stops, steps))
@@ -276,7 +275,7 @@ def _strided_ct(g, shape: tuple, code: int, dev, layout: str, fill: np.ndarray |
                 return b[sl]
 
             def make_view(base_ct):
-                return M.slice_view(base_ct, starts, stops, steps)
+                return _math.slice_view(base_ct, starts, stops, steps)
     else:
         raise ValueError(f"unknown layout {layout!r}")
     base_np = np.full(base_shape, sentinel(np_dt), np_dt)
@@ -304,7 +303,7 @@ def input_view(g, arr: np.ndarray, dev, layout: str) -> tuple[CTensor, np.ndarra
             return upload(arr, dev), arr
         axis = int(np.argmax(arr.shape))
         small = np.take(arr, [0], axis=axis)
-        view = M.broadcast_to(upload(small, dev), arr.shape)
+        view = _math.broadcast_to(upload(small, dev), arr.shape)
         return view, np.broadcast_to(small, arr.shape).copy()
     view, _base, _ = _strided_ct(g, arr.shape, _dtype.code_of(arr.dtype), dev, layout, arr)
     return view, arr
