@@ -348,6 +348,11 @@ SHAPE = [
     c("Trilu", [X4]),
     c("Trilu", [X4, S(1, i64)], upper=0),
     c("Trilu", [X3, S(-1, i64)]),
+    # the masked-out part is 0 whatever the values (a causal attention mask is -inf above the
+    # diagonal): infinities and NaN in a graph input and in an initializer
+    c("Trilu", [Feed(np.array([[-np.inf, 1.0, np.nan], [np.inf, -np.inf, 2.0]], f32))],
+      name="non-finite"),
+    c("Trilu", [np.full((3, 3), -np.inf, f32), S(1, i64)], upper=0, name="non-finite constant"),
     c("Einsum", [(2, 3, 4), (2, 4, 5)], equation="bij,bjk->bik", opset=12),
     c("Einsum", [(3, 4), (3, 4)], equation="ij,ij->i", opset=12),
     c("Einsum", [(3, 4), (4, 5)], equation="ij,jk", opset=12),

@@ -33,13 +33,15 @@ def mod(ctx, attrs, a, b):
 
 @register("Trilu", attrs=("upper",), static_inputs=(1,))
 def trilu(ctx, attrs, x, k=None):
-    """Keep the upper (or lower) triangle of the last two axes from diagonal k."""
+    """Keep the upper (or lower) triangle of the last two axes from diagonal k; the rest is 0
+    whatever its values (a select, not a product with a 0/1 mask: -inf * 0 is NaN)."""
     x = ctx.tensor(x)
     kk = 0 if k is None else int(ctx.host(k).reshape(-1)[0])
     n, m = x.shape[-2:]
     i, j = np.indices((n, m))
     mask = (j - i >= kk) if attrs.get("upper", 1) else (j - i <= kk)
-    return autograd.mul(x, ctx.tensor(mask.astype(np.float32), like=x))
+    zero = ctx.tensor(np.zeros((), np.float32), like=x)
+    return autograd.where(x, zero, ctx.tensor(mask, like=x))
 
 
 @register("RMSNormalization", attrs=("axis", "epsilon", "stash_type"))
