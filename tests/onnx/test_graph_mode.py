@@ -25,7 +25,18 @@ MODELS = {
     "lstm": (LSTMNet, (5, 6)),
     # a free batch dimension: Shape -> Gather -> Concat -> Reshape, evaluated at record time
     "encoder_layer": (EncoderLayer, (5, 16)),
+    # a causal mask (Trilu of a constant -inf matrix) folded on the host while the graph records
+    "causal_softmax": (lambda: CausalSoftmax(), (5, 6)),
 }
+
+
+class CausalSoftmax(nn.Module):
+    """Softmax of x x^T over the positions at or before each one (a decoder's attention)."""
+
+    def forward(self, x):
+        t = x.shape[1]
+        mask = torch.triu(torch.full((t, t), float("-inf")), diagonal=1)
+        return torch.softmax(x @ x.transpose(-1, -2) + mask, dim=-1)
 
 
 @pytest.fixture(autouse=True)

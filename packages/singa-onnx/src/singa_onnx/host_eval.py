@@ -276,6 +276,9 @@ def evaluate(node, ins: list, opset: int, host_device, max_elements: int) -> lis
         outs = outs if isinstance(outs, tuple) else (outs,)
         return [np.asarray(o) for o in outs]
     attrs = {**node.attrs, "__noutputs__": len([o for o in node.outputs if o])}
-    outs = HANDLERS[node.op_type].fn(ctx, attrs, *ins)
-    outs = outs if isinstance(outs, (tuple, list)) else (outs,)
-    return [None if o is None else ctx.host(o) for o in outs]
+    # eagerly, also while a graph-mode model records on this device (the host device is the
+    # CPU a graph may be recording on): a constant is computed once, at import
+    with host_device.record(None):
+        outs = HANDLERS[node.op_type].fn(ctx, attrs, *ins)
+        outs = outs if isinstance(outs, (tuple, list)) else (outs,)
+        return [None if o is None else ctx.host(o) for o in outs]
