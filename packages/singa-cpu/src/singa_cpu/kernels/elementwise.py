@@ -339,6 +339,88 @@ def _add_relu(ins, outs, attrs):
         _relu(out, out)
 
 
+@njit(nogil=True)
+def _hard_sigmoid_loop(x, out, alpha, gamma):
+    """out = clip(alpha x + gamma, 0, 1) over flat arrays in one pass (NaN stays)."""
+    zero, one = x.dtype.type(0), x.dtype.type(1)
+    a, g = x.dtype.type(alpha), x.dtype.type(gamma)
+    for i in range(U(x.size)):
+        z = x[i] * a + g
+        out[i] = zero if z <= zero else (one if z >= one else z)
+
+
+@njit(nogil=True)
+def _hard_swish_loop(x, out):
+    """out = 0 for x <= -3, x (x + 3) / 6 between, x for x >= 3, over flat arrays in one pass
+    (NaN stays; -inf gives 0, its limit, not -inf * 0)."""
+    zero, three = x.dtype.type(0), x.dtype.type(3)
+    sixth = x.dtype.type(1.0 / 6.0)
+    for i in range(U(x.size)):
+        v = x[i]
+        out[i] = zero if v <= -three else (v if v >= three else v * (v + three) * sixth)
+
+
+@njit(nogil=True)
+def _hard_sigmoid_backward_loop(dy, x, out, alpha, gamma):
+    """out = alpha dy where 0 < alpha x + gamma < 1, else 0 * dy (its sign and NaN kept)."""
+    zero = x.dtype.type(0)
+    one = x.dtype.type(1)
+    a, g = x.dtype.type(alpha), x.dtype.type(gamma)
+    for i in range(U(x.size)):
+        z = x[i] * a + g
+        out[i] = dy[i] * (a if (z > zero and z < one) else zero)
+
+
+@njit(nogil=True)
+def _hard_swish_backward_loop(dy, x, out):
+    """out = dy (2 x + 3) / 6 for -3 < x < 3, dy for x >= 3, else 0 * dy."""
+    zero, one, three = x.dtype.type(0), x.dtype.type(1), x.dtype.type(3)
+    sixth = x.dtype.type(1.0 / 6.0)
+    for i in range(U(x.size)):
+        v = x[i]
+        d = one if v >= three else ((v + v + three) * sixth if v > -three else zero)
+        out[i] = dy[i] * d
+
+
+def _flat_or_copy(kernel):
+    """``kernel(ins, outs, attrs)`` running a flat loop: on the arrays themselves when they are
+    C-contiguous and of one shape, else on contiguous broadcast copies of the inputs into a
+    scratch output (the loops index flat)."""
+    def run(ins, outs, attrs):
+        out = outs[0]
+        if _flat(*ins, out):
+            kernel([a.reshape(-1) for a in ins], out.reshape(-1), attrs)
+            return
+        tmp = np.empty(out.shape, out.dtype)
+        flat = [np.ascontiguousarray(np.broadcast_to(a, out.shape), out.dtype).reshape(-1)
+                for a in ins]
+        kernel(flat, tmp.reshape(-1), attrs)
+        out[...] = tmp
+
+    run.__name__ = f"cpu_{kernel.__name__}"
+    return run
+
+
+@_flat_or_copy
+def _hard_sigmoid(ins, out, attrs):
+    _hard_sigmoid_loop(ins[0], out, attrs["alpha"], attrs["gamma"])
+
+
+@_flat_or_copy
+def _hard_swish(ins, out, attrs):
+    _hard_swish_loop(ins[0], out)
+
+
+@_flat_or_copy
+def _hard_sigmoid_backward(ins, out, attrs):
+    _hard_sigmoid_backward_loop(ins[0], ins[1], out, attrs["alpha"], attrs["gamma"])
+
+
+@_flat_or_copy
+def _hard_swish_backward(ins, out, attrs):
+    _hard_swish_backward_loop(ins[0], ins[1], out)
+
+
 def _clip(ins, outs, attrs):
     lo, hi = attrs.get("min"), attrs.get("max")
     x, out = ins[0], outs[0]
@@ -362,6 +444,12 @@ KERNELS.update(BINARY)
 KERNELS["ReLUBackward"] = _relu_backward
 KERNELS["Add+ReLU"] = _add_relu
 KERNELS["Clip"] = _clip
+# one numba pass each instead of HardSigmoid's mul, add, clip (and HardSwish's mul after it):
+# float16 is computed in float32 and rounded once
+for _name, _kernel in (("HardSigmoid", _hard_sigmoid), ("HardSwish", _hard_swish),
+                       ("HardSigmoidBackward", _hard_sigmoid_backward),
+                       ("HardSwishBackward", _hard_swish_backward)):
+    KERNELS[_name] = via_float32(_kernel)
 #: The memory-bound passes of a training step (activations, residual adds, their gradients)
 #: and the one-pass Sigmoid and Erf loops split across the cores; the other transcendental
 #: ones keep numpy's single loop.
