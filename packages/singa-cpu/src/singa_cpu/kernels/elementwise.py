@@ -115,8 +115,9 @@ _BLOCK = 1024
 
 
 @njit(nogil=True, error_model="numpy")
-def _sigmoid_loop(x, out):
-    """out = 1 / (1 + exp(-x)) over flat float32 arrays in one pass, as e / (1 + e) for x < 0
+def _sigmoid_loop(x, out, a, mul):
+    """out = 1 / (1 + exp(-x)) over flat float32 arrays in one pass (with ``mul``: out = a *
+    that, the product rounded as the Mul kernel rounds it), as e / (1 + e) for x < 0
     with e = exp(-|x|) (no overflow). exp(-t) = 2^-k exp(r), k = round(t / ln 2), r = k ln 2 -
     t in [-ln2/2, ln2/2] (Cody-Waite: ln 2 split in two), exp(r) by its Taylor polynomial of
     degree 7 (truncation < 3e-9), 2^-k written as float32 bits: only multiplies, adds, selects
@@ -150,8 +151,12 @@ def _sigmoid_loop(x, out):
             e = scale[j] * poly[j] if abs(v) < _f32(104.0) else zero
             y = (one if v >= zero else e) / (one + e)
             poly[j] = y if v == v else v
-        for j in range(m):  # not written above: out may be x (see _BLOCK)
-            out[b0 + j] = poly[j]
+        if mul:
+            for j in range(m):
+                out[b0 + j] = a[b0 + j] * poly[j]
+        else:
+            for j in range(m):  # not written above: out may be x (see _BLOCK)
+                out[b0 + j] = poly[j]
 
 
 def _sigmoid(x, out):
@@ -159,7 +164,8 @@ def _sigmoid(x, out):
     floats 0.33 -> 0.21 ms, 1152 floats 4 -> 1 us); numpy's four passes otherwise (float64
     keeps numpy's exp, accurate to the kit's float64 tolerance)."""
     if x.dtype == _F32 and _flat(x, out):
-        _sigmoid_loop(x.reshape(-1), out.reshape(-1))
+        flat = x.reshape(-1)
+        _sigmoid_loop(flat, out.reshape(-1), flat, False)
         return
     _negative(x, out)
     np.exp(out, out=out)
@@ -421,6 +427,21 @@ def _hard_swish_backward(ins, out, attrs):
     _hard_swish_backward_loop(ins[0], ins[1], out)
 
 
+def _sigmoid_mul(ins, outs, attrs):
+    """The fused Sigmoid+Mul of graph mode, a * sigmoid(x) (SiLU, x * sigmoid(x), when a is
+    x): one pass for flat float32 operands of one shape, else the Sigmoid kernel into a
+    scratch array and numpy's product (broadcasting, other dtypes): either way bitwise what
+    the two kernels give."""
+    x, a = ins
+    out = outs[0]
+    if x.dtype == _F32 and _flat(x, a, out):
+        _sigmoid_loop(x.reshape(-1), out.reshape(-1), a.reshape(-1), True)
+        return
+    s = np.empty(x.shape, x.dtype)
+    _SIGMOID([x], [s], attrs)
+    np.multiply(a, s, out=out)
+
+
 def _clip(ins, outs, attrs):
     lo, hi = attrs.get("min"), attrs.get("max")
     x, out = ins[0], outs[0]
@@ -439,11 +460,13 @@ KERNELS = {name: _unary(f) for name, f in UNARY.items()}
 # float32 and rounded once (the kit compares float16 within one ulp)
 for _name in ("Sigmoid", "SoftSign"):
     KERNELS[_name] = via_float32(KERNELS[_name])
+_SIGMOID = KERNELS["Sigmoid"]
 KERNELS.update(SCALAR)
 KERNELS.update(BINARY)
 KERNELS["ReLUBackward"] = _relu_backward
 KERNELS["Add+ReLU"] = _add_relu
 KERNELS["Clip"] = _clip
+KERNELS["Sigmoid+Mul"] = _sigmoid_mul
 # one numba pass each instead of HardSigmoid's mul, add, clip (and HardSwish's mul after it):
 # float16 is computed in float32 and rounded once
 for _name, _kernel in (("HardSigmoid", _hard_sigmoid), ("HardSwish", _hard_swish),
@@ -451,10 +474,10 @@ for _name, _kernel in (("HardSigmoid", _hard_sigmoid), ("HardSwish", _hard_swish
                        ("HardSwishBackward", _hard_swish_backward)):
     KERNELS[_name] = via_float32(_kernel)
 #: The memory-bound passes of a training step (activations, residual adds, their gradients)
-#: and the one-pass Sigmoid and Erf loops split across the cores; the other transcendental
-#: ones keep numpy's single loop.
+#: and the one-pass Sigmoid (also in Sigmoid+Mul) and Erf loops split across the cores; the
+#: other transcendental ones keep numpy's single loop.
 for _name in ("ReLU", "ReLUBackward", "Add", "Add+ReLU", "Sub", "Mul", "AddScalar",
-              "MulScalar", "Sigmoid", "Erf"):
+              "MulScalar", "Sigmoid", "Sigmoid+Mul", "Erf"):
     KERNELS[_name] = split_flat(KERNELS[_name], lambda: PARALLEL_MIN_ITEMS)
 
 
