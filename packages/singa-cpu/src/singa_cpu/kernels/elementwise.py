@@ -150,13 +150,10 @@ def _sigmoid_loop(x, out, a, mul):
             v = x[b0 + j]
             e = scale[j] * poly[j] if abs(v) < _f32(104.0) else zero
             y = (one if v >= zero else e) / (one + e)
-            poly[j] = y if v == v else v
-        if mul:
-            for j in range(m):
-                out[b0 + j] = a[b0 + j] * poly[j]
-        else:
-            for j in range(m):  # not written above: out may be x (see _BLOCK)
-                out[b0 + j] = poly[j]
+            y = y if v == v else v
+            poly[j] = a[b0 + j] * y if mul else y
+        for j in range(m):  # not written above: out may be x or a (see _BLOCK)
+            out[b0 + j] = poly[j]
 
 
 def _sigmoid(x, out):
@@ -345,14 +342,26 @@ def _add_relu(ins, outs, attrs):
         _relu(out, out)
 
 
+# The hard activations go through an L1 block as the Sigmoid loop does (see _BLOCK): graph
+# mode runs them in place, and written straight into their input they ran LLVM's scalar
+# loop. HardSwish over 200704 float32 in place: 586 us straight, 25 us through the block
+# (out of place 18 and 29 us; AMD Zen 4, 1 thread, kernel call included, 2026-11-26).
+
+
 @njit(nogil=True)
 def _hard_sigmoid_loop(x, out, alpha, gamma):
     """out = clip(alpha x + gamma, 0, 1) over flat arrays in one pass (NaN stays)."""
     zero, one = x.dtype.type(0), x.dtype.type(1)
     a, g = x.dtype.type(alpha), x.dtype.type(gamma)
-    for i in range(U(x.size)):
-        z = x[i] * a + g
-        out[i] = zero if z <= zero else (one if z >= one else z)
+    n = U(x.size)
+    tmp = np.empty(_BLOCK, x.dtype)
+    for b0 in range(U(0), n, U(_BLOCK)):
+        m = min(U(_BLOCK), n - b0)
+        for j in range(m):
+            z = x[b0 + j] * a + g
+            tmp[j] = zero if z <= zero else (one if z >= one else z)
+        for j in range(m):
+            out[b0 + j] = tmp[j]
 
 
 @njit(nogil=True)
@@ -361,9 +370,15 @@ def _hard_swish_loop(x, out):
     (NaN stays; -inf gives 0, its limit, not -inf * 0)."""
     zero, three = x.dtype.type(0), x.dtype.type(3)
     sixth = x.dtype.type(1.0 / 6.0)
-    for i in range(U(x.size)):
-        v = x[i]
-        out[i] = zero if v <= -three else (v if v >= three else v * (v + three) * sixth)
+    n = U(x.size)
+    tmp = np.empty(_BLOCK, x.dtype)
+    for b0 in range(U(0), n, U(_BLOCK)):
+        m = min(U(_BLOCK), n - b0)
+        for j in range(m):
+            v = x[b0 + j]
+            tmp[j] = zero if v <= -three else (v if v >= three else v * (v + three) * sixth)
+        for j in range(m):
+            out[b0 + j] = tmp[j]
 
 
 @njit(nogil=True)
@@ -372,9 +387,15 @@ def _hard_sigmoid_backward_loop(dy, x, out, alpha, gamma):
     zero = x.dtype.type(0)
     one = x.dtype.type(1)
     a, g = x.dtype.type(alpha), x.dtype.type(gamma)
-    for i in range(U(x.size)):
-        z = x[i] * a + g
-        out[i] = dy[i] * (a if (z > zero and z < one) else zero)
+    n = U(x.size)
+    tmp = np.empty(_BLOCK, x.dtype)
+    for b0 in range(U(0), n, U(_BLOCK)):
+        m = min(U(_BLOCK), n - b0)
+        for j in range(m):
+            z = x[b0 + j] * a + g
+            tmp[j] = dy[b0 + j] * (a if (z > zero and z < one) else zero)
+        for j in range(m):
+            out[b0 + j] = tmp[j]
 
 
 @njit(nogil=True)
@@ -382,10 +403,16 @@ def _hard_swish_backward_loop(dy, x, out):
     """out = dy (2 x + 3) / 6 for -3 < x < 3, dy for x >= 3, else 0 * dy."""
     zero, one, three = x.dtype.type(0), x.dtype.type(1), x.dtype.type(3)
     sixth = x.dtype.type(1.0 / 6.0)
-    for i in range(U(x.size)):
-        v = x[i]
-        d = one if v >= three else ((v + v + three) * sixth if v > -three else zero)
-        out[i] = dy[i] * d
+    n = U(x.size)
+    tmp = np.empty(_BLOCK, x.dtype)
+    for b0 in range(U(0), n, U(_BLOCK)):
+        m = min(U(_BLOCK), n - b0)
+        for j in range(m):
+            v = x[b0 + j]
+            d = one if v >= three else ((v + v + three) * sixth if v > -three else zero)
+            tmp[j] = dy[b0 + j] * d
+        for j in range(m):
+            out[b0 + j] = tmp[j]
 
 
 def _flat_or_copy(kernel):
