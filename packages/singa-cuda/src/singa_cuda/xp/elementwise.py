@@ -189,4 +189,15 @@ def kernels(am: ArrayModule) -> dict:
         relu_kernel(outs, outs, attrs)
 
     table["Add+ReLU"] = add_relu
+    sigmoid_kernel, mul = table["Sigmoid"], table["Mul"]
+
+    def sigmoid_mul(ins, outs, attrs):
+        """The fused Sigmoid+Mul of graph mode, a * sigmoid(x): this table's Sigmoid into a
+        scratch array, then its Mul, so bitwise what the two ops give."""
+        x, a = ins
+        s = xp.empty(x.shape, x.dtype)
+        sigmoid_kernel([x], [s], attrs)
+        mul([a, s], outs, attrs)
+
+    table["Sigmoid+Mul"] = sigmoid_mul
     return table
