@@ -167,3 +167,36 @@ def test_sonnx_model_refuses_use_graph(rng):
     onx = export(SeedCNN(), rng.standard_normal((1, 1, 28, 28)).astype(np.float32))
     with pytest.raises(SingaONNXError, match="Model.compile"):
         singa_onnx.SONNXModel(onx, use_graph=True)
+
+
+class _Activations(nn.Module):
+    """MobileNetV3's and EfficientNet's activations after a convolution: HardSwish, a
+    HardSigmoid gate, SiLU (exported as Sigmoid and Mul(x, sigmoid(x)))."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+
+    def forward(self, x):
+        h = nn.functional.hardswish(self.conv(x))
+        h = h * nn.functional.hardsigmoid(h)
+        return nn.functional.silu(h)
+
+
+def test_hard_activations_and_silu_run_as_one_op_each(rng):
+    """HardSwish and HardSigmoid import as one op each, and graph mode fuses SiLU's Sigmoid
+    and Mul into one Sigmoid+Mul call; the replay equals onnxruntime and the eager run."""
+    x = (3 * rng.standard_normal((2, 3, 8, 8))).astype(np.float32)
+    onx = export(_Activations(), x)
+    ops = [n.op_type for n in onx.graph.node]
+    assert "HardSwish" in ops and "HardSigmoid" in ops and "Sigmoid" in ops, ops
+    rep = singa_onnx.prepare(onx, use_graph=True)
+    eager = singa_onnx.prepare(onx)
+    y = rep.run([x])[0]
+    np.testing.assert_allclose(y, ort_run(onx, {"x": x})[0], atol=1e-5, rtol=1e-5)
+    np.testing.assert_array_equal(y, eager.run([x])[0])
+    plan = next(iter(rep._graphs.graphs.values())).graph.plan
+    names = [node.name for *_, node in plan.calls]
+    assert names.count("HardSwish") == 1 and names.count("HardSigmoid") == 1, names
+    if "Sigmoid+Mul" in rep.dev.kernels:
+        assert "Sigmoid+Mul" in names and "Sigmoid" not in names, names

@@ -6,6 +6,7 @@ contiguous tensor, transpose, broadcast, slicing) and otherwise dispatches one o
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from numbers import Number
 from typing import TYPE_CHECKING, Protocol
 
@@ -28,8 +29,24 @@ def _one(name, ins, attrs=EMPTY):
 def _unary(decl):
     op = OPS[decl.op]
 
-    def f(x: CTensor, out: CTensor | None = None) -> CTensor:
-        return run(op, [x], EMPTY, None if out is None else [out])[0]
+    f: Callable[..., CTensor]
+    if decl.attrs:
+        defaults = decl.defaults
+
+        def with_attrs(x: CTensor, out: CTensor | None = None, **attrs) -> CTensor:
+            if attrs.keys() - defaults.keys():
+                raise TypeError(f"{decl.name}: unknown attributes "
+                                f"{sorted(attrs.keys() - defaults.keys())}; it takes "
+                                f"{sorted(defaults)}")
+            values = {name: float(attrs.get(name, d)) for name, d in defaults.items()}
+            return run(op, [x], values, None if out is None else [out])[0]
+
+        f = with_attrs
+    else:
+        def plain(x: CTensor, out: CTensor | None = None) -> CTensor:
+            return run(op, [x], EMPTY, None if out is None else [out])[0]
+
+        f = plain
 
     f.__name__ = f.__qualname__ = decl.name
     f.__doc__ = decl.doc("math")
@@ -150,6 +167,16 @@ idiv = _inplace(_ELEMENTWISE["div"])
 def relu_backward(dy: CTensor, x: CTensor) -> CTensor:
     """dy * (x > 0)."""
     return _one("ReLUBackward", [dy, x])
+
+
+def hardsigmoid_backward(dy: CTensor, x: CTensor, alpha: float, gamma: float) -> CTensor:
+    """alpha dy where 0 < alpha x + gamma < 1, else 0."""
+    return _one("HardSigmoidBackward", [dy, x], {"alpha": float(alpha), "gamma": float(gamma)})
+
+
+def hardswish_backward(dy: CTensor, x: CTensor) -> CTensor:
+    """dy (2 x + 3) / 6 for -3 < x < 3, dy for x >= 3, else 0."""
+    return _one("HardSwishBackward", [dy, x])
 
 
 def clip(x: CTensor, min=None, max=None) -> CTensor:  # noqa: A002

@@ -34,6 +34,8 @@ PLAN.update({
     "Conv2d+ReLU": (CU, None), "Conv2d+ReLU+Pooling2d": (CU, None),
     # the shared Add, then the shared ReLU in place (two launches on the GPU)
     "Add+ReLU": (XP, None),
+    # the shared Sigmoid into a scratch array, then the shared Mul
+    "Sigmoid+Mul": (XP, None),
 })
 
 

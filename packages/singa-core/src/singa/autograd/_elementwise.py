@@ -156,7 +156,8 @@ class LeakyRelu(_Unary):
 
 
 class HardSigmoid(_Unary):
-    """y = clip(alpha x + gamma, 0, 1); dx = alpha dy where 0 < alpha x + gamma < 1."""
+    """y = clip(alpha x + gamma, 0, 1), one op (``HardSigmoid``); dx = alpha dy where
+    0 < alpha x + gamma < 1, else 0 (the record's rule, one ``HardSigmoidBackward`` op)."""
 
     def __init__(self, alpha=0.2, gamma=0.5):
         super().__init__()
@@ -164,14 +165,12 @@ class HardSigmoid(_Unary):
 
     def compute(self, x):
         """y = clip(alpha x + gamma, 0, 1), from the CTensor x; y has x's shape and dtype."""
-        return _math.clip(_math.add(_math.mul(x, self.alpha), self.gamma), 0.0, 1.0)
+        return _math.hardsigmoid(x, alpha=self.alpha, gamma=self.gamma)
 
     def backward(self, dy):
         """dx = alpha dy where 0 < alpha x + gamma < 1, else 0, a CTensor of x's shape."""
-        x, _ = self._cached()
-        z = _math.add(_math.mul(x, self.alpha), self.gamma)
-        mask = _math.mul(_math.gt(z, 0.0), _math.lt(z, 1.0))
-        return _math.mul(dy, _math.mul(mask, self.alpha))
+        x, y = self._cached()
+        return UNARY["HardSigmoid"].grad(_math, dy, x, y, alpha=self.alpha, gamma=self.gamma)
 
 
 class Clip(_Unary):

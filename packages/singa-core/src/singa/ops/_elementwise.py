@@ -11,7 +11,9 @@ an op is one record here plus its backend kernels. Both tables map op-table keys
 A gradient rule is ``grad(ops, dy, x, y) -> dx`` (unary) or ``grad(ops, dy, a, b, y) -> (da,
 db)`` (binary, before the reduction to each input's shape), with ``ops`` the functional module
 :mod:`singa._math` passed in at call time: the table is loaded before that module exists.
-Inputs the record does not keep (``keep``) arrive as None.
+Inputs the record does not keep (``keep``) arrive as None. A record with attributes (``attrs``,
+e.g. HardSigmoid's alpha and gamma) passes them by name to its reference, its op and its rule:
+``grad(ops, dy, x, y, **attrs)``.
 """
 
 from __future__ import annotations
@@ -60,6 +62,10 @@ class Unary:
     y the gradient reads ("x", "y" or ""), so autograd keeps only those. operator and
     autograd: the ``singa.autograd`` class and function names (None: not in autograd).
     tensor: ``singa.tensor`` exports ``name``. note: why the gradient is written as it is.
+    attrs: ``(name, default, low, high)`` of each float attribute, passed by name to the
+    reference, the op and the gradient rule (``low``, ``high``: the range the conformance kit
+    samples). autograd builds no class for a record with attributes: its Operator keeps SINGA's
+    positional signature and is written in :mod:`singa.autograd._elementwise`.
     """
 
     op: str
@@ -75,6 +81,12 @@ class Unary:
     autograd: str | None = None
     tensor: bool = False
     note: str = ""
+    attrs: tuple = ()
+
+    @property
+    def defaults(self) -> dict:
+        """Each attribute's default value, by name."""
+        return {name: default for name, default, _, _ in self.attrs}
 
     @property
     def example(self) -> str:
@@ -99,9 +111,11 @@ class Unary:
                     f"``forward(x)`` maps the CTensor x to y; {back}.\n\nExamples\n--------\n"
                     f"{self.example}\n")
         formula = self.formula if arg == "x" else f"{self.formula}, for x = {arg}"
+        attrs = "".join(f"{name} : float, default {default:g}\n" for name, default, _, _ in
+                        self.attrs)
         return (f"y = {formula}, elementwise (op ``{self.op}``).{grad}{note}\n\n"
                 f"Parameters\n----------\n{arg} : {kind}\n    Any shape; dtype "
-                f"{_dtype_names(self.dtypes)}.\n{_OUT if layer == 'math' else ''}\n"
+                f"{_dtype_names(self.dtypes)}.\n{attrs}{_OUT if layer == 'math' else ''}\n"
                 f"Returns\n-------\n{kind}\n    y, of {arg}'s shape and dtype.\n\n"
                 f"Examples\n--------\n{self.example}\n")
 
@@ -188,6 +202,20 @@ _erf = np.vectorize(math.erf, otypes=[np.float64])
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
 
+def _hard_sigmoid(x, alpha=0.2, gamma=0.5):
+    return np.clip(x * alpha + gamma, 0.0, 1.0).astype(x.dtype)
+
+
+def _hard_sigmoid_grad(ops, dy, x, y, alpha, gamma):
+    return ops.hardsigmoid_backward(dy, x, alpha=alpha, gamma=gamma)
+
+
+def _hard_swish(x):
+    with np.errstate(invalid="ignore"):
+        mid = x * (x + 3.0) / 6.0
+    return np.where(x <= -3.0, 0.0, np.where(x >= 3.0, x, mid)).astype(x.dtype)
+
+
 def _div_grad(ops, dy, a, b, y):
     da = ops.div(dy, b)
     return da, ops.neg(ops.div(ops.mul(da, a), b))
@@ -242,6 +270,15 @@ UNARY = {decl.op: decl for decl in (
     Unary("Sigmoid", "sigmoid", _sigmoid, (-4, 4), FHD, "1 / (1 + exp(-x))",
           lambda ops, dy, x, y: ops.mul(dy, ops.mul(y, ops.rsub(y, 1.0))),
           "dy * y * (1 - y)", keep="y", autograd="sigmoid", tensor=True),
+    Unary("HardSigmoid", "hardsigmoid", _hard_sigmoid, (-4, 4), FHD,
+          "clip(alpha x + gamma, 0, 1)", _hard_sigmoid_grad,
+          "alpha dy where 0 < alpha x + gamma < 1, else 0",
+          attrs=(("alpha", 0.2, 0.05, 1.0), ("gamma", 0.5, -0.5, 1.5))),
+    Unary("HardSwish", "hardswish", _hard_swish, (-5, 5), FHD,
+          "x clip(x / 6 + 1/2, 0, 1): 0 for x <= -3, x (x + 3) / 6 between, x for x >= 3",
+          lambda ops, dy, x, y: ops.hardswish_backward(dy, x),
+          "dy (2 x + 3) / 6 for -3 < x < 3, dy for x >= 3, else 0", autograd="hardswish",
+          operator="HardSwish"),
     Unary("Tanh", "tanh", np.tanh, (-3, 3), FHD, "tanh(x)",
           lambda ops, dy, x, y: ops.mul(dy, ops.rsub(ops.square(y), 1.0)),
           "dy * (1 - y^2)", keep="y", autograd="tanh", tensor=True),

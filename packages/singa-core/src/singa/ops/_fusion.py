@@ -100,6 +100,10 @@ _declare("Conv2d+ReLU", "Pooling2d", 0,
 _declare("Add", "ReLU", 0,
          "A sum and the ReLU of it (a residual block's join, a bias and its activation): "
          "one pass over the elements instead of two.", inplace=(0, 1), recompute=True)
+_declare("Sigmoid", "Mul", 1,
+         "A sigmoid and the product of another tensor with it, a * sigmoid(x): SiLU (x * "
+         "sigmoid(x), EfficientNet's activation) and sigmoid gates; one pass over the "
+         "elements instead of two.", inplace=(0, 1), recompute=True)
 _declare("Pooling2dBackward", "ReLUBackward", 0,
          "The gradient of a max/average pooling, masked by the ReLU before it: "
          "dx = pool_backward(dy, x) * (y > 0), written once.")

@@ -21,22 +21,24 @@ from ._registry import FHD, NUM, defop
 
 # ---------------------------------------------------------------- unary elementwise
 
-def _unary_sampler(low, high, name):
+def _unary_sampler(low, high, name, attrs=()):
     def sample(g, dtype):
         x = g.array(g.shape(), dtype, low, high)
+        values = {attr: g.floats(lo, hi) for attr, _, lo, hi in attrs}
         if name == "Reciprocal":
             x = x * g.signs(x.shape)
         if name in ("Round", "RoundE", "Ceil", "Floor"):
             # off the .5 ties and integers here; test_special puts them in (exact in float16)
             x = np.round(x * 4) / 4 + np.asarray(0.1, x.dtype)
-        return [x], {}
+        return [x], values
 
     return sample
 
 
 for _unary in UNARY.values():
     defop(_unary.op, 1, rules.same if _unary.dtypes is NUM else rules.same_float(_unary.op),
-          _unary.reference, _unary_sampler(*_unary.domain, _unary.op), dtypes=_unary.dtypes,
+          _unary.reference,
+          _unary_sampler(*_unary.domain, _unary.op, _unary.attrs), dtypes=_unary.dtypes,
           doc=f"y = {_unary.formula}, elementwise", inplace=(0,), recompute=True)
 
 
@@ -123,6 +125,27 @@ def _relu_backward_ref(dy, x):
 defop("ReLUBackward", 2, rules.binary("ReLUBackward"), _relu_backward_ref,
       lambda g, dt: ([g.array(s := g.shape(), dt, -3, 3), g.array(s, dt, -3, 3)], {}),
       dtypes=FHD, doc="dx = dy * (x > 0)", inplace=(0, 1), recompute=True)
+
+
+def _hard_sigmoid_backward_ref(dy, x, alpha, gamma):
+    z = x * alpha + gamma
+    return (dy * (alpha * ((z > 0) & (z < 1)))).astype(dy.dtype)
+
+
+def _hard_swish_backward_ref(dy, x):
+    inside = (x > -3) & (x < 3)
+    return (dy * np.where(inside, (2 * x + 3) / 6, (x >= 3).astype(x.dtype))).astype(dy.dtype)
+
+
+defop("HardSigmoidBackward", 2, rules.binary("HardSigmoidBackward"), _hard_sigmoid_backward_ref,
+      lambda g, dt: ([g.array(s := g.shape(), dt, -3, 3), g.array(s, dt, -6, 6)],
+                     {"alpha": g.floats(0.05, 1.0), "gamma": g.floats(-0.5, 1.5)}),
+      dtypes=FHD, doc="dx = alpha dy where 0 < alpha x + gamma < 1, else 0", inplace=(0, 1),
+      recompute=True)
+defop("HardSwishBackward", 2, rules.binary("HardSwishBackward"), _hard_swish_backward_ref,
+      lambda g, dt: ([g.array(s := g.shape(), dt, -3, 3), g.array(s, dt, -5, 5)], {}),
+      dtypes=FHD, doc="dx = dy (2 x + 3) / 6 for -3 < x < 3, dy for x >= 3, else 0",
+      inplace=(0, 1), recompute=True)
 
 
 def _clip_ref(x, min=None, max=None):

@@ -132,7 +132,48 @@ def kernels(am: ArrayModule) -> dict:
             xp.maximum(x, lo, out=out, casting="unsafe")
             xp.minimum(out, hi, out=out, casting="unsafe")
 
+    def wide_copy(x):
+        """x as a new array of its compute dtype (float16 in float32, rounded once at the
+        end, as the CPU kernels do)."""
+        return xp.array(x, dtype=am.acc_dtype(x.dtype) or x.dtype)
+
+    def hard_sigmoid(ins, outs, attrs):
+        z = wide_copy(ins[0])
+        z *= attrs["alpha"]
+        z += attrs["gamma"]
+        xp.maximum(z, 0, out=z)
+        xp.minimum(z, 1, out=z)
+        outs[0][...] = z
+
+    def hard_swish(ins, outs, attrs):
+        x = wide_copy(ins[0])
+        mid = x + 3
+        mid *= x
+        mid /= 6
+        outs[0][...] = xp.where(x <= -3, 0, xp.where(x >= 3, x, mid))
+
+    def hard_sigmoid_backward(ins, outs, attrs):
+        alpha = attrs["alpha"]
+        z = wide_copy(ins[1])
+        z *= alpha
+        z += attrs["gamma"]
+        slope = xp.where((z > 0) & (z < 1), alpha, 0).astype(z.dtype)
+        slope *= ins[0]
+        outs[0][...] = slope
+
+    def hard_swish_backward(ins, outs, attrs):
+        x = wide_copy(ins[1])
+        mid = x + x
+        mid += 3
+        mid /= 6
+        slope = xp.where(x >= 3, 1, xp.where(x > -3, mid, 0)).astype(x.dtype)
+        slope *= ins[0]
+        outs[0][...] = slope
+
     table = {name: unary_kernel(fn) for name, fn in unary.items()}
+    table.update(HardSigmoid=hard_sigmoid, HardSwish=hard_swish,
+                 HardSigmoidBackward=hard_sigmoid_backward,
+                 HardSwishBackward=hard_swish_backward)
     table.update({name: scalar_kernel(*spec) for name, spec in scalar.items()})
     table.update({name: binary_kernel(fn) for name, fn in binary.items()})
     table["Div"] = int_divide
@@ -148,4 +189,15 @@ def kernels(am: ArrayModule) -> dict:
         relu_kernel(outs, outs, attrs)
 
     table["Add+ReLU"] = add_relu
+    sigmoid_kernel, mul = table["Sigmoid"], table["Mul"]
+
+    def sigmoid_mul(ins, outs, attrs):
+        """The fused Sigmoid+Mul of graph mode, a * sigmoid(x): this table's Sigmoid into a
+        scratch array, then its Mul, so bitwise what the two ops give."""
+        x, a = ins
+        s = xp.empty(x.shape, x.dtype)
+        sigmoid_kernel([x], [s], attrs)
+        mul([a, s], outs, attrs)
+
+    table["Sigmoid+Mul"] = sigmoid_mul
     return table

@@ -70,9 +70,8 @@ def hard_sigmoid(ctx, attrs, x):
 
 @register("HardSwish")
 def hard_swish(ctx, attrs, x):
-    """y = x hardsigmoid(x; 1/6, 1/2)."""
-    x = ctx.tensor(x)
-    return autograd.mul(x, autograd.hardsigmoid(x, 1.0 / 6.0, 0.5))
+    """y = x hardsigmoid(x; 1/6, 1/2), one op."""
+    return autograd.hardswish(ctx.tensor(x))
 
 
 @register("PRelu")

@@ -91,6 +91,15 @@ BINARY = {
 #: Ops with their own scalar handling or three inputs, and internal helpers.
 OTHER = {
     "Clip": ("a < v ? v : (a > w ? w : a)", None),  # v, w = min, max (+-inf when None)
+    # v, w = alpha, gamma; comparisons false for NaN, which passes through
+    "HardSigmoid": (f"(a * v + w <= {_ZERO} ? {_ZERO} : (a * v + w >= {_ONE} ? {_ONE} : "
+                    "a * v + w))", None),
+    "HardSwish": (f"(a <= (T_C)-3 ? {_ZERO} : (a >= (T_C)3 ? a : a * (a + (T_C)3) / (T_C)6))",
+                  None),
+    "HardSigmoidBackward": (f"a * ((b * v + w > {_ZERO} && b * v + w < {_ONE}) ? v : {_ZERO})",
+                            None),  # a = dy, b = x
+    "HardSwishBackward": (f"a * (b >= (T_C)3 ? {_ONE} : (b > (T_C)-3 ? (b + b + (T_C)3) / "
+                          f"(T_C)6 : {_ZERO}))", None),
     "Axpy": ("a * b + c", "a * b + c"),  # a = alpha (broadcast), b = x, c = y
     "Where": ("a != 0 ? b : c", "a != 0 ? b : c"),
     "Fill": ("v", "v"),
@@ -259,7 +268,22 @@ def kernels(device) -> dict:
     def set_value(ins, outs, attrs):
         fill_view(device, outs[0], attrs["value"])
 
+    def attributed(name, v_attr, w_attr=None):
+        """An op of the OTHER table whose scalars v, w are the attributes of these names."""
+        def body(ins, outs, attrs):
+            y = outs[0]
+            t = CL_TYPES[y.dt]
+            launch_ew(device, name, name, t, t, y, *ins,
+                      v=t.scalar(attrs[v_attr] if v_attr else 0),
+                      w=t.scalar(attrs[w_attr] if w_attr else 0))
+
+        return make_kernel(device, name, body)
+
     table["Clip"] = make_kernel(device, "Clip", clip)
+    table["HardSigmoid"] = attributed("HardSigmoid", "alpha", "gamma")
+    table["HardSigmoidBackward"] = attributed("HardSigmoidBackward", "alpha", "gamma")
+    table["HardSwish"] = attributed("HardSwish", None)
+    table["HardSwishBackward"] = attributed("HardSwishBackward", None)
     table["Axpy"] = make_kernel(device, "Axpy", axpy)
     # copies move raw bits, so every dtype works on every device (float64 without cl_khr_fp64)
     table["Copy"] = make_kernel(device, "Copy", copy, OPS["Copy"].dtypes)
