@@ -64,6 +64,7 @@ from ._onnx_extra import (
     reduce_max,
     reduce_min,
 )
+from ._recurrent import _GRUSeq, _LSTMSeq  # noqa: F401  (singa-onnx's LSTM/GRU)
 from ._shape import (
     AddBias,
     Concat,

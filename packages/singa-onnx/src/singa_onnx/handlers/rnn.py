@@ -1,7 +1,9 @@
-"""Recurrent ONNX ops (LSTM, GRU, RNN), unrolled over the sequence into autograd ops.
+"""Recurrent ONNX ops (LSTM, GRU, RNN).
 
-Each direction projects the whole input sequence with one matmul, then runs its cell step by
-step; outputs are Y (seq, dirs, batch, hidden), Y_h and (LSTM) Y_c (dirs, batch, hidden).
+Each direction projects the whole input sequence with one matmul; LSTM and GRU then run the
+recurrence as one whole-sequence op (``LSTMSeq``/``GRUSeq``: one small GEMM and one pass over
+the gates per step), RNN as its cell's autograd ops step by step. Outputs are Y (seq, dirs,
+batch, hidden), Y_h and (LSTM) Y_c (dirs, batch, hidden).
 """
 
 from __future__ import annotations
@@ -37,11 +39,6 @@ def _check(op):
 def _row(ctx, w, d):
     """w[d] of a (dirs, ...) parameter, differentiable."""
     return autograd.squeeze(autograd.slice(w, [d], [d + 1], [0]), [0])
-
-
-def _cols(t, i, h):
-    """Gate i of a (batch, gates*h) tensor."""
-    return autograd.slice(t, [i * h], [(i + 1) * h], [1])
 
 
 def _run(op, ctx, attrs, x, w, r, b, seq_lens, h0, c0=None, p=None):
@@ -82,48 +79,40 @@ def _run(op, ctx, attrs, x, w, r, b, seq_lens, h0, c0=None, p=None):
         h = _row(ctx, ctx.tensor(h0, like=x), d) if h0 is not None else zeros
         c = _row(ctx, ctx.tensor(c0, like=x), d) if c0 is not None else zeros
         reverse = direction == "reverse" or d == 1
+        if op != "RNN":
+            last = [0] if reverse else [seq - 1]
+            if op == "LSTM":
+                yd, cd = autograd._LSTMSeq(reverse)(xw, rt, h, c)
+                cts.append(autograd.slice(cd, last, [last[0] + 1], [0]))
+            else:
+                if rb is None:
+                    rb = ctx.tensor(np.zeros(g * hs, np.float32), like=x)
+                yd = autograd._GRUSeq(reverse, bool(attrs.get("linear_before_reset", 0)))(
+                    xw, rt, rb, h)[0]
+            ys.append(yd)
+            hts.append(autograd.slice(yd, last, [last[0] + 1], [0]))
+            continue
         steps = range(seq - 1, -1, -1) if reverse else range(seq)
         outs = [None] * seq
         for t in steps:
             xt = autograd.squeeze(autograd.slice(xw, [t], [t + 1], [0]), [0])
             hr = autograd.matmul(h, rt)
-            if op == "LSTM":
-                gates = autograd.add(xt, hr)
-                i, o, f, cc = (_cols(gates, k, hs) for k in range(4))
-                c = autograd.add(autograd.mul(autograd.sigmoid(f), c),
-                                 autograd.mul(autograd.sigmoid(i), autograd.tanh(cc)))
-                h = autograd.mul(autograd.sigmoid(o), autograd.tanh(c))
-            elif op == "GRU":
-                if rb is not None:
-                    hr = autograd.add(hr, rb)
-                z = autograd.sigmoid(autograd.add(_cols(xt, 0, hs), _cols(hr, 0, hs)))
-                rr = autograd.sigmoid(autograd.add(_cols(xt, 1, hs), _cols(hr, 1, hs)))
-                if attrs.get("linear_before_reset", 0):
-                    cand = autograd.add(_cols(xt, 2, hs), autograd.mul(rr, _cols(hr, 2, hs)))
-                else:
-                    rh = autograd.matmul(autograd.mul(rr, h),
-                                         autograd.slice(rt, [2 * hs], [3 * hs], [1]))
-                    if rb is not None:
-                        rh = autograd.add(rh, autograd.slice(rb, [2 * hs], [3 * hs], [0]))
-                    cand = autograd.add(_cols(xt, 2, hs), rh)
-                cand = autograd.tanh(cand)
-                # h = (1 - z) cand + z h = cand + z (h - cand)
-                h = autograd.add(cand, autograd.mul(z, autograd.sub(h, cand)))
-            else:
-                h = autograd.tanh(autograd.add(xt, hr))
+            h = autograd.tanh(autograd.add(xt, hr))
             outs[t] = autograd.unsqueeze(h, [0])
         ys.append(autograd.cat(outs, 0) if seq > 1 else outs[0])
         hts.append(autograd.unsqueeze(h, [0]))
-        cts.append(autograd.unsqueeze(c, [0]))
     y = autograd.cat([autograd.unsqueeze(v, [1]) for v in ys], 1) if len(ys) > 1 \
         else autograd.unsqueeze(ys[0], [1])
     yh = autograd.cat(hts, 0) if len(hts) > 1 else hts[0]
-    yc = autograd.cat(cts, 0) if len(cts) > 1 else cts[0]
     if attrs.get("layout", 0):
         y = autograd.identity(autograd.transpose(y, [2, 0, 1, 3]))
         yh = autograd.identity(autograd.transpose(yh, [1, 0, 2]))
+    if op != "LSTM":
+        return y, yh
+    yc = autograd.cat(cts, 0) if len(cts) > 1 else cts[0]
+    if attrs.get("layout", 0):
         yc = autograd.identity(autograd.transpose(yc, [1, 0, 2]))
-    return (y, yh, yc) if op == "LSTM" else (y, yh)
+    return y, yh, yc
 
 
 @register("LSTM", attrs=_ATTRS, check=_check("LSTM"))
