@@ -20,26 +20,27 @@ def _zeros_like(x: CTensor) -> CTensor:
 class _LSTMSeq(Operator):
     """(y, c) = LSTM over the steps of ``xw`` (T, B, 4H) from states h0, c0 (ONNX gates iofc).
 
-    Gradients (dxw, drt, dh0, dc0) = LSTMSeqBackward(dy, dc, gates, c, y, h0, c0, rt).
+    Gradients (dxw, dr, dh0, dc0) = LSTMSeqBackward(dy, dc, gates, c, y, h0, c0, r), ``r``
+    the recurrent weights (4H, H).
     """
 
     def __init__(self, reverse: bool = False):
         super().__init__()
         self.attrs = {"reverse": bool(reverse)}
 
-    def forward(self, xw, rt, h0, c0):
-        y, c, gates = run(OPS["LSTMSeq"], [xw, rt, h0, c0], self.attrs)
+    def forward(self, xw, r, h0, c0):
+        y, c, gates = run(OPS["LSTMSeq"], [xw, r, h0, c0], self.attrs)
         if is_training():
-            self.saved = (gates, c, y, h0, c0, rt)
+            self.saved = (gates, c, y, h0, c0, r)
         return y, c
 
     def backward(self, dy, dc):
         if not hasattr(self, "saved"):
             self._need_cache()
-        gates, c, y, h0, c0, rt = self.saved
+        gates, c, y, h0, c0, r = self.saved
         dy = _zeros_like(y) if dy is None else dy
         dc = _zeros_like(c) if dc is None else dc
-        return tuple(run(OPS["LSTMSeqBackward"], [dy, dc, gates, c, y, h0, c0, rt],
+        return tuple(run(OPS["LSTMSeqBackward"], [dy, dc, gates, c, y, h0, c0, r],
                          self.attrs))
 
 
@@ -47,21 +48,22 @@ class _GRUSeq(Operator):
     """y = GRU over the steps of ``xw`` (T, B, 3H) from state h0 (ONNX gates zrh; ``rb`` the
     recurrent bias, ``linear_before_reset`` as in ONNX).
 
-    Gradients (dxw, drt, drb, dh0) = GRUSeqBackward(dy, gates, q, y, h0, rt).
+    Gradients (dxw, drw, drb, dh0) = GRUSeqBackward(dy, gates, q, y, h0, rw), ``rw`` the
+    recurrent weights (3H, H).
     """
 
     def __init__(self, reverse: bool = False, linear_before_reset: bool = False):
         super().__init__()
         self.attrs = {"reverse": bool(reverse), "linear_before_reset": bool(linear_before_reset)}
 
-    def forward(self, xw, rt, rb, h0):
-        y, gates, q = run(OPS["GRUSeq"], [xw, rt, rb, h0], self.attrs)
+    def forward(self, xw, rw, rb, h0):
+        y, gates, q = run(OPS["GRUSeq"], [xw, rw, rb, h0], self.attrs)
         if is_training():
-            self.saved = (gates, q, y, h0, rt)
+            self.saved = (gates, q, y, h0, rw)
         return y
 
     def backward(self, dy):
         if not hasattr(self, "saved"):
             self._need_cache()
-        gates, q, y, h0, rt = self.saved
-        return tuple(run(OPS["GRUSeqBackward"], [dy, gates, q, y, h0, rt], self.attrs))
+        gates, q, y, h0, rw = self.saved
+        return tuple(run(OPS["GRUSeqBackward"], [dy, gates, q, y, h0, rw], self.attrs))

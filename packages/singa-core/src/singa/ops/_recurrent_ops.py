@@ -58,13 +58,13 @@ def _prev(y, h0, t, reverse):
 
 def _lstm_infer(ins, attrs):
     d = _dims("LSTMSeq", ins[0], 4)
-    dt = _check("LSTMSeq", ins, [("T", "B", 4 * d["H"]), ("H", 4 * d["H"]), ("B", "H"),
+    dt = _check("LSTMSeq", ins, [("T", "B", 4 * d["H"]), (4 * d["H"], "H"), ("B", "H"),
                                  ("B", "H")], d)
     t, b, h = d["T"], d["B"], d["H"]
     return [((t, b, h), dt), ((t, b, h), dt), ((t, b, 4 * h), dt)]
 
 
-def _lstm_ref(xw, rt, h0, c0, reverse=False):
+def _lstm_ref(xw, r, h0, c0, reverse=False):
     t_len, _, gh = xw.shape
     h = gh // 4
     y = np.empty(xw.shape[:2] + (h,), xw.dtype)
@@ -72,7 +72,7 @@ def _lstm_ref(xw, rt, h0, c0, reverse=False):
     gates = np.empty_like(xw)
     hp, cp = h0, c0
     for t in _steps(t_len, reverse):
-        a = xw[t] + hp @ rt
+        a = xw[t] + hp @ r.T
         i, o, f = _sigmoid(a[:, :h]), _sigmoid(a[:, h:2 * h]), _sigmoid(a[:, 2 * h:3 * h])
         g = np.tanh(a[:, 3 * h:])
         cp = f * cp + i * g
@@ -87,15 +87,15 @@ def _lstm_bwd_infer(ins, attrs):
     h = d["H"]
     dt = _check("LSTMSeqBackward", ins, [("T", "B", "H"), ("T", "B", "H"), ("T", "B", 4 * h),
                                          ("T", "B", "H"), ("T", "B", "H"), ("B", "H"),
-                                         ("B", "H"), ("H", 4 * h)], d)
+                                         ("B", "H"), (4 * h, "H")], d)
     t, b = d["T"], d["B"]
-    return [((t, b, 4 * h), dt), ((h, 4 * h), dt), ((b, h), dt), ((b, h), dt)]
+    return [((t, b, 4 * h), dt), ((4 * h, h), dt), ((b, h), dt), ((b, h), dt)]
 
 
-def _lstm_bwd_ref(dy, dc, gates, c, y, h0, c0, rt, reverse=False):
+def _lstm_bwd_ref(dy, dc, gates, c, y, h0, c0, r, reverse=False):
     t_len, _, h = y.shape
     dxw = np.empty_like(gates)
-    drt = np.zeros_like(rt)
+    dr = np.zeros_like(r)
     dh_next = np.zeros_like(h0)
     dc_next = np.zeros_like(c0)
     for t in _steps(t_len, not reverse):
@@ -107,24 +107,24 @@ def _lstm_bwd_ref(dy, dc, gates, c, y, h0, c0, rt, reverse=False):
         da = np.concatenate([dct * g * i * (1 - i), dh * tc * o * (1 - o),
                              dct * cp * f * (1 - f), dct * i * (1 - g * g)], axis=1)
         dxw[t] = da
-        drt += hp.T @ da
-        dh_next = da @ rt.T
+        dr += da.T @ hp
+        dh_next = da @ r
         dc_next = dct * f
-    return dxw, drt, dh_next, dc_next
+    return dxw, dr, dh_next, dc_next
 
 
 def _lstm_sample(g, dtype):
     t, b, h = g.integers(1, 4), g.integers(1, 3), g.integers(1, 4)
-    return [g.array((t, b, 4 * h), dtype, -2, 2), g.array((h, 4 * h), dtype, -1, 1),
+    return [g.array((t, b, 4 * h), dtype, -2, 2), g.array((4 * h, h), dtype, -1, 1),
             g.array((b, h), dtype, -1, 1), g.array((b, h), dtype, -1, 1)], \
         {"reverse": g.booleans()}
 
 
 def _lstm_bwd_sample(g, dtype):
-    (xw, rt, h0, c0), attrs = _lstm_sample(g, dtype)
-    y, c, gates = _lstm_ref(xw, rt, h0, c0, **attrs)
+    (xw, r, h0, c0), attrs = _lstm_sample(g, dtype)
+    y, c, gates = _lstm_ref(xw, r, h0, c0, **attrs)
     dy, dc = g.array(y.shape, dtype, -1, 1), g.array(y.shape, dtype, -1, 1)
-    return [dy, dc, gates, c, y, h0, c0, rt], attrs
+    return [dy, dc, gates, c, y, h0, c0, r], attrs
 
 
 # GRU -----------------------------------------------------------------------------------------
@@ -132,12 +132,12 @@ def _lstm_bwd_sample(g, dtype):
 def _gru_infer(ins, attrs):
     d = _dims("GRUSeq", ins[0], 3)
     h = d["H"]
-    dt = _check("GRUSeq", ins, [("T", "B", 3 * h), ("H", 3 * h), (3 * h,), ("B", "H")], d)
+    dt = _check("GRUSeq", ins, [("T", "B", 3 * h), (3 * h, "H"), (3 * h,), ("B", "H")], d)
     t, b = d["T"], d["B"]
     return [((t, b, h), dt), ((t, b, 3 * h), dt), ((t, b, h), dt)]
 
 
-def _gru_ref(xw, rt, rb, h0, reverse=False, linear_before_reset=False):
+def _gru_ref(xw, rw, rb, h0, reverse=False, linear_before_reset=False):
     t_len, _, gh = xw.shape
     h = gh // 3
     y = np.empty(xw.shape[:2] + (h,), xw.dtype)
@@ -145,14 +145,14 @@ def _gru_ref(xw, rt, rb, h0, reverse=False, linear_before_reset=False):
     q = np.empty_like(y)
     hp = h0
     for t in _steps(t_len, reverse):
-        a = xw[t][:, :2 * h] + hp @ rt[:, :2 * h] + rb[:2 * h]
+        a = xw[t][:, :2 * h] + hp @ rw[:2 * h].T + rb[:2 * h]
         z, r = _sigmoid(a[:, :h]), _sigmoid(a[:, h:])
         if linear_before_reset:
-            q[t] = hp @ rt[:, 2 * h:] + rb[2 * h:]
+            q[t] = hp @ rw[2 * h:].T + rb[2 * h:]
             n = np.tanh(xw[t][:, 2 * h:] + r * q[t])
         else:
             q[t] = r * hp
-            n = np.tanh(xw[t][:, 2 * h:] + q[t] @ rt[:, 2 * h:] + rb[2 * h:])
+            n = np.tanh(xw[t][:, 2 * h:] + q[t] @ rw[2 * h:].T + rb[2 * h:])
         hp = (1 - z) * n + z * hp
         gates[t] = np.concatenate([z, r, n], axis=1)
         y[t] = hp
@@ -163,18 +163,18 @@ def _gru_bwd_infer(ins, attrs):
     d = _dims("GRUSeqBackward", ins[1], 3)
     h = d["H"]
     dt = _check("GRUSeqBackward", ins, [("T", "B", "H"), ("T", "B", 3 * h), ("T", "B", "H"),
-                                        ("T", "B", "H"), ("B", "H"), ("H", 3 * h)], d)
+                                        ("T", "B", "H"), ("B", "H"), (3 * h, "H")], d)
     t, b = d["T"], d["B"]
-    return [((t, b, 3 * h), dt), ((h, 3 * h), dt), ((3 * h,), dt), ((b, h), dt)]
+    return [((t, b, 3 * h), dt), ((3 * h, h), dt), ((3 * h,), dt), ((b, h), dt)]
 
 
-def _gru_bwd_ref(dy, gates, q, y, h0, rt, reverse=False, linear_before_reset=False):
+def _gru_bwd_ref(dy, gates, q, y, h0, rw, reverse=False, linear_before_reset=False):
     t_len, _, h = y.shape
     dxw = np.empty_like(gates)
-    drt = np.zeros_like(rt)
-    drb = np.zeros(rt.shape[1], rt.dtype)
+    drw = np.zeros_like(rw)
+    drb = np.zeros(rw.shape[0], rw.dtype)
     dh_next = np.zeros_like(h0)
-    rh = rt[:, 2 * h:]
+    rh = rw[2 * h:]
     for t in _steps(t_len, not reverse):
         z, r, n = (gates[t][:, k * h:(k + 1) * h] for k in range(3))
         hp = _prev(y, h0, t, reverse)
@@ -185,63 +185,63 @@ def _gru_bwd_ref(dy, gates, q, y, h0, rt, reverse=False, linear_before_reset=Fal
         if linear_before_reset:
             dq = dan * r
             dr = dan * q[t]
-            drt[:, 2 * h:] += hp.T @ dq
+            drw[2 * h:] += dq.T @ hp
             drb[2 * h:] += dq.sum(0)
-            dhp = dhp + dq @ rh.T
+            dhp = dhp + dq @ rh
         else:
-            drt[:, 2 * h:] += q[t].T @ dan
+            drw[2 * h:] += dan.T @ q[t]
             drb[2 * h:] += dan.sum(0)
-            drh = dan @ rh.T
+            drh = dan @ rh
             dr = drh * hp
             dhp = dhp + drh * r
         dar = dr * r * (1 - r)
         dzr = np.concatenate([daz, dar], axis=1)
-        drt[:, :2 * h] += hp.T @ dzr
+        drw[:2 * h] += dzr.T @ hp
         drb[:2 * h] += dzr.sum(0)
-        dhp = dhp + dzr @ rt[:, :2 * h].T
+        dhp = dhp + dzr @ rw[:2 * h]
         dxw[t] = np.concatenate([dzr, dan], axis=1)
         dh_next = dhp
-    return dxw, drt, drb, dh_next
+    return dxw, drw, drb, dh_next
 
 
 def _gru_sample(g, dtype):
     t, b, h = g.integers(1, 4), g.integers(1, 3), g.integers(1, 4)
-    return [g.array((t, b, 3 * h), dtype, -2, 2), g.array((h, 3 * h), dtype, -1, 1),
+    return [g.array((t, b, 3 * h), dtype, -2, 2), g.array((3 * h, h), dtype, -1, 1),
             g.array((3 * h,), dtype, -1, 1), g.array((b, h), dtype, -1, 1)], \
         {"reverse": g.booleans(), "linear_before_reset": g.booleans()}
 
 
 def _gru_bwd_sample(g, dtype):
-    (xw, rt, rb, h0), attrs = _gru_sample(g, dtype)
-    y, gates, q = _gru_ref(xw, rt, rb, h0, **attrs)
-    return [g.array(y.shape, dtype, -1, 1), gates, q, y, h0, rt], attrs
+    (xw, rw, rb, h0), attrs = _gru_sample(g, dtype)
+    y, gates, q = _gru_ref(xw, rw, rb, h0, **attrs)
+    return [g.array(y.shape, dtype, -1, 1), gates, q, y, h0, rw], attrs
 
 
 _TOL = {_dtype.kFloat32: (1e-4, 1e-5)}
 
 defop("LSTMSeq", 4, _lstm_infer, _lstm_ref, _lstm_sample, nout=3, dtypes=FD, tol=_TOL,
       doc="""LSTM over a sequence (ONNX gates i, o, f, c):
-    ``(xw[T, B, 4H], rt[H, 4H], h0[B, H], c0[B, H]) -> (y[T, B, H], c[T, B, H], gates[T, B, 4H])``
-    with ``a = xw[t] + h rt``, ``i, o, f = sigmoid(a_i, a_o, a_f)``, ``g = tanh(a_c)``,
+    ``(xw[T, B, 4H], r[4H, H], h0[B, H], c0[B, H]) -> (y[T, B, H], c[T, B, H], gates[T, B, 4H])``
+    with ``a = xw[t] + h r^T``, ``i, o, f = sigmoid(a_i, a_o, a_f)``, ``g = tanh(a_c)``,
     ``c_t = f c_{t-1} + i g``, ``h_t = y[t] = o tanh(c_t)``; ``gates`` holds ``i, o, f, g``.
     Attribute ``reverse``: steps from T-1 down to 0.
     """)
 defop("LSTMSeqBackward", 8, _lstm_bwd_infer, _lstm_bwd_ref, _lstm_bwd_sample, nout=4,
       dtypes=FD, tol=_TOL,
       doc="""Backpropagation through time of ``LSTMSeq``:
-    ``(dy, dc, gates, c, y, h0, c0, rt) -> (dxw, drt, dh0, dc0)``, ``dy``/``dc`` the gradients
+    ``(dy, dc, gates, c, y, h0, c0, r) -> (dxw, dr, dh0, dc0)``, ``dy``/``dc`` the gradients
     of the outputs ``y`` and ``c``.
     """)
 defop("GRUSeq", 4, _gru_infer, _gru_ref, _gru_sample, nout=3, dtypes=FD, tol=_TOL,
       doc="""GRU over a sequence (ONNX gates z, r, h):
-    ``(xw[T, B, 3H], rt[H, 3H], rb[3H], h0[B, H]) -> (y[T, B, H], gates[T, B, 3H], q[T, B, H])``
-    with ``z, r = sigmoid(xw[t]_zr + h rt_zr + rb_zr)``; ``n = tanh(xw[t]_h + r q + ...)``:
-    ``linear_before_reset``: ``q = h rt_h + rb_h``, ``n = tanh(xw[t]_h + r q)``; otherwise
-    ``q = r h``, ``n = tanh(xw[t]_h + q rt_h + rb_h)``. ``h_t = y[t] = (1 - z) n + z h``;
+    ``(xw[T, B, 3H], rw[3H, H], rb[3H], h0[B, H]) -> (y[T, B, H], gates[T, B, 3H], q[T, B, H])``
+    with ``z, r = sigmoid(xw[t]_zr + h rw_zr^T + rb_zr)``; ``n = tanh(xw[t]_h + r q + ...)``:
+    ``linear_before_reset``: ``q = h rw_h^T + rb_h``, ``n = tanh(xw[t]_h + r q)``; otherwise
+    ``q = r h``, ``n = tanh(xw[t]_h + q rw_h^T + rb_h)``. ``h_t = y[t] = (1 - z) n + z h``;
     ``gates`` holds ``z, r, n``. Attribute ``reverse``: steps from T-1 down to 0.
     """)
 defop("GRUSeqBackward", 6, _gru_bwd_infer, _gru_bwd_ref, _gru_bwd_sample, nout=4, dtypes=FD,
       tol=_TOL,
       doc="""Backpropagation through time of ``GRUSeq``:
-    ``(dy, gates, q, y, h0, rt) -> (dxw, drt, drb, dh0)``.
+    ``(dy, gates, q, y, h0, rw) -> (dxw, drw, drb, dh0)``.
     """)

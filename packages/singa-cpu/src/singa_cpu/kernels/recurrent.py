@@ -158,8 +158,9 @@ def _steps(t, reverse):
 @kernel_attrs(contiguous_inputs=True)
 @via_float32
 def lstm_seq(ins, outs, attrs):
-    xw, rt, h0, c0 = ins
+    xw, r, h0, c0 = ins
     y, c, gates = outs
+    rt = r.T  # BLAS reads the transpose in place
     reverse = bool(attrs.get("reverse", False))
     hr = np.empty(xw.shape[1:], xw.dtype)
     hp, cp = h0, c0
@@ -174,15 +175,15 @@ def lstm_seq(ins, outs, attrs):
 @kernel_attrs(contiguous_inputs=True)
 @via_float32
 def gru_seq(ins, outs, attrs):
-    xw, rt, rb, h0 = ins
+    xw, rw, rb, h0 = ins
     y, gates, q = outs
     reverse = bool(attrs.get("reverse", False))
     lbr = bool(attrs.get("linear_before_reset", False))
     h = y.shape[2]
     # linear_before_reset: one GEMM by all of rt; otherwise r h is known only after z and r,
     # so z and r take h rt_zr and the candidate (r h) rt_h
-    rt_first = rt if lbr else np.ascontiguousarray(rt[:, :2 * h])
-    rt_h = np.ascontiguousarray(rt[:, 2 * h:])
+    rt_first = rw.T if lbr else rw[:2 * h].T  # transposed views: BLAS reads them in place
+    rt_h = rw[2 * h:].T
     hr = np.empty((y.shape[1], rt_first.shape[1]), y.dtype)
     m = np.empty(y.shape[1:], y.dtype)
     hp = h0
@@ -209,11 +210,11 @@ def _prev(y, h0, t, reverse):
 @kernel_attrs(contiguous_inputs=True)
 @via_float32
 def lstm_seq_backward(ins, outs, attrs):
-    dy, dc, gates, c, y, h0, c0, rt = ins
-    dxw, drt, dh0, dc0 = outs
+    dy, dc, gates, c, y, h0, c0, r = ins
+    dxw, dr, dh0, dc0 = outs
     reverse = bool(attrs.get("reverse", False))
     h = y.shape[2]
-    drt[...] = 0
+    dr[...] = 0
     dh_next = np.zeros_like(h0)
     dc_next = np.zeros_like(c0)
     with single_threaded_blas():
@@ -229,8 +230,8 @@ def lstm_seq_backward(ins, outs, attrs):
             np.multiply(dh * tc, o * (1 - o), out=da[:, h:2 * h])
             np.multiply(dct * cp, f * (1 - f), out=da[:, 2 * h:3 * h])
             np.multiply(dct * i, 1 - gg * gg, out=da[:, 3 * h:])
-            drt += hp.T @ da
-            dh_next = da @ rt.T
+            dr += da.T @ hp
+            dh_next = da @ r
             dc_next = dct * f
     dh0[...] = dh_next
     dc0[...] = dc_next
@@ -239,15 +240,15 @@ def lstm_seq_backward(ins, outs, attrs):
 @kernel_attrs(contiguous_inputs=True)
 @via_float32
 def gru_seq_backward(ins, outs, attrs):
-    dy, gates, q, y, h0, rt = ins
-    dxw, drt, drb, dh0 = outs
+    dy, gates, q, y, h0, rw = ins
+    dxw, drw, drb, dh0 = outs
     reverse = bool(attrs.get("reverse", False))
     lbr = bool(attrs.get("linear_before_reset", False))
     h = y.shape[2]
-    drt[...] = 0
+    drw[...] = 0
     drb[...] = 0
-    rh = rt[:, 2 * h:]
-    rzr = rt[:, :2 * h]
+    rh = rw[2 * h:]
+    rzr = rw[:2 * h]
     dh_next = np.zeros_like(h0)
     with single_threaded_blas():
         for t in _steps(y.shape[0], not reverse):
@@ -263,20 +264,20 @@ def gru_seq_backward(ins, outs, attrs):
             if lbr:
                 dq = dan * r
                 dr = dan * q[t]
-                drt[:, 2 * h:] += hp.T @ dq
+                drw[2 * h:] += dq.T @ hp
                 drb[2 * h:] += dq.sum(0)
-                dhp += dq @ rh.T
+                dhp += dq @ rh
             else:
-                drt[:, 2 * h:] += q[t].T @ dan
+                drw[2 * h:] += dan.T @ q[t]
                 drb[2 * h:] += dan.sum(0)
-                drh = dan @ rh.T
+                drh = dan @ rh
                 dr = drh * hp
                 dhp += drh * r
             np.multiply(dr, r * (1 - r), out=da[:, h:2 * h])
             dzr = da[:, :2 * h]
-            drt[:, :2 * h] += hp.T @ dzr
+            drw[:2 * h] += dzr.T @ hp
             drb[:2 * h] += dzr.sum(0)
-            dhp += dzr @ rzr.T
+            dhp += dzr @ rzr
             dh_next = dhp
     dh0[...] = dh_next
 

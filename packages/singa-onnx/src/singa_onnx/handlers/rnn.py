@@ -62,7 +62,7 @@ def _run(op, ctx, attrs, x, w, r, b, seq_lens, h0, c0=None, p=None):
     flat = autograd.reshape(x, [seq * batch, x.shape[2]])
     for d in dirs:
         wd, rd = _row(ctx, w, d), _row(ctx, r, d)
-        xw = autograd.matmul(flat, autograd.identity(autograd.transpose(wd)))
+        xw = autograd.matmul(flat, autograd.transpose(wd))  # BLAS reads W^T in place
         if b is not None:
             bd = _row(ctx, ctx.tensor(b, like=x), d)
             wb = autograd.slice(bd, [0], [g * hs], [0])
@@ -74,7 +74,6 @@ def _run(op, ctx, attrs, x, w, r, b, seq_lens, h0, c0=None, p=None):
         elif wb is not None:
             xw = autograd.add(xw, wb)
         xw = autograd.reshape(xw, [seq, batch, g * hs])
-        rt = autograd.identity(autograd.transpose(rd))
         zeros = ctx.tensor(np.zeros((batch, hs), np.float32), like=x)
         h = _row(ctx, ctx.tensor(h0, like=x), d) if h0 is not None else zeros
         c = _row(ctx, ctx.tensor(c0, like=x), d) if c0 is not None else zeros
@@ -82,16 +81,17 @@ def _run(op, ctx, attrs, x, w, r, b, seq_lens, h0, c0=None, p=None):
         if op != "RNN":
             last = [0] if reverse else [seq - 1]
             if op == "LSTM":
-                yd, cd = autograd._LSTMSeq(reverse)(xw, rt, h, c)
+                yd, cd = autograd._LSTMSeq(reverse)(xw, rd, h, c)
                 cts.append(autograd.slice(cd, last, [last[0] + 1], [0]))
             else:
                 if rb is None:
                     rb = ctx.tensor(np.zeros(g * hs, np.float32), like=x)
                 yd = autograd._GRUSeq(reverse, bool(attrs.get("linear_before_reset", 0)))(
-                    xw, rt, rb, h)[0]
+                    xw, rd, rb, h)[0]
             ys.append(yd)
             hts.append(autograd.slice(yd, last, [last[0] + 1], [0]))
             continue
+        rt = autograd.identity(autograd.transpose(rd))
         steps = range(seq - 1, -1, -1) if reverse else range(seq)
         outs = [None] * seq
         for t in steps:
