@@ -151,6 +151,16 @@ def _gru_update32_py(xw, m, rb, h_prev, gates, q, y, lbr):
             y[k, j] = (one - z) * nn + z * h_prev[k, j]
 
 
+def _step_gemm(h, w, out):
+    """out = h w for one step. One row goes through np.dot on vectors (BLAS's gemv): numpy's
+    matmul runs a (1, 256) x (256, 768) product as a gemm, ~1.7x the time (OpenBLAS, 1 thread,
+    AMD Zen 4)."""
+    if h.shape[0] == 1:
+        np.dot(h[0], w, out=out[0])
+    else:
+        np.matmul(h, w, out=out)
+
+
 def _steps(t, reverse):
     return range(t - 1, -1, -1) if reverse else range(t)
 
@@ -169,7 +179,7 @@ def lstm_seq(ins, outs, attrs):
     cell = _cells32()["lstm"] if xw.dtype == np.float32 else _lstm_cell.serial()
     with single_threaded_blas():
         for t in _steps(xw.shape[0], reverse):
-            np.matmul(hp, rt, out=hr)
+            _step_gemm(hp, rt, hr)
             cell(xw[t], hr, cp, gates[t], c[t], y[t])
             hp, cp = y[t], c[t]
 
@@ -197,10 +207,10 @@ def gru_seq(ins, outs, attrs):
         zr, update = _gru_gates_zr.serial(), _gru_update.serial()
     with single_threaded_blas():
         for t in _steps(xw.shape[0], reverse):
-            np.matmul(hp, rt_first, out=hr)
+            _step_gemm(hp, rt_first, hr)
             zr(xw[t], hr, rb, hp, gates[t], q[t], lbr)
             if not lbr:
-                np.matmul(q[t], rt_h, out=m)
+                _step_gemm(q[t], rt_h, m)
             update(xw[t], m, rb, hp, gates[t], q[t], y[t], lbr)
             hp = y[t]
 
