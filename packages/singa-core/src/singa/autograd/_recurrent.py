@@ -13,6 +13,14 @@ from ..ops import OPS, run
 from ._engine import Operator, is_training
 
 
+def _has_seq_kernel(x, op: str) -> bool:
+    """Whether ``op`` (``"LSTMSeq"``, ``"GRUSeq"``) runs on the device of Tensor ``x``: a kernel
+    for it and its backward, or the backend's host fallback. Callers unroll the cell into
+    primitive ops otherwise, which every backend runs."""
+    dev = x.device
+    return dev.host_fallback or (op in dev.kernels and f"{op}Backward" in dev.kernels)
+
+
 def _zeros_like(x: CTensor) -> CTensor:
     return _math.set_value(CTensor._new(x.shp, x.dev, x.dt), 0.0)
 

@@ -2,8 +2,9 @@
 
 ``RNN``, ``LSTM`` and ``GRU`` take a list of per-step tensors (batch, features), as in SINGA.
 ``LSTM`` and ``GRU`` run each (layer, direction) as one whole-sequence op (``LSTMSeq``,
-``GRUSeq``) over the gate weights concatenated in the op's order; with per-step masks
-(``CudnnRNN``'s sequence lengths) they run cell by cell.
+``GRUSeq``) over the gate weights concatenated in the op's order where the device runs it (a
+kernel or host fallback); with per-step masks (``CudnnRNN``'s sequence lengths) or on other
+devices they run cell by cell.
 ``num_layers`` stacks layers and ``bidirectional`` adds a reverse pass whose outputs are
 concatenated with the forward ones. ``CudnnRNN`` keeps SINGA's cuDNN-style interface (one
 (batch, seq, feature) tensor) on top of the same cells.
@@ -153,7 +154,8 @@ class RNN_Base(Layer):  # noqa: N801  (SINGA's name)
             for d in range(self.dirs):
                 k = layer * self.dirs + d
                 h, c = h0s[k], (c0s[k] if c0s is not None else None)
-                if masks is None and self.kind != "rnn":
+                if masks is None and self.kind != "rnn" and autograd._has_seq_kernel(
+                        h, f"{self.kind.upper()}Seq"):
                     outs, h, c = self._run_sequence(seq, h, c, layer, d)
                     outs_dir.append(outs)
                     h_last.append(h)

@@ -2,7 +2,8 @@
 
 Each direction projects the whole input sequence with one matmul; LSTM and GRU then run the
 recurrence as one whole-sequence op (``LSTMSeq``/``GRUSeq``: one small GEMM and one pass over
-the gates per step), RNN as its cell's autograd ops step by step. Outputs are Y (seq, dirs,
+the gates per step) where the device has a kernel for it or falls back to the host; RNN, and
+LSTM/GRU on other devices, run their cell's autograd ops step by step. Outputs are Y (seq, dirs,
 batch, hidden), Y_h and (LSTM) Y_c (dirs, batch, hidden).
 """
 
@@ -39,6 +40,11 @@ def _check(op):
 def _row(ctx, w, d):
     """w[d] of a (dirs, ...) parameter, differentiable."""
     return autograd.squeeze(autograd.slice(w, [d], [d + 1], [0]), [0])
+
+
+def _cols(t, i, h):
+    """Gate i of a (batch, gates*h) tensor."""
+    return autograd.slice(t, [i * h], [(i + 1) * h], [1])
 
 
 def _run(op, ctx, attrs, x, w, r, b, seq_lens, h0, c0=None, p=None):
@@ -78,7 +84,7 @@ def _run(op, ctx, attrs, x, w, r, b, seq_lens, h0, c0=None, p=None):
         h = _row(ctx, ctx.tensor(h0, like=x), d) if h0 is not None else zeros
         c = _row(ctx, ctx.tensor(c0, like=x), d) if c0 is not None else zeros
         reverse = direction == "reverse" or d == 1
-        if op != "RNN":
+        if op != "RNN" and autograd._has_seq_kernel(x, f"{op}Seq"):
             last = [0] if reverse else [seq - 1]
             if op == "LSTM":
                 yd, cd = autograd._LSTMSeq(reverse)(xw, rd, h, c)
@@ -97,10 +103,34 @@ def _run(op, ctx, attrs, x, w, r, b, seq_lens, h0, c0=None, p=None):
         for t in steps:
             xt = autograd.squeeze(autograd.slice(xw, [t], [t + 1], [0]), [0])
             hr = autograd.matmul(h, rt)
-            h = autograd.tanh(autograd.add(xt, hr))
+            if op == "LSTM":
+                gates = autograd.add(xt, hr)
+                i, o, f, cc = (_cols(gates, k, hs) for k in range(4))
+                c = autograd.add(autograd.mul(autograd.sigmoid(f), c),
+                                 autograd.mul(autograd.sigmoid(i), autograd.tanh(cc)))
+                h = autograd.mul(autograd.sigmoid(o), autograd.tanh(c))
+            elif op == "GRU":
+                if rb is not None:
+                    hr = autograd.add(hr, rb)
+                z = autograd.sigmoid(autograd.add(_cols(xt, 0, hs), _cols(hr, 0, hs)))
+                rr = autograd.sigmoid(autograd.add(_cols(xt, 1, hs), _cols(hr, 1, hs)))
+                if attrs.get("linear_before_reset", 0):
+                    cand = autograd.add(_cols(xt, 2, hs), autograd.mul(rr, _cols(hr, 2, hs)))
+                else:
+                    rh = autograd.matmul(autograd.mul(rr, h),
+                                         autograd.slice(rt, [2 * hs], [3 * hs], [1]))
+                    if rb is not None:
+                        rh = autograd.add(rh, autograd.slice(rb, [2 * hs], [3 * hs], [0]))
+                    cand = autograd.add(_cols(xt, 2, hs), rh)
+                cand = autograd.tanh(cand)
+                # h = (1 - z) cand + z h = cand + z (h - cand)
+                h = autograd.add(cand, autograd.mul(z, autograd.sub(h, cand)))
+            else:
+                h = autograd.tanh(autograd.add(xt, hr))
             outs[t] = autograd.unsqueeze(h, [0])
         ys.append(autograd.cat(outs, 0) if seq > 1 else outs[0])
         hts.append(autograd.unsqueeze(h, [0]))
+        cts.append(autograd.unsqueeze(c, [0]))
     y = autograd.cat([autograd.unsqueeze(v, [1]) for v in ys], 1) if len(ys) > 1 \
         else autograd.unsqueeze(ys[0], [1])
     yh = autograd.cat(hts, 0) if len(hts) > 1 else hts[0]
