@@ -107,21 +107,3 @@ def test_bad_inputs_are_refused_with_the_expected_shapes(rng):
     with pytest.raises(DtypeMismatchError, match="input 2 is float32"):
         autograd._LSTMSeq()(*(to_tensor(a) for a in (xw, rt, h0.astype(np.float32), c0)))
 
-
-@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
-def test_layers_unroll_the_cell_on_a_device_without_the_sequence_kernel(kind, cpu, rng,
-                                                                        monkeypatch):
-    """A device with neither a kernel nor host fallback for the op (OpenCL, CUDA) gets the
-    cell as primitive ops: same values as the whole-sequence op, and no LSTMSeq/GRUSeq call
-    (which would raise MissingKernelError)."""
-    from singa import layer
-
-    xs_np = [rng.standard_normal((2, 3)) for _ in range(4)]
-    lay = getattr(layer, kind)(3, 5, num_layers=2, bidirectional=True)
-    fused = [y.to_numpy() for y in lay([to_tensor(x, grad=False) for x in xs_np])[0]]
-    assert not cpu.host_fallback
-    for name in (f"{kind}Seq", f"{kind}SeqBackward"):
-        monkeypatch.delitem(cpu.kernels, name)
-    unrolled = [y.to_numpy() for y in lay([to_tensor(x, grad=False) for x in xs_np])[0]]
-    for a, b in zip(fused, unrolled):
-        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)

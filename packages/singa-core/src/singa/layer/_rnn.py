@@ -1,10 +1,6 @@
 """Recurrent layers built from autograd ops, so they run on every backend.
 
 ``RNN``, ``LSTM`` and ``GRU`` take a list of per-step tensors (batch, features), as in SINGA.
-``LSTM`` and ``GRU`` run each (layer, direction) as one whole-sequence op (``LSTMSeq``,
-``GRUSeq``) over the gate weights concatenated in the op's order where the device runs it (a
-kernel or host fallback); with per-step masks (``CudnnRNN``'s sequence lengths) or on other
-devices they run cell by cell.
 ``num_layers`` stacks layers and ``bidirectional`` adds a reverse pass whose outputs are
 concatenated with the forward ones. ``CudnnRNN`` keeps SINGA's cuDNN-style interface (one
 (batch, seq, feature) tensor) on top of the same cells.
@@ -154,13 +150,6 @@ class RNN_Base(Layer):  # noqa: N801  (SINGA's name)
             for d in range(self.dirs):
                 k = layer * self.dirs + d
                 h, c = h0s[k], (c0s[k] if c0s is not None else None)
-                if masks is None and self.kind != "rnn" and autograd._has_seq_kernel(
-                        h, f"{self.kind.upper()}Seq"):
-                    outs, h, c = self._run_sequence(seq, h, c, layer, d)
-                    outs_dir.append(outs)
-                    h_last.append(h)
-                    c_last.append(c)
-                    continue
                 order = range(len(seq)) if d == 0 else range(len(seq) - 1, -1, -1)
                 outs = [None] * len(seq)
                 for t in order:
@@ -183,43 +172,6 @@ class RNN_Base(Layer):  # noqa: N801  (SINGA's name)
             if self.dropout and layer < self.num_layers - 1:
                 seq = [autograd.dropout(s, 0, self.dropout) for s in seq]
         return seq, h_last, c_last
-
-    #: gate order of the whole-sequence ops (ONNX's) in this layer's gate names
-    _SEQ_GATES = {"lstm": ("i", "o", "f", "g"), "gru": ("z", "r", "n")}
-
-    def _run_sequence(self, seq, h, c, layer, d):
-        """One (layer, direction) as one ``LSTMSeq``/``GRUSeq`` op: the input projection of
-        every step in one matmul, then one small GEMM and one pass over the gates per step.
-        Returns (per-step outputs, last h, last c or None)."""
-        p, hs, n = self._pname, self.hidden_size, len(seq)
-        gates = self._SEQ_GATES[self.kind]
-        wx = autograd.cat([getattr(self, p("Wx", g, layer, d)) for g in gates], 1)
-        rw = autograd.transpose(
-            autograd.cat([getattr(self, p("Wh", g, layer, d)) for g in gates], 1), (1, 0))
-        x = autograd.cat([autograd.unsqueeze(s, [0]) for s in seq], 0) if n > 1 \
-            else autograd.unsqueeze(seq[0], [0])
-        batch = x.shape[1]
-        xw = autograd.matmul(autograd.reshape(x, (n * batch, x.shape[2])), wx)
-        bh = None
-        if self.bias:
-            bx = autograd.cat([getattr(self, p("Bx", g, layer, d)) for g in gates], 0)
-            bh = autograd.cat([getattr(self, p("Bh", g, layer, d)) for g in gates], 0)
-            # LSTM adds both biases before the gates; GRU's Bh_n sits inside r (h Wh_n + Bh_n)
-            xw = autograd.add_bias(xw, autograd.add(bx, bh) if self.kind == "lstm" else bx)
-        xw = autograd.reshape(xw, (n, batch, len(gates) * hs))
-        if self.kind == "lstm":
-            y, cs = autograd._LSTMSeq(d == 1)(xw, rw, h, c)
-        else:
-            if bh is None:
-                bh = _zeros((len(gates) * hs,), h)
-            y = autograd._GRUSeq(d == 1, True)(xw, rw, bh, h)[0]
-            cs = None
-        outs = [autograd.reshape(t, (batch, hs)) for t in autograd.split(y, 0, [1] * n)] \
-            if n > 1 else [autograd.reshape(y, (batch, hs))]
-        last = 0 if d == 1 else n - 1
-        c_end = None if cs is None else autograd.reshape(
-            autograd.slice(cs, [last], [last + 1], [0]), (batch, hs))
-        return outs, outs[last], c_end
 
     def _split_state(self, state, like):
         """Per-(layer, direction) states from (batch, h) or (layers*dirs, batch, h)."""
