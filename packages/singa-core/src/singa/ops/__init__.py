@@ -8,6 +8,7 @@ import these names from the public module :mod:`singa.backend`.
 
 from . import (
     _nn_ops,  # noqa: F401  (declares the neural-network ops)
+    _recurrent_ops,  # noqa: F401  (declares the whole-sequence LSTM and GRU)
     _tensor_ops,  # noqa: F401  (declares the tensor-math ops)
 )
 from ._fusion import FUSIONS, ChainStep, ElementwiseChain, FusionDef, node_op

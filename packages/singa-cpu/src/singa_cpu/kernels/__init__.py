@@ -4,14 +4,26 @@ from __future__ import annotations
 
 from singa.backend import GraphStage, register_stage
 
-from . import conv, elementwise, index, linalg, loss, movement, norm, pool, random_fill, reduce
+from . import (
+    conv,
+    elementwise,
+    index,
+    linalg,
+    loss,
+    movement,
+    norm,
+    pool,
+    random_fill,
+    recurrent,
+    reduce,
+)
 from ._threads import single_threaded_blas
 
 
 def kernel_table(device) -> dict:
     """``{op_name: kernel}`` for a CppCPU device (kernels that need the device bind to it)."""
     table: dict = {}
-    for mod in (elementwise, reduce, linalg, movement, pool, norm, loss, index):
+    for mod in (elementwise, reduce, linalg, movement, pool, norm, loss, index, recurrent):
         table.update(mod.KERNELS)
     table.update(random_fill.kernels(device))
     table.update(conv.kernels(device))

@@ -1,7 +1,10 @@
-"""Recurrent ONNX ops (LSTM, GRU, RNN), unrolled over the sequence into autograd ops.
+"""Recurrent ONNX ops (LSTM, GRU, RNN).
 
-Each direction projects the whole input sequence with one matmul, then runs its cell step by
-step; outputs are Y (seq, dirs, batch, hidden), Y_h and (LSTM) Y_c (dirs, batch, hidden).
+Each direction projects the whole input sequence with one matmul; LSTM and GRU then run the
+recurrence as one whole-sequence op (``LSTMSeq``/``GRUSeq``: one small GEMM and one pass over
+the gates per step) where the device has a kernel for it or falls back to the host; RNN, and
+LSTM/GRU on other devices, run their cell's autograd ops step by step. Outputs are Y (seq, dirs,
+batch, hidden), Y_h and (LSTM) Y_c (dirs, batch, hidden).
 """
 
 from __future__ import annotations
@@ -65,7 +68,7 @@ def _run(op, ctx, attrs, x, w, r, b, seq_lens, h0, c0=None, p=None):
     flat = autograd.reshape(x, [seq * batch, x.shape[2]])
     for d in dirs:
         wd, rd = _row(ctx, w, d), _row(ctx, r, d)
-        xw = autograd.matmul(flat, autograd.identity(autograd.transpose(wd)))
+        xw = autograd.matmul(flat, autograd.transpose(wd))  # BLAS reads W^T in place
         if b is not None:
             bd = _row(ctx, ctx.tensor(b, like=x), d)
             wb = autograd.slice(bd, [0], [g * hs], [0])
@@ -77,11 +80,24 @@ def _run(op, ctx, attrs, x, w, r, b, seq_lens, h0, c0=None, p=None):
         elif wb is not None:
             xw = autograd.add(xw, wb)
         xw = autograd.reshape(xw, [seq, batch, g * hs])
-        rt = autograd.identity(autograd.transpose(rd))
         zeros = ctx.tensor(np.zeros((batch, hs), np.float32), like=x)
         h = _row(ctx, ctx.tensor(h0, like=x), d) if h0 is not None else zeros
         c = _row(ctx, ctx.tensor(c0, like=x), d) if c0 is not None else zeros
         reverse = direction == "reverse" or d == 1
+        if op != "RNN" and autograd._has_seq_kernel(x, f"{op}Seq"):
+            last = [0] if reverse else [seq - 1]
+            if op == "LSTM":
+                yd, cd = autograd._LSTMSeq(reverse)(xw, rd, h, c)
+                cts.append(autograd.slice(cd, last, [last[0] + 1], [0]))
+            else:
+                if rb is None:
+                    rb = ctx.tensor(np.zeros(g * hs, np.float32), like=x)
+                yd = autograd._GRUSeq(reverse, bool(attrs.get("linear_before_reset", 0)))(
+                    xw, rd, rb, h)[0]
+            ys.append(yd)
+            hts.append(autograd.slice(yd, last, [last[0] + 1], [0]))
+            continue
+        rt = autograd.identity(autograd.transpose(rd))
         steps = range(seq - 1, -1, -1) if reverse else range(seq)
         outs = [None] * seq
         for t in steps:
@@ -118,12 +134,15 @@ def _run(op, ctx, attrs, x, w, r, b, seq_lens, h0, c0=None, p=None):
     y = autograd.cat([autograd.unsqueeze(v, [1]) for v in ys], 1) if len(ys) > 1 \
         else autograd.unsqueeze(ys[0], [1])
     yh = autograd.cat(hts, 0) if len(hts) > 1 else hts[0]
-    yc = autograd.cat(cts, 0) if len(cts) > 1 else cts[0]
     if attrs.get("layout", 0):
         y = autograd.identity(autograd.transpose(y, [2, 0, 1, 3]))
         yh = autograd.identity(autograd.transpose(yh, [1, 0, 2]))
+    if op != "LSTM":
+        return y, yh
+    yc = autograd.cat(cts, 0) if len(cts) > 1 else cts[0]
+    if attrs.get("layout", 0):
         yc = autograd.identity(autograd.transpose(yc, [1, 0, 2]))
-    return (y, yh, yc) if op == "LSTM" else (y, yh)
+    return y, yh, yc
 
 
 @register("LSTM", attrs=_ATTRS, check=_check("LSTM"))
