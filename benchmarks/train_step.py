@@ -1,7 +1,8 @@
 """Seconds per training step: SINGA (eager and graph) vs PyTorch, side by side in one run.
 
-    python benchmarks/train_step.py [--models mlp cnn resnet18] [--reps 3] [--device cpu]
-        [--batch N | MODEL=N ...] [--steps N | MODEL=N ...] [--json PATH]
+    python benchmarks/train_step.py [--models mlp cnn resnet18 transformer lstm] [--reps 3]
+        [--device cpu] [--batch N | MODEL=N ...] [--steps N | MODEL=N ...] [--json PATH]
+        [--profile]
 
 Same model, same SGD (momentum 0.9, weight decay 1e-5), same batch, threads = cores, and the
 same device: ``--device cuda:N`` runs PyTorch on ``cuda:N`` too (a device PyTorch has no
@@ -11,7 +12,15 @@ is a fresh process that warms up and then times a block of steps; the three conf
 the shared machine hit all of them alike, and no process's idle threads (OpenBLAS, OpenMP)
 spin against another's. The report is the median step time of each and the ratios. Targets
 (eager): <= 1.5 for cnn and resnet18, <= 2.0 for mlp; graph replay >= 1.3x faster than eager
-on mlp and cnn, never slower on resnet18.
+on mlp and cnn, never slower on resnet18; graph <= 1.2 for transformer and lstm (the target
+column shows ``g1.2`` for these).
+
+The transformer and the LSTM start from the same weights in SINGA and PyTorch, so every
+process's first loss must agree (relative ``FIRST_LOSS_RTOL``): the run stops with an error
+when SINGA's first loss (eager or graph) differs from PyTorch's or eager's from graph's.
+``--profile`` has each graph worker time every node of a few more replays (the device's
+profiler, ``SetVerbosity(2)``) and prints the time per op, summed over its nodes, largest
+first.
 
 ``--batch`` and ``--steps`` take either one number for every model or ``MODEL=N`` pairs for
 some (``--batch resnet18=128`` is the CIFAR ResNet-18 at batch 128, the others at their
@@ -36,11 +45,20 @@ import time
 from importlib import metadata
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-BATCH = {"mlp": 64, "cnn": 64, "resnet18": 32}
-STEPS = {"mlp": 40, "cnn": 20, "resnet18": 5}
+BATCH = {"mlp": 64, "cnn": 64, "resnet18": 32, "transformer": 32, "lstm": 32}
+STEPS = {"mlp": 40, "cnn": 20, "resnet18": 5, "transformer": 10, "lstm": 5}
 # A GPU step takes milliseconds, so a block of 5 would time little more than launch jitter.
-STEPS_BY_BACKEND = {"cpu": STEPS, "cuda": {"mlp": 40, "cnn": 20, "resnet18": 20}}
-TARGET = {"mlp": 2.0, "cnn": 1.5, "resnet18": 1.5}
+STEPS_BY_BACKEND = {"cpu": STEPS, "cuda": {"mlp": 40, "cnn": 20, "resnet18": 20,
+                                           "transformer": 20, "lstm": 20}}
+TARGET = {"mlp": 2.0, "cnn": 1.5, "resnet18": 1.5}  # eager / torch
+GRAPH_TARGET = {"transformer": 1.2, "lstm": 1.2}  # graph / torch
+# Models whose initial weights both frameworks share (so their first losses must agree).
+SHARED_INIT = ("transformer", "lstm")
+# float32 sums in different orders (SINGA's kernels, PyTorch's fused attention and LSTM
+# cell) differ by about 1e-7 relative at the first loss; a misplaced weight moves it by 1e-3
+# or more.
+FIRST_LOSS_RTOL = 1e-5
+PROFILE_RUNS = 3
 
 
 def backend_of(device_name):
@@ -64,9 +82,11 @@ def singa_trainer(name, use_graph, device_name, batch_size):
     dev = device.get_device(device_name)
     x, y = _models.batch(name, batch_size)
     m = _models.singa_model(name)
-    tx = tensor.Tensor(x.shape, dev, tensor.float32)
+    tx = tensor.Tensor(x.shape, dev, tensor.int32 if x.dtype == "int32" else tensor.float32)
     ty = tensor.Tensor(y.shape, dev, tensor.int32)
     m.compile([tx], is_train=True, use_graph=use_graph, sequential=False)
+    if name in SHARED_INIT:
+        _models.load_singa(name, m)
 
     def step():
         tx.copy_from_numpy(x)
@@ -77,7 +97,28 @@ def singa_trainer(name, use_graph, device_name, batch_size):
     # The worker reads the pool's peak (tensors only) over the timed steps.
     step.reset_peak = dev.reset_peak_memory_stats
     step.peak_bytes = lambda: dev.memory_stats()["peak_bytes"]
+    step.profile = (lambda: graph_profile(dev, step)) if use_graph else None
     return step
+
+
+def graph_profile(dev, step, runs=PROFILE_RUNS):
+    """[op, ms per step, nodes] of the last ``runs`` graph replays, by op, largest first, from
+    the device's per-node profile (``SetVerbosity(2)``)."""
+    dev.SetVerbosity(2)
+    dev.SetSkipIteration(0)
+    try:
+        for _ in range(runs):
+            step()
+        graph = dev._last_run_graph
+        totals = {}
+        for node in graph.plan.steps if graph.plan else graph.recording.nodes:
+            if node.time_count:
+                t = totals.setdefault(node.name, [0.0, 0])
+                t[0] += node.time_total / node.time_count * 1e3
+                t[1] += 1
+    finally:
+        dev.SetVerbosity(0)
+    return sorted(([k, ms, n] for k, (ms, n) in totals.items()), key=lambda r: -r[1])
 
 
 def torch_trainer(name, device_name, batch_size):
@@ -104,7 +145,7 @@ def torch_trainer(name, device_name, batch_size):
         sgd.step()
         return loss.item()  # waits for the device, as SINGA's step does
 
-    step.reset_peak = step.peak_bytes = None
+    step.reset_peak = step.peak_bytes = step.profile = None
     step.info = {"torch_device": str(dev), "cuda_device_name": None}
     if dev.type == "cuda":
         # The caching allocator's peak of live tensor bytes: the same quantity as SINGA's
@@ -115,22 +156,29 @@ def torch_trainer(name, device_name, batch_size):
     return step
 
 
-def worker(config, name, device_name, batch_size, steps, warmup, clock=time.perf_counter):
-    """Run in a fresh process: time ``steps`` steps after ``warmup``, print them as JSON."""
+def worker(config, name, device_name, batch_size, steps, warmup, clock=time.perf_counter,
+           profile=False):
+    """Run in a fresh process: time ``steps`` steps after ``warmup``, print them as JSON
+    (with the first step's loss, and the graph's op profile when ``profile``)."""
     step = torch_trainer(name, device_name, batch_size) if config == "torch" else \
         singa_trainer(name, config == "graph", device_name, batch_size)
+    first_loss = None
     for _ in range(warmup):
-        step()
+        loss = step()
+        first_loss = loss if first_loss is None else first_loss
     if step.reset_peak is not None:
         step.reset_peak()
     times = []
     for _ in range(steps):
         t0 = clock()
-        step()
+        loss = step()
         times.append(clock() - t0)
+        first_loss = loss if first_loss is None else first_loss
     peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
     pool = step.peak_bytes() if step.peak_bytes is not None else None
-    out = {"times": times, "rss": peak_rss, "pool": pool}
+    out = {"times": times, "rss": peak_rss, "pool": pool, "first_loss": first_loss}
+    if profile and step.profile is not None:
+        out["profile"] = step.profile()
     out.update(getattr(step, "info", {}))
     print(json.dumps(out))
 
@@ -147,6 +195,8 @@ def run_config(config, name, args):
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", config, "--models", name,
            "--device", args.device, "--warmup", str(args.warmup), "--clock", args.clock,
            "--batch", str(args.batch[name]), "--steps", str(args.steps[name])]
+    if args.profile and config == "graph":
+        cmd.append("--profile")
     env = dict(os.environ)
     if args.threads:  # numpy's BLAS (and so our kernel threads) and torch's intra-op threads
         env.update(OPENBLAS_NUM_THREADS=str(args.threads), OMP_NUM_THREADS=str(args.threads),
@@ -163,6 +213,28 @@ def run_config(config, name, args):
     except (IndexError, json.JSONDecodeError):
         raise WorkerFailed(f"{what} printed no result line (stdout ends {lines[-1:]!r})",
                            proc.stderr) from None
+
+
+def first_loss_mismatch(name, losses, rtol=FIRST_LOSS_RTOL):
+    """None, or why the first losses ({config: [one per process]}) of a model with shared
+    initial weights disagree: SINGA's (eager, graph) against PyTorch's, or against each
+    other without PyTorch."""
+    flat = [(c, v) for c, vs in losses.items() for v in vs]
+    ref_c, ref = next(((c, v) for c, v in flat if c == "torch"), flat[0])
+    bad = [(c, v) for c, v in flat if abs(v - ref) > rtol * max(abs(ref), 1.0)]
+    if not bad:
+        return None
+    return (f"{name}: first losses differ from {ref_c}'s {ref:.7g} by more than {rtol:g} "
+            f"relative: " + ", ".join(f"{c} {v:.7g}" for c, v in bad))
+
+
+def profile_lines(prof, top=10):
+    """The profile's largest ``top`` ops as lines: ms per step, share, node count."""
+    total = sum(ms for _, ms, _ in prof) or 1e-9
+    lines = [f"{'':<9} graph profile ({total:.1f} ms per step in nodes, {PROFILE_RUNS} runs):"]
+    lines += [f"{'':<11}{op:<32} {ms:8.2f} ms {100 * ms / total:5.1f}%  {n:4d} nodes"
+              for op, ms, n in prof[:top]]
+    return lines
 
 
 def tail(text, lines=40):
@@ -196,9 +268,17 @@ def model_record(name, args, times, mem):
         return {c: max((r[key] for r in runs if r[key] is not None), default=None)
                 for c, runs in mem.items()}
 
-    return {"batch": args.batch[name], "steps": args.steps[name], "median_s": t,
-            "ratios": ratios, "target_eager/torch": TARGET[name],
-            "peak_pool_bytes": peak("pool"), "peak_rss_bytes": peak("rss")}
+    rec = {"batch": args.batch[name], "steps": args.steps[name], "median_s": t,
+           "ratios": ratios, "peak_pool_bytes": peak("pool"), "peak_rss_bytes": peak("rss")}
+    if name in TARGET:
+        rec["target_eager/torch"] = TARGET[name]
+    if name in GRAPH_TARGET:
+        rec["target_graph/torch"] = GRAPH_TARGET[name]
+    rec["first_loss"] = {c: [r.get("first_loss") for r in runs] for c, runs in mem.items()}
+    profiles = [r["profile"] for r in mem.get("graph", []) if r.get("profile")]
+    if profiles:
+        rec["graph_profile"] = profiles[-1]
+    return rec
 
 
 def git_commit():
@@ -246,7 +326,7 @@ def torch_version():
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", nargs="+", choices=list(BATCH), default=["mlp", "cnn", "resnet18"])
+    ap.add_argument("--models", nargs="+", choices=list(BATCH), default=list(BATCH))
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--device", default="cpu",
@@ -264,6 +344,8 @@ def main(argv=None):
     ap.add_argument("--clock", choices=["wall", "cpu"], default="wall",
                     help="cpu: the process's CPU time per step, which other processes on a "
                          "shared machine can only inflate (use with --threads 1)")
+    ap.add_argument("--profile", action="store_true",
+                    help="print the per-op node times of each model's graph step")
     ap.add_argument("--worker", choices=["eager", "graph", "torch"], help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     args.batch = per_model(args.batch, BATCH, "--batch", ap)
@@ -273,7 +355,7 @@ def main(argv=None):
         name = args.models[0]
         clock = time.process_time if args.clock == "cpu" else time.perf_counter
         worker(args.worker, name, args.device, args.batch[name], args.steps[name],
-               args.warmup, clock)
+               args.warmup, clock, args.profile)
         return
     configs = ["eager", "graph"] + ([] if args.no_torch else ["torch"])
     torch_dev = None if args.no_torch else torch_device_name(args.device)
@@ -283,7 +365,7 @@ def main(argv=None):
     print(f"device {args.device}{on}, {os.cpu_count()} cores, threads {args.threads or 'all'}, "
           f"{args.clock} clock; per configuration {args.reps} fresh "
           f"processes (alternating), each timing a block of steps after {args.warmup} warm-up")
-    print(f"{'model':<9} {'batch':>5} {'eager s':>9} {'graph s':>9} {'torch s':>9} "
+    print(f"{'model':<11} {'batch':>5} {'eager s':>9} {'graph s':>9} {'torch s':>9} "
           f"{'eager/torch':>11} {'graph/torch':>11} {'eager/graph':>11} {'target':>6}")
     report = {
         "argv": sys.argv[1:] if argv is None else list(argv),
@@ -314,16 +396,28 @@ def main(argv=None):
             kept = f" (the models before it are in {args.json})" if args.json else ""
             raise SystemExit(f"train_step: {e}; stopping{kept}") from None
         t = {c: statistics.median(v) for c, v in times.items()}
-        line = f"{name:<9} {args.batch[name]:>5} {t['eager']:9.4f} {t['graph']:9.4f}"
+        line = f"{name:<11} {args.batch[name]:>5} {t['eager']:9.4f} {t['graph']:9.4f}"
         if "torch" in t:
+            target = (f"{TARGET[name]:.1f}" if name in TARGET else f"g{GRAPH_TARGET[name]:.1f}")
             line += (f" {t['torch']:9.4f} {t['eager'] / t['torch']:11.2f} "
                      f"{t['graph'] / t['torch']:11.2f} {t['eager'] / t['graph']:11.2f} "
-                     f"{TARGET[name]:>6.1f}")
+                     f"{target:>6}")
         print(line)
         print(memory_line(name, mem), flush=True)
+        for run in mem["graph"][-1:]:
+            if run.get("profile"):
+                print("\n".join(profile_lines(run["profile"])), flush=True)
         if args.json:
             report["models"][name] = model_record(name, args, times, mem)
             write_json(args.json, report)
+        if name in SHARED_INIT:
+            why = first_loss_mismatch(name, {c: [r["first_loss"] for r in runs]
+                                             for c, runs in mem.items()})
+            if why:
+                report["error"] = why
+                if args.json:
+                    write_json(args.json, report)
+                raise SystemExit(f"train_step: {why}")
     if args.json:
         report["complete"] = True
         write_json(args.json, report)

@@ -32,7 +32,7 @@ def test_batch_takes_one_number_for_all_or_model_pairs(bench):
         **bench.BATCH, "resnet18": 128, "cnn": 16}
     # later words win: every model at 8, then ResNet-18 at 128
     assert bench.per_model(["8", "resnet18=128"], bench.BATCH, "--batch", ap) == {
-        "mlp": 8, "cnn": 8, "resnet18": 128}
+        **dict.fromkeys(bench.BATCH, 8), "resnet18": 128}
 
 
 @pytest.mark.parametrize("words", [["resnet=128"], ["0"], ["cnn=-1"], ["x"], ["cnn="]])
