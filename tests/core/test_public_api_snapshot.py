@@ -57,9 +57,11 @@ def _class_members(cls) -> dict:
             if name in members or (name.startswith("_") and not (
                     name.startswith("__") and name.endswith("__"))):
                 continue
+            # class bookkeeping, and what a Python version adds by itself (3.13's dataclasses
+            # define __replace__ for copy.replace): the tests run on 3.10 to 3.13
             if name in ("__dict__", "__weakref__", "__module__", "__doc__", "__hash__",
                         "__annotations__", "__qualname__", "__firstlineno__",
-                        "__static_attributes__", "__slots__"):
+                        "__static_attributes__", "__slots__", "__replace__"):
                 continue
             if isinstance(attr, property):
                 members[name] = "property"
