@@ -9,7 +9,7 @@ from singa.backend import FUSIONS, OPS, dtype_name
 
 from singa_cuda import cu_kernels, cudnn_bn, cudnn_conv
 from singa_cuda._nvrtc import kernel_names, sources
-from singa_cuda.kernels import CU, CUDNN, PLAN, XP, shared_table
+from singa_cuda.kernels import CU, CUDNN, NONE, PLAN, XP, shared_table
 from singa_cuda.xp import numpy_module
 from singa_cuda.xp.random import PhiloxState
 
@@ -32,6 +32,13 @@ def test_plan_dtypes_are_the_ops_dtypes():
     for name, (_src, dts) in PLAN.items():
         op = OPS.get(name) or OPS[FUSIONS[name].base]
         assert dts is None or set(dts) <= set(op.dtypes), name
+
+
+def test_ops_without_a_cuda_kernel_are_these():
+    # each op the plan leaves without a kernel is a decision: its callers must check
+    # ``op in device.kernels`` (singa-onnx's LSTM/GRU handlers unroll the cells without them)
+    none = {n for n, (src, _) in PLAN.items() if src == NONE}
+    assert none == {"LSTMSeq", "LSTMSeqBackward", "GRUSeq", "GRUSeqBackward"}, sorted(none)
 
 
 def test_shared_kernels_cover_the_xp_ops():

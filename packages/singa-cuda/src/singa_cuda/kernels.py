@@ -8,6 +8,9 @@
 - ``"cudnn"``: cuDNN frontend graphs (:mod:`singa_cuda.cudnn_conv`, :mod:`singa_cuda.cudnn_bn`)
   for float32/float16 convolutions and 4-D batch norm; the rest falls back to the shared code.
 - ``"cu"``: CUDA C from ``cu/*.cu`` compiled by NVRTC (:mod:`singa_cuda.cu_kernels`).
+- ``"none"``: no CUDA kernel yet; calling the op on a CudaGPU raises MissingKernelError
+  naming it (the device enables no host fallback), and callers that can do without it check
+  ``op in device.kernels`` first (singa-onnx's LSTM/GRU handlers unroll the cells then).
 
 The table is data: a test compares it with :data:`singa.backend.OPS` without a device.
 """
@@ -16,7 +19,7 @@ from __future__ import annotations
 
 from singa.backend import OPS, kernel_attrs
 
-XP, CUDNN, CU = "xp", "cudnn", "cu"
+XP, CUDNN, CU, NONE = "xp", "cudnn", "cu", "none"
 
 #: op name -> (source, dtypes or None for all of the op's dtypes)
 PLAN: dict[str, tuple[str, tuple | None]] = {name: (XP, None) for name in OPS}
@@ -36,6 +39,9 @@ PLAN.update({
     "Add+ReLU": (XP, None),
     # the shared Sigmoid into a scratch array, then the shared Mul
     "Sigmoid+Mul": (XP, None),
+    # whole-sequence recurrent ops: CPU kernels only (singa_cpu.kernels.recurrent)
+    "LSTMSeq": (NONE, None), "LSTMSeqBackward": (NONE, None),
+    "GRUSeq": (NONE, None), "GRUSeqBackward": (NONE, None),
 })
 
 
@@ -64,7 +70,8 @@ def kernel_table(device) -> dict:
     table.update(cu_kernels.kernels(device, conv=table["Conv2d"]))
     # every kernel runs with the GPU current and the device's stream as cupy's stream
     table = {name: device.on_device(fn) for name, fn in table.items()}
-    missing = sorted(name for name, (src, _) in PLAN.items() if name not in table)
+    missing = sorted(name for name, (src, _) in PLAN.items()
+                     if src != NONE and name not in table)
     if missing:  # a programming error in this package, caught by the plan test as well
         raise RuntimeError(f"singa-cuda: no kernel bound for {missing}")
     return table
