@@ -83,7 +83,7 @@ def _lstm_inputs(rng, t, b, h):
 
 @pytest.mark.parametrize("reverse", [False, True])
 def test_lstm_seq_forward_and_gradients(reverse, rng, seq_kernels):
-    check_op(lambda *a: autograd._LSTMSeq(reverse)(*a), _lstm_inputs(rng, 4, 2, 3),
+    check_op(lambda *a: autograd.LSTMSeq(reverse)(*a), _lstm_inputs(rng, 4, 2, 3),
              lambda *a: LSTM_REF(*a, reverse=reverse)[:2])
 
 
@@ -93,19 +93,19 @@ def test_gru_seq_forward_and_gradients(reverse, lbr, rng, seq_kernels):
     t, b, h = 4, 2, 3
     inputs = [rng.standard_normal((t, b, 3 * h)), 0.5 * rng.standard_normal((3 * h, h)),
               rng.standard_normal(3 * h), rng.standard_normal((b, h))]
-    check_op(lambda *a: autograd._GRUSeq(reverse, lbr)(*a), inputs,
+    check_op(lambda *a: autograd.GRUSeq(reverse, lbr)(*a), inputs,
              lambda *a: GRU_REF(*a, reverse=reverse, linear_before_reset=lbr)[0])
 
 
 def test_lstm_seq_gradient_of_the_cell_output_alone(rng, seq_kernels):
     """Only c is used: backward receives no gradient for y and treats it as zero."""
-    check_op(lambda *a: autograd._LSTMSeq()(*a)[1], _lstm_inputs(rng, 3, 2, 2),
+    check_op(lambda *a: autograd.LSTMSeq()(*a)[1], _lstm_inputs(rng, 3, 2, 2),
              lambda *a: LSTM_REF(*a)[1])
 
 
 def test_float32_kernels_match_the_float64_reference(rng, seq_kernels):
     xw, rt, h0, c0 = (a.astype(np.float32) for a in _lstm_inputs(rng, 16, 4, 32))
-    y, c = autograd._LSTMSeq()(*(to_tensor(a, grad=False) for a in (xw, rt, h0, c0)))
+    y, c = autograd.LSTMSeq()(*(to_tensor(a, grad=False) for a in (xw, rt, h0, c0)))
     want = LSTM_REF(*(a.astype(np.float64) for a in (xw, rt, h0, c0)))
     np.testing.assert_allclose(y.to_numpy(), want[0], rtol=1e-5, atol=2e-6)
     np.testing.assert_allclose(c.to_numpy(), want[1], rtol=1e-5, atol=2e-6)
@@ -114,9 +114,9 @@ def test_float32_kernels_match_the_float64_reference(rng, seq_kernels):
 def test_bad_inputs_are_refused_with_the_expected_shapes(rng):
     xw, rt, h0, c0 = _lstm_inputs(rng, 3, 2, 4)
     with pytest.raises(ShapeError, match=r"input 1 has shape \(12, 4\), expected \(16, 4\)"):
-        autograd._LSTMSeq()(*(to_tensor(a) for a in (xw, rt[:12], h0, c0)))
+        autograd.LSTMSeq()(*(to_tensor(a) for a in (xw, rt[:12], h0, c0)))
     with pytest.raises(ShapeError, match=r"xw must be \(T, B, 4\*H\)"):
-        autograd._LSTMSeq()(*(to_tensor(a) for a in (xw[..., :15], rt, h0, c0)))
+        autograd.LSTMSeq()(*(to_tensor(a) for a in (xw[..., :15], rt, h0, c0)))
     with pytest.raises(DtypeMismatchError, match="input 2 is float32"):
-        autograd._LSTMSeq()(*(to_tensor(a) for a in (xw, rt, h0.astype(np.float32), c0)))
+        autograd.LSTMSeq()(*(to_tensor(a) for a in (xw, rt, h0.astype(np.float32), c0)))
 

@@ -64,7 +64,7 @@ from ._onnx_extra import (
     reduce_max,
     reduce_min,
 )
-from ._recurrent import _GRUSeq, _has_seq_kernel, _LSTMSeq  # noqa: F401  (LSTM/GRU)
+from ._recurrent import GRUSeq, LSTMSeq, has_seq_kernel  # noqa: F401  (public: singa-onnx uses them)
 from ._shape import (
     AddBias,
     Concat,

@@ -13,7 +13,7 @@ from ..ops import OPS, run
 from ._engine import Operator, is_training
 
 
-def _has_seq_kernel(x, op: str) -> bool:
+def has_seq_kernel(x, op: str) -> bool:
     """Whether ``op`` (``"LSTMSeq"``, ``"GRUSeq"``) runs on the device of Tensor ``x``: a kernel
     for it and its backward, or the backend's host fallback. Callers unroll the cell into
     primitive ops otherwise, which every backend runs."""
@@ -25,7 +25,7 @@ def _zeros_like(x: CTensor) -> CTensor:
     return _math.set_value(CTensor._new(x.shp, x.dev, x.dt), 0.0)
 
 
-class _LSTMSeq(Operator):
+class LSTMSeq(Operator):
     """(y, c) = LSTM over the steps of ``xw`` (T, B, 4H) from states h0, c0 (ONNX gates iofc).
 
     Gradients (dxw, dr, dh0, dc0) = LSTMSeqBackward(dy, dc, gates, c, y, h0, c0, r), ``r``
@@ -37,12 +37,14 @@ class _LSTMSeq(Operator):
         self.attrs = {"reverse": bool(reverse)}
 
     def forward(self, xw, r, h0, c0):
+        """CTensors xw (T, B, 4H), r (4H, H), h0 and c0 (B, H) -> y and c, both (T, B, H)."""
         y, c, gates = run(OPS["LSTMSeq"], [xw, r, h0, c0], self.attrs)
         if is_training():
             self.saved = (gates, c, y, h0, c0, r)
         return y, c
 
     def backward(self, dy, dc):
+        """(dxw, dr, dh0, dc0) from dy and dc (either None: zeros), through time."""
         if not hasattr(self, "saved"):
             self._need_cache()
         gates, c, y, h0, c0, r = self.saved
@@ -52,7 +54,7 @@ class _LSTMSeq(Operator):
                          self.attrs))
 
 
-class _GRUSeq(Operator):
+class GRUSeq(Operator):
     """y = GRU over the steps of ``xw`` (T, B, 3H) from state h0 (ONNX gates zrh; ``rb`` the
     recurrent bias, ``linear_before_reset`` as in ONNX).
 
@@ -65,12 +67,14 @@ class _GRUSeq(Operator):
         self.attrs = {"reverse": bool(reverse), "linear_before_reset": bool(linear_before_reset)}
 
     def forward(self, xw, rw, rb, h0):
+        """CTensors xw (T, B, 3H), rw (3H, H), rb (3H,), h0 (B, H) -> y (T, B, H)."""
         y, gates, q = run(OPS["GRUSeq"], [xw, rw, rb, h0], self.attrs)
         if is_training():
             self.saved = (gates, q, y, h0, rw)
         return y
 
     def backward(self, dy):
+        """(dxw, drw, drb, dh0) from dy, through time."""
         if not hasattr(self, "saved"):
             self._need_cache()
         gates, q, y, h0, rw = self.saved

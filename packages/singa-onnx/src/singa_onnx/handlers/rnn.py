@@ -84,15 +84,15 @@ def _run(op, ctx, attrs, x, w, r, b, seq_lens, h0, c0=None, p=None):
         h = _row(ctx, ctx.tensor(h0, like=x), d) if h0 is not None else zeros
         c = _row(ctx, ctx.tensor(c0, like=x), d) if c0 is not None else zeros
         reverse = direction == "reverse" or d == 1
-        if op != "RNN" and autograd._has_seq_kernel(x, f"{op}Seq"):
+        if op != "RNN" and autograd.has_seq_kernel(x, f"{op}Seq"):
             last = [0] if reverse else [seq - 1]
             if op == "LSTM":
-                yd, cd = autograd._LSTMSeq(reverse)(xw, rd, h, c)
+                yd, cd = autograd.LSTMSeq(reverse)(xw, rd, h, c)
                 cts.append(autograd.slice(cd, last, [last[0] + 1], [0]))
             else:
                 if rb is None:
                     rb = ctx.tensor(np.zeros(g * hs, np.float32), like=x)
-                yd = autograd._GRUSeq(reverse, bool(attrs.get("linear_before_reset", 0)))(
+                yd = autograd.GRUSeq(reverse, bool(attrs.get("linear_before_reset", 0)))(
                     xw, rd, rb, h)[0]
             ys.append(yd)
             hts.append(autograd.slice(yd, last, [last[0] + 1], [0]))
