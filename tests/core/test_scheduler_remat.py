@@ -193,3 +193,106 @@ def test_no_random_op_is_recomputable_and_no_gemm_or_convolution():
 
     with pytest.raises(ValueError, match="random op cannot"):
         defop("_TestRandomRecompute", 0, None, None, random=True, recompute=True)
+
+
+# ---------------------------------------------------------------- the memory budget
+
+
+class BudgetDevice(BNDevice):
+    """A device whose graphs may keep ``budget`` bytes of intermediates before recomputing."""
+
+    budget = 0
+
+    def graph_memory_budget(self) -> int:
+        return self.budget
+
+
+@pytest.fixture(params=["slots", "offsets"])
+def budget_dev(request):
+    return BudgetDevice(_Alloc() if request.param == "slots" else _SubAlloc())
+
+
+def test_an_arena_within_the_device_budget_is_left_as_it_is(budget_dev):
+    budget_dev.budget = 3 * N * 8  # the program's peak: t, a, b
+    _x, acc, _keys, _ = _long_lived_program(budget_dev)
+    budget_dev.RunGraph()
+    g = budget_dev._graph
+    assert g.plan.remat_drops == [] and not any(n.remat for n in g.plan.steps)
+    assert _max_live(g, g.plan.steps, g.plan.planned) == 3 * N * 8
+    np.testing.assert_array_equal(acc.to_numpy(), _eager_acc(1))
+
+
+def test_an_arena_above_the_device_budget_is_lowered(budget_dev):
+    budget_dev.budget = 3 * N * 8 - 1
+    _x, acc, keys, _ = _long_lived_program(budget_dev)
+    budget_dev.RunGraph()
+    g = budget_dev._graph
+    assert [d.block for d in g.plan.remat_drops] == [keys["t"]]
+    assert _max_live(g, g.plan.steps, g.plan.planned) == 2 * N * 8
+    np.testing.assert_array_equal(acc.to_numpy(), _eager_acc(1))
+
+
+def test_recompute_1_ignores_the_device_budget(budget_dev, monkeypatch):
+    monkeypatch.setenv("SINGA_GRAPH_RECOMPUTE", "1")
+    budget_dev.budget = 1 << 40
+    _x, _acc, keys, _ = _long_lived_program(budget_dev)
+    budget_dev.RunGraph()
+    assert [d.block for d in budget_dev._graph.plan.remat_drops] == [keys["t"]]
+
+
+def _two_long_lived_program(dev):
+    """t = -x and u = relu(x) are read at once (3 blocks live) and again at the end; b, c and
+    b + c, alive with them in between, make the peak (5 blocks)."""
+    x = tensor(dev, np.linspace(-1, 1, N))
+    acc = tensor(dev, [0.0] * N)
+
+    def body():
+        t = op("Neg", x)
+        u = op("ReLU", x)
+        b = op("Mul", op("Add", t, u), x)
+        c = op("Mul", b, x)
+        e = op("Mul", op("Mul", op("Add", b, c), b), c)
+        run(OPS["Add"], [acc, op("Add", op("Add", e, t), u)], outs=[acc])
+
+    record(dev, body)
+    x_ = np.linspace(-1, 1, N)
+    t, u = -x_, np.maximum(x_, 0)
+    b = (t + u) * x_
+    c = b * x_
+    return acc, ((((b + c) * b) * c) + t) + u
+
+
+def test_choosing_stops_at_the_first_prefix_within_the_budget(budget_dev):
+    acc, want = _two_long_lived_program(budget_dev)
+    budget_dev.RunGraph()
+    g = budget_dev._graph
+    lowest = _max_live(g, g.plan.steps, g.plan.planned)
+    assert len(g.plan.remat_drops) == 2  # budget 0: as low as recomputes bring it
+    np.testing.assert_array_equal(acc.to_numpy(), want)
+
+    dev2 = BudgetDevice(type(budget_dev.pool.allocator)())
+    dev2.budget = lowest + N * 8  # one recompute fewer fits
+    acc2, want2 = _two_long_lived_program(dev2)
+    dev2.RunGraph()
+    g2 = dev2._graph
+    assert len(g2.plan.remat_drops) == 1
+    assert lowest < _max_live(g2, g2.plan.steps, g2.plan.planned) <= dev2.budget
+    np.testing.assert_array_equal(acc2.to_numpy(), want2)
+
+
+@pytest.mark.parametrize(("raw", "mode"), [
+    ("auto", "auto"), (" AUTO ", "auto"), ("1", "always"), ("on", "always"), ("0", "never"),
+    ("false", "never"),
+])
+def test_the_recompute_switch_parses(monkeypatch, raw, mode):
+    from singa import config
+
+    monkeypatch.setenv("SINGA_GRAPH_RECOMPUTE", raw)
+    assert config.get("SINGA_GRAPH_RECOMPUTE") == mode
+
+
+def test_the_recompute_switch_defaults_to_auto(monkeypatch):
+    from singa import config
+
+    monkeypatch.delenv("SINGA_GRAPH_RECOMPUTE", raising=False)
+    assert config.get("SINGA_GRAPH_RECOMPUTE") == "auto"

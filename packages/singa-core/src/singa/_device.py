@@ -536,6 +536,18 @@ class Device:
         stats["host_fallback_calls"] = sum(self.fallback_ops.values())
         return stats
 
+    def graph_memory_budget(self) -> int:
+        """Bytes the arena of a graph's intermediates may take before graph mode recomputes
+        cheap intermediates to lower it (``SINGA_GRAPH_RECOMPUTE=auto``, the default).
+
+        0 here: always lower the peak as far as recomputes can. Host memory is shared with
+        the rest of the machine, and on a CPU the recomputes cost little (1.5% of a ResNet-18
+        step, docs/benchmarks.md). A backend whose recomputes cost more returns what its
+        memory can hold (a CudaGPU: half its free memory), so that they run only where
+        memory runs short.
+        """
+        return 0
+
     def reset_peak_memory_stats(self) -> None:
         self.pool.reset_peak()
 

@@ -139,12 +139,23 @@ _declare(
     "'graph' (skip the NCHW kernels) or 'shared'. For diagnosis and benchmarks.", "str",
 )
 
+def _parse_recompute(raw: str) -> str:
+    low = raw.strip().lower()
+    if low == "auto":
+        return "auto"
+    return "always" if _parse_bool(raw) else "never"
+
+
 _declare(
-    "SINGA_GRAPH_RECOMPUTE", _parse_bool, True,
-    "1 (default): graph mode frees long-lived intermediates that cheap, deterministic ops "
-    "(elementwise, batch norm) can recompute bitwise identically from blocks kept anyway, and "
-    "recomputes them before their next use, where that lowers the planned peak memory. "
-    "0: keep every intermediate (no recompute). Read when a graph is analysed.", "bool",
+    "SINGA_GRAPH_RECOMPUTE", _parse_recompute, "auto",
+    "Rematerialisation in graph mode: free long-lived intermediates that cheap, deterministic "
+    "ops (elementwise, batch norm) can recompute bitwise identically from blocks kept anyway, "
+    "and recompute them before their next use. 'auto' (default): only while the planned "
+    "arena of intermediates is above the device's budget (Device.graph_memory_budget: 0 on "
+    "the CPU and OpenCL backends, so always there; half the free memory on a CUDA GPU, so "
+    "only when memory runs short there), dropping the fewest blocks that bring it under. "
+    "1: always lower the planned peak as far as recomputes can. 0: never recompute. Read "
+    "when a graph is analysed.", "str",
 )
 
 

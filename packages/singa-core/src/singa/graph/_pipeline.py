@@ -68,7 +68,8 @@ class Graph:
            order with the smaller peak;
            ▸ the stages registered ``after_ordering`` (:func:`register_stage`);
         3. fusion of pairs and chains, unless ``SINGA_GRAPH_FUSE=0``;
-        4. rematerialisation, unless ``SINGA_GRAPH_RECOMPUTE=0``;
+        4. rematerialisation while the arena is above the device's budget
+           (``SINGA_GRAPH_RECOMPUTE``: ``auto``, ``1`` always, ``0`` never);
         5. memory planning: lifetimes, in-place groups, arena placement;
            ▸ the stages registered ``after_memory_planning``;
         6. replay: prebuilt calls, ▸ wrapped by the ``around_replay`` stages.
@@ -87,8 +88,10 @@ class Graph:
             self._run_stages(AFTER_ORDERING, plan)
             if config.get("SINGA_GRAPH_FUSE"):
                 _fusion.fuse(plan)
-            if config.get("SINGA_GRAPH_RECOMPUTE"):
-                _remat.rematerialize(plan)
+            recompute = config.get("SINGA_GRAPH_RECOMPUTE")
+            if recompute != "never":
+                budget = 0 if recompute == "always" else self.device.graph_memory_budget()
+                _remat.rematerialize(plan, budget)
             _memory.plan_memory(plan)
             self._run_stages(AFTER_MEMORY_PLANNING, plan)
             plan.calls = _replay.prebuild(plan)

@@ -13,7 +13,10 @@ values (state outputs such as running statistics go to scratch memory, ``OpDef.s
 live at each position of the order (in-place reuse counted): repeatedly, of the blocks live but
 unused across the peak position, drop the one whose recomputation lowers the peak the most
 (ties: the fewest positions at the peak, then the fewest bytes the recompute touches), and
-keep the shortest prefix of choices that reaches the lowest peak. :func:`apply` builds the new
+keep the shortest prefix of choices that reaches the lowest peak, or the first one at or
+below the memory budget the stage is given (the device's :meth:`Device.graph_memory_budget`
+under ``SINGA_GRAPH_RECOMPUTE=auto``, 0 under ``1``): a graph whose arena fits the budget is
+left as it is, since every recompute costs time. :func:`apply` builds the new
 sequence of nodes: recompute nodes inserted before the first later use, later readers rewired
 to the recomputed block. Nothing here is backend-specific: recompute nodes are kernel calls
 like any other, placed in the same arena. :func:`rematerialize` is the stage: it keeps the
@@ -82,8 +85,9 @@ def _recomputable(node):
     return op
 
 
-def rematerialize(plan: Plan) -> None:
-    """Rewrite ``plan.steps`` with cheap long-lived intermediates recomputed.
+def rematerialize(plan: Plan, budget: int = 0) -> None:
+    """Rewrite ``plan.steps`` with cheap long-lived intermediates recomputed, while the most
+    bytes of planned blocks live at one node is above ``budget``.
 
     :func:`choose` picks blocks to drop from the live-bytes profile of the steps; the result is
     kept only if memory planning's own measure, the most bytes live at one node (in-place
@@ -91,7 +95,9 @@ def rematerialize(plan: Plan) -> None:
     """
     seq, planned = plan.steps, plan.planned
     profile = live_profile(seq, planned, plan.blocks)
-    drops = choose(seq, planned, plan.blocks, profile)
+    if max(profile, default=0) <= budget:
+        return
+    drops = choose(seq, planned, plan.blocks, profile, budget)
     if not drops:
         return
     new_seq, new_blocks = apply(seq, drops, Node)
@@ -103,8 +109,9 @@ def rematerialize(plan: Plan) -> None:
 
 
 class _Planner:
-    def __init__(self, seq, planned, blocks, profile):
+    def __init__(self, seq, planned, blocks, profile, budget=0):
         self.seq = seq
+        self.budget = budget
         self.planned = planned
         self.blocks = blocks
         self.profile = np.asarray(profile, dtype=np.int64)
@@ -245,19 +252,22 @@ class _Planner:
                         bisect.insort(self.uses[a], drop.hi)
             if key[0] < best[0]:
                 best = (key[0], len(chosen))
+            if key[0] <= self.budget:
+                break
         return chosen[:best[1]]
 
 
-def choose(seq, planned, blocks, profile) -> list[Drop]:
+def choose(seq, planned, blocks, profile, budget: int = 0) -> list[Drop]:
     """Which planned blocks to drop and recompute, for nodes ``seq`` in execution order.
 
     ``profile[p]`` is the bytes of planned blocks live at position ``p``. A block qualifies
     when a single node writes it, only kernel calls touch it, and its writer can run again
     (:func:`_recomputable`) on inputs that are unchanged at the recompute point and still
     alive there, persistent (outside the arena), or themselves recomputable (up to
-    :data:`MAX_CHAIN` nodes). Returns the drops in the order they were chosen.
+    :data:`MAX_CHAIN` nodes). Choosing stops once the peak is at or below ``budget`` bytes
+    (0: as low as recomputes bring it). Returns the drops in the order they were chosen.
     """
-    return _Planner(seq, planned, blocks, profile).run()
+    return _Planner(seq, planned, blocks, profile, budget).run()
 
 
 def _view_on(ct, blk):
