@@ -1,14 +1,17 @@
 """Where a training step's time goes on a GPU: host (Python) against device (kernels).
 
     python benchmarks/cuda_profile.py [--models cnn resnet18] [--batch cnn=64 resnet18=128]
-                                      [--steps 10] [--top 20] [--device cuda:0]
+                                      [--steps 10] [--top 20] [--device cuda:0] [--by-node]
 
 For this framework's graph-mode step and PyTorch's eager step of the same model (the models of
 ``train_step.py``), after warm-up: the wall time per step; the GPU kernel time per step and the
 kernels that take it, read by CUPTI through ``torch.profiler`` (it records every kernel of the
 process: cupy's, cuBLAS's and cuDNN's too); and, for this framework, the Python functions that
 take the host's time (cProfile). A step whose kernel time is well below its wall time is bound
-by the host: launches and Python, not arithmetic.
+by the host: launches and Python, not arithmetic. ``--by-node`` also replays the graph's
+prebuilt calls with each inside a ``torch.profiler.record_function`` named for its node, and
+lists the kernels each op's nodes launch (CUPTI ties a launch to the range open on the
+launching thread), to find which op a kernel such as ``cupy_copy`` comes from.
 """
 
 from __future__ import annotations
@@ -49,6 +52,38 @@ def kernel_table(step, steps: int, top: int) -> tuple[float, str]:
     return total_us / steps / 1e6, "\n".join(lines)
 
 
+def node_kernel_table(dev, steps: int, top: int) -> str:
+    """The kernels each op's graph nodes launch: device ms per step and launches per step, by
+    (node name, kernel), largest first, from ``steps`` replays of the last graph's calls."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    plan = dev._last_run_graph.plan
+    calls = [(f, i, o, a, f"{n.name}{' (recompute)' if getattr(n, 'remat', False) else ''}")
+             for f, i, o, a, n in plan.calls]
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            for f, i, o, a, label in calls:
+                with record_function(f"node:{label}"):
+                    f(i, o, a)
+        dev.synchronize()
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+    by: dict[tuple[str, str], list] = {}
+    for e in prof.events():
+        if not e.name.startswith("node:"):
+            continue
+        for k in getattr(e, "kernels", ()):
+            row = by.setdefault((e.name[5:], k.name), [0, 0.0])
+            row[0] += 1
+            row[1] += k.duration  # microseconds
+    if not by:
+        return "    (no kernel was attributed to a node by this torch version's profiler)"
+    rows = sorted(by.items(), key=lambda kv: -kv[1][1])
+    return "\n".join(f"    {us / steps / 1e3:8.3f} ms {n // steps:5d}x  {node[:34]:34s} {kern[:60]}"
+                     for (node, kern), (n, us) in rows[:top])
+
+
 def host_table(step, steps: int, top: int) -> str:
     prof = cProfile.Profile()
     prof.enable()
@@ -77,6 +112,8 @@ def main(argv=None) -> None:
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--top", type=int, default=20)
     ap.add_argument("--device", default="cuda:0")
+    ap.add_argument("--by-node", action="store_true",
+                    help="also list the kernels each graph node's op launches")
     args = ap.parse_args(argv)
     batch = dict(train_step.BATCH)
     for b in args.batch:
@@ -97,6 +134,12 @@ def main(argv=None) -> None:
             if label.startswith("singa"):
                 print("  host time by Python function (cProfile, all steps):")
                 print(host_table(step, args.steps, args.top))
+                if args.by_node:
+                    from singa import device
+
+                    print("  kernels by graph node (device time per step, launches per step):")
+                    print(node_kernel_table(device.get_device(args.device), args.steps,
+                                            3 * args.top))
             sys.stdout.flush()
 
 

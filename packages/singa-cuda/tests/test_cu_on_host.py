@@ -1,8 +1,8 @@
 """The CUDA C kernels of ``cu/*.cu``, built unchanged for the CPU with g++ and driven by the
 GPU's own launchers (``cu_kernels.kernels``), pass the conformance kit: pooling forward and
-backward (every window rule), the fused pooling/ReLU backward (bitwise against the two
-kernels), the losses, ScatterAdd and the Philox draws. And philox.cu draws exactly the numbers
-the shared array-module generator draws."""
+backward (every window rule), ReLUBackward, the fused pooling/ReLU backward and Add+ReLU
+(bitwise against the kernels they fuse), the losses, ScatterAdd and the Philox draws. And
+philox.cu draws exactly the numbers the shared array-module generator draws."""
 
 from __future__ import annotations
 
@@ -33,10 +33,11 @@ def test_cu_kernels_pass_the_conformance_kit(tmp_path):
     tail = proc.stdout[-6000:]
     assert proc.returncode == 0, tail
     summary = next(ln for ln in proc.stdout.splitlines() if ln.startswith("singa conformance:"))
-    # every CUDA C kernel, every dtype: 11 ops + the 3 fusions, and the shared Conv2d and ReLU
-    # that the fused convolutions are composed of
-    assert "of 16 ops checked" in summary, summary
-    for fused in ("Conv2d+ReLU", "Conv2d+ReLU+Pooling2d", "Pooling2dBackward+ReLUBackward"):
+    # every CUDA C kernel, every dtype: 10 ops + the 4 fusions, and the shared Copy, Conv2d,
+    # Add and ReLU that the fused kernels are compared with or built on
+    assert "of 18 ops checked" in summary, summary
+    for fused in ("Conv2d+ReLU", "Conv2d+ReLU+Pooling2d", "Pooling2dBackward+ReLUBackward",
+                  "Add+ReLU"):
         assert f"test_fused[{fused}" in proc.stdout, f"the kit did not check {fused}"
 
 

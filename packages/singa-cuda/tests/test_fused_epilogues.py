@@ -16,6 +16,7 @@ from hostcu import HostModules, compiler
 from singa_cuda import cu_kernels
 from singa_cuda.xp import numpy_module
 from singa_cuda.xp.conv import kernels as shared_conv
+from singa_cuda.xp.elementwise import kernels as shared_elementwise
 
 pytestmark = pytest.mark.skipif(compiler() is None,
                                 reason="no C++ compiler (g++) to build the .cu kernels")
@@ -119,3 +120,57 @@ def test_disjoint_windows_decides_the_one_pass_kernel():
     assert disjoint(kernel=(2, 3), stride=(3, 3), mode="avg")
     assert not disjoint(kernel=(3, 3), stride=(2, 2), mode="max")
     assert not disjoint(kernel=(2, 2), stride=(2, 1), mode="max")
+
+
+# ---------------------------------------------- elementwise.cu: ReLUBackward and Add+ReLU
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.__name__)
+def test_add_relu_is_the_shared_add_then_the_relu_bitwise(table, dtype):
+    rng = np.random.default_rng(5)
+    a, b = special_values(rng, (4, 33, 7), dtype), special_values(rng, (4, 33, 7), dtype)
+    want = a + b  # the shared Add: numpy's, correctly rounded in every dtype
+    relu_epilogue(want)  # the GPU's ReLU (test_relu_epilogue_is_cupys_maximum_formula)
+    got = np.empty_like(a)
+    table["Add+ReLU"]([a, b], [got], {})
+    np.testing.assert_array_equal(bits(got), bits(want))
+    inplace = a.copy()  # the output over its first input, as graph mode's in-place reuse runs it
+    table["Add+ReLU"]([inplace, b], [inplace], {})
+    np.testing.assert_array_equal(bits(inplace), bits(want))
+
+
+def test_add_relu_wraps_int32_as_the_shared_add(table):
+    big = np.array([2**31 - 1, -5, 7, -(2**31)], np.int32)
+    one = np.array([1, 3, -9, -1], np.int32)
+    got = np.empty_like(big)
+    table["Add+ReLU"]([big, one], [got], {})
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(got, np.maximum(big + one, 0))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.__name__)
+def test_relu_backward_is_the_shared_product_bitwise(table, dtype):
+    rng = np.random.default_rng(6)
+    dy, x = special_values(rng, (3, 65, 5), dtype), special_values(rng, (3, 65, 5), dtype)
+    with np.errstate(invalid="ignore"):  # inf * 0
+        want = np.multiply(dy, x > 0, dtype=dtype)  # the shared kernel: dy times the mask
+    got = np.empty_like(dy)
+    table["ReLUBackward"]([dy, x], [got], {})
+    np.testing.assert_array_equal(bits(got)[~np.isnan(want)], bits(want)[~np.isnan(want)])
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    assert np.signbit(got[(dy < 0) & ~(x > 0)]).all()  # -0.0 where a negative dy is masked
+
+
+@pytest.mark.parametrize("op", ["Add+ReLU", "ReLUBackward"])
+def test_one_launch_kernels_serve_strided_and_broadcast_operands(table, op):
+    """Not contiguous, or not one shape: the shared code's two launches, same values."""
+    rng = np.random.default_rng(7)
+    shared = shared_elementwise(numpy_module())[op]
+    a = rng.standard_normal((6, 10)).astype(np.float32)
+    cases = [(a[:, ::2], rng.standard_normal((6, 5)).astype(np.float32)),  # strided
+             (a, rng.standard_normal((1, 10)).astype(np.float32))]          # broadcast
+    for x, y in cases:
+        got, want = np.empty(x.shape, np.float32), np.empty(x.shape, np.float32)
+        table[op]([x, y], [got], {})
+        shared([x, y], [want], {})
+        np.testing.assert_array_equal(bits(got), bits(want))

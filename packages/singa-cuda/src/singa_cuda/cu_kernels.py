@@ -5,7 +5,9 @@ ids, ScatterAdd's indices: on a host copy, as every backend does, so no kernel r
 out of bounds), pick
 the dtype's instantiation (``pool_fwd_f16`` ...), size the grid-stride launch and pass
 arguments (device pointers, scalars, and the two small structs of ``cu/common.cuh``). Every
-kernel is flagged ``contiguous_inputs``: the dispatcher hands it contiguous inputs and outputs.
+kernel is flagged ``contiguous_inputs`` (the dispatcher hands it contiguous inputs and
+outputs) except the one-launch elementwise kernels (``checks_layout``), which run the shared
+code for strided or broadcast operands rather than have them copied.
 
 Structs go to cupy in the form its kernel guide documents ("Custom user types"): a numpy
 array of size one whose structured dtype has the C struct's layout; cupy's launcher passes a
@@ -29,6 +31,9 @@ from ._nvrtc import image
 
 #: dtype name -> suffix of the kernel instantiations
 SUFFIX = {"float32": "f32", "float16": "f16", "float64": "f64", "int32": "i32"}
+#: the dtypes of the elementwise.cu instantiations, per kernel name prefix
+ONE_LAUNCH_DTYPES = {"relu_backward": ("float32", "float16", "float64"),
+                     "add_relu": ("float32", "float16", "float64", "int32")}
 
 POOL_GEOM = np.dtype([(f, np.int32) for f in (
     "n", "c", "h", "w", "kh", "kw", "sh", "sw", "pt", "pb", "pl", "pr", "ho", "wo", "is_max",
@@ -100,12 +105,15 @@ def kernels(device, modules=None, conv=None) -> dict:
     them (default: :class:`CuModules`, cubins on the device's stream); temporaries come from
     the device's array module. ``conv`` is the device's Conv2d kernel that the fused
     convolutions run before their epilogue (default: the shared array-module one)."""
+    from .xp.elementwise import kernels as shared_elementwise
+
     xp = device.am.xp
     mods = modules if modules is not None else CuModules(device)
     if conv is None:
         from .xp.conv import kernels as shared_conv
 
         conv = shared_conv(device.am)["Conv2d"]
+    shared_ew = shared_elementwise(device.am)
 
     @kernel_attrs(contiguous_inputs=True)
     def pooling(ins, outs, attrs):
@@ -193,6 +201,27 @@ def kernels(device, modules=None, conv=None) -> dict:
     def relu(y):
         mods.launch("epilogue.cu", f"relu_{_suffix(y)}", y.size, (y, np.int64(y.size)))
 
+    def one_launch(name, shared_kernel):
+        """``name`` of elementwise.cu over contiguous operands of one shape and dtype;
+        anything else (broadcasting, strided views, other dtypes) runs ``shared_kernel``,
+        the two launches whose arithmetic the kernel repeats."""
+
+        dtypes = ONE_LAUNCH_DTYPES[name]
+
+        def kernel(ins, outs, attrs):
+            out = outs[0]
+            if (out.dtype.name in dtypes and out.flags.c_contiguous
+                    and all(a.shape == out.shape and a.dtype == out.dtype
+                            and a.flags.c_contiguous for a in ins)):
+                mods.launch("elementwise.cu", f"{name}_{_suffix(out)}", out.size,
+                            (*ins, out, np.int64(out.size)))
+            else:
+                shared_kernel(ins, outs, attrs)
+
+        kernel.__name__ = kernel.__qualname__ = name
+        kernel.checks_layout = True  # not contiguous_inputs: strided operands are served as is
+        return kernel
+
     def conv_only(attrs):
         return {k: v for k, v in attrs.items() if k != "second"}
 
@@ -217,6 +246,8 @@ def kernels(device, modules=None, conv=None) -> dict:
         "Conv2d+ReLU": conv_relu, "Conv2d+ReLU+Pooling2d": conv_relu_pool,
         "Pooling2d": pooling, "Pooling2dBackward": pooling_backward,
         "Pooling2dBackward+ReLUBackward": pooling_backward_relu,
+        "ReLUBackward": one_launch("relu_backward", shared_ew["ReLUBackward"]),
+        "Add+ReLU": one_launch("add_relu", shared_ew["Add+ReLU"]),
         "SoftmaxCrossEntropy": softmax_ce, "SoftmaxCrossEntropyBackward": softmax_ce_backward,
         "CrossEntropyFwd": cross_entropy, "ScatterAdd": scatter_add,
         "Uniform": philox("uniform", "low", "high"),
@@ -230,6 +261,7 @@ SOURCES = {
     "Conv2d+ReLU": ("epilogue.cu", "relu"), "Conv2d+ReLU+Pooling2d": ("epilogue.cu", "relu_pool"),
     "Pooling2d": ("pool.cu", "pool_fwd"), "Pooling2dBackward": ("pool.cu", "pool_bwd"),
     "Pooling2dBackward+ReLUBackward": ("pool.cu", "pool_bwd_relu"),
+    "ReLUBackward": ("elementwise.cu", "relu_backward"), "Add+ReLU": ("elementwise.cu", "add_relu"),
     "SoftmaxCrossEntropy": ("loss.cu", "softmax_ce_fwd"),
     "SoftmaxCrossEntropyBackward": ("loss.cu", "softmax_ce_bwd"),
     "CrossEntropyFwd": ("loss.cu", "cross_entropy_fwd"),

@@ -35,8 +35,10 @@ PLAN.update({
     "Pooling2dBackward+ReLUBackward": (CU, None),
     # the device's Conv2d (cuDNN / shared), then an epilogue of cu/epilogue.cu
     "Conv2d+ReLU": (CU, None), "Conv2d+ReLU+Pooling2d": (CU, None),
-    # the shared Add, then the shared ReLU in place (two launches on the GPU)
-    "Add+ReLU": (XP, None),
+    # one launch of cu/elementwise.cu over contiguous same-shape float operands, else the
+    # shared code (two launches: the shared Add, then the shared ReLU in place / a multiply by
+    # the mask)
+    "Add+ReLU": (CU, None), "ReLUBackward": (CU, None),
     # the shared Sigmoid into a scratch array, then the shared Mul
     "Sigmoid+Mul": (XP, None),
     # whole-sequence recurrent ops: CPU kernels only (singa_cpu.kernels.recurrent)

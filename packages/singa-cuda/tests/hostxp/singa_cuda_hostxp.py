@@ -62,15 +62,16 @@ class HostXpDevice(Device):
 def _cu_table(dev):
     """The CUDA C kernels (``cu_kernels.kernels``, the GPU's launchers) over host builds of the
     ``.cu`` sources, plus the shared kernels the fused ones are checked against or built on:
-    Copy (the dispatcher makes inputs contiguous with it), ReLUBackward (the second half of
-    the fused pooling backward), Conv2d (which the fused convolutions run before their
-    epilogue, as the GPU runs cuDNN's) and ReLU (checked bitwise against the epilogue)."""
+    Copy (the dispatcher makes inputs contiguous with it), Conv2d (which the fused
+    convolutions run before their epilogue, as the GPU runs cuDNN's), and Add and ReLU (the
+    fused Add+ReLU and the epilogues are checked bitwise against them); ReLUBackward, the
+    second half of the fused pooling backward, is elementwise.cu's."""
     from hostcu import HostModules
 
     from singa_cuda import cu_kernels
 
     shared = shared_table(dev.am, lambda: dev.rng)
-    table = {name: shared[name] for name in ("Copy", "ReLUBackward", "Conv2d", "ReLU")}
+    table = {name: shared[name] for name in ("Copy", "Conv2d", "Add", "ReLU")}
     table.update(cu_kernels.kernels(dev, modules=HostModules(), conv=shared["Conv2d"]))
     return table
 

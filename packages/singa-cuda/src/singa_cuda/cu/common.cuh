@@ -16,6 +16,16 @@ __device__ __forceinline__ int ld(const int* p, long long i) { return p[i]; }
 __device__ __forceinline__ void st(__half* p, long long i, float v) { p[i] = __float2half_rn(v); }
 __device__ __forceinline__ void st(float* p, long long i, float v) { p[i] = v; }
 __device__ __forceinline__ void st(double* p, long long i, double v) { p[i] = v; }
+__device__ __forceinline__ void st(int* p, long long i, int v) { p[i] = v; }
+
+// ReLU as the shared ReLU kernel computes it, cupy's maximum(v, 0): isnan(v) ? NAN : max(v, 0)
+// with NAN = __int_as_float(0x7fffffff), in float for __half and float, in double for double
+// (the caller rounds once to T).
+template <typename A>
+__device__ __forceinline__ A relu_value(A v) {
+    return isnan(v) ? (A)__int_as_float(0x7fffffff) : max(v, (A)0);
+}
+__device__ __forceinline__ int relu_value(int v) { return max(v, 0); }
 
 // Structs passed by value to kernels. The launchers (cu_kernels.py) build them as one-element
 // numpy arrays of a structured dtype whose offsets and size a test checks against offsetof and

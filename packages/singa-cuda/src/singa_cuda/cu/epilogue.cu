@@ -6,17 +6,11 @@
 //   the ReLU to its cells in place and pools them, and the cells no window covers get their
 //   ReLU from a thread of their own, so every cell has exactly one writer. Overlapping windows
 //   run relu_* and then pool.cu's pool_fwd_* (the launcher decides).
-// ReLU is what the unfused ReLU kernel computes, cupy's maximum(y, 0):
-// isnan(v) ? NAN : max(v, 0) with NAN = __int_as_float(0x7fffffff), in float for __half and
-// float, in double for double, rounded once to T; the pooling is pool.cuh's, the Pooling2d
-// kernel's code, so each output is bitwise what the ops give one after the other.
+// ReLU is common.cuh's relu_value, what the unfused ReLU kernel computes; the pooling is
+// pool.cuh's, the Pooling2d kernel's code, so each output is bitwise what the ops give one
+// after the other.
 // kernels: relu_f32 relu_f16 relu_f64 relu_pool_f32 relu_pool_f16 relu_pool_f64
 #include "pool.cuh"
-
-template <typename A>
-__device__ __forceinline__ A relu_value(A v) {
-    return isnan(v) ? (A)__int_as_float(0x7fffffff) : max(v, (A)0);
-}
 
 template <typename T>
 __device__ __forceinline__ void relu_at(T* y, long long i) {
