@@ -164,3 +164,50 @@ def test_philox_state_counts_calls_and_reseeds():
     s.reseed(0x1_0000_0002)
     assert s.next_call() == (2, 1, 0, 0)
     np.testing.assert_array_equal(first[0], words(np, 8, (2, 1, 0, 0))[0])
+
+
+def test_on_device_keeps_the_record_and_its_diagnosis_attributes():
+    """CudaGPU.on_device wraps a kernel so it runs with the GPU current and the device's
+    stream as cupy's: the result is a Kernel record with the same fields, and the attributes
+    a kernel carries for diagnosis (the cuDNN kernels' ``engine``) stay reachable from the
+    device's table (gpu_check's cudnn step reads them)."""
+    from types import SimpleNamespace
+
+    from singa.backend import Kernel, kernel_attrs
+
+    from singa_cuda.device import CudaGPU
+
+    entered = []
+
+    class _Ctx:
+        def __init__(self, name):
+            self.name = name
+
+        def __enter__(self):
+            entered.append(self.name)
+
+        def __exit__(self, *exc):
+            entered.append("/" + self.name)
+
+    calls = []
+
+    @kernel_attrs(contiguous_inputs=True, dtypes=("float32",))
+    def conv(ins, outs, attrs):
+        calls.append(list(entered))
+
+    conv.engine = "the engine"
+
+    def plain(ins, outs, attrs):
+        calls.append(list(entered))
+
+    plain.checks_layout = True
+    fake = SimpleNamespace(cuda_device=_Ctx("gpu"), stream=_Ctx("stream"))
+    for fn in (conv, plain):
+        wrapped = CudaGPU.on_device(fake, fn)
+        assert isinstance(wrapped, Kernel)
+        entered.clear()
+        wrapped([], [], {})
+        assert calls[-1] == ["gpu", "stream"] and entered[-2:] == ["/stream", "/gpu"]
+    rec = CudaGPU.on_device(fake, conv)
+    assert rec.engine == "the engine" and rec.contiguous_inputs and rec.dtypes == conv.dtypes
+    assert CudaGPU.on_device(fake, plain).checks_layout is True

@@ -11,11 +11,12 @@ least :data:`singa_cuda.staging.THRESHOLD` bytes go through reused pinned host b
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import numpy as np
 from singa import config
-from singa.backend import ITEMSIZE, NP_DTYPE, Device
+from singa.backend import ITEMSIZE, NP_DTYPE, Device, Kernel
 
 from ._events import EventPool
 from .allocator import CupyAllocator, install_cupy_allocator
@@ -63,16 +64,27 @@ class CudaGPU(Device):
         self.float32_precision = "high" if config.get("SINGA_CUDA_TF32") else "highest"
 
     # ------------------------------------------------------------------ execution context
-    def on_device(self, fn):
-        """``fn`` run with this GPU current and this device's stream as cupy's stream."""
+    def on_device(self, fn) -> Kernel:
+        """The :class:`~singa.backend.Kernel` record of ``fn`` (a record or a function) whose
+        call runs with this GPU current and this device's stream as cupy's stream. The
+        record's fields are ``fn``'s, and so are the diagnosis attributes a kernel carries
+        (``engine`` of the cuDNN kernels, ``checks_layout`` ...)."""
         dev, stream = self.cuda_device, self.stream
+        record = fn if isinstance(fn, Kernel) else Kernel(fn)
+        inner = record.fn
 
-        @functools.wraps(fn)
+        @functools.wraps(inner)
         def kernel(ins, outs, attrs):
             with dev, stream:
-                fn(ins, outs, attrs)
+                inner(ins, outs, attrs)
 
-        return kernel
+        wrapped = dataclasses.replace(record, fn=kernel)
+        fields = {f.name for f in dataclasses.fields(Kernel)}
+        for source in (fn, record):
+            for name, value in getattr(source, "__dict__", {}).items():
+                if name not in fields and not name.startswith("__"):
+                    setattr(wrapped, name, value)
+        return wrapped
 
     def chain_compiler(self):
         """Elementwise chains compiled with NVRTC (see :mod:`singa_cuda.chains`)."""

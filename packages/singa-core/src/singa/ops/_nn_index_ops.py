@@ -365,8 +365,22 @@ def _gather_elements_sample(g, dtype):
     return [x, idx], {"axis": ax}
 
 
+def _scatter_elements_defined(arrays, attrs):
+    """Without a reduction, no two updates may target one element (which one wins is
+    unspecified, as in ONNX)."""
+    if attrs.get("reduction", "none") != "none":
+        return True
+    x, idx = arrays[0], np.asarray(arrays[1])
+    ax = attrs.get("axis", 0) % x.ndim
+    targets = list(np.indices(idx.shape))
+    targets[ax] = idx % x.shape[ax]
+    flat = np.ravel_multi_index(tuple(targets), x.shape)
+    return np.unique(flat).size == flat.size
+
+
 defop("ScatterElements", 3, _scatter_elements_infer, _scatter_elements_ref,
       _scatter_elements_sample, dtypes=NUM, tol={_F16: (1e-2, 1e-2)},
+      defined=_scatter_elements_defined,
       doc="""ONNX ScatterElements: ``(x, indices[int32], updates) -> out``, a copy of x with,
     for every position ``p`` of indices (axis = attrs["axis"], default 0)::
 

@@ -80,6 +80,11 @@ class OpDef:
         output aliasing the input, e.g. BatchNormTrain's running statistics). The input is
         read only to compute that output: a recompute writes the output to scratch memory,
         and the other outputs do not depend on the input's current value.
+    defined: ``defined(arrays, attrs) -> bool``, for ops whose result is unspecified for
+        some inputs the sampler never draws (ScatterElements' duplicate targets without a
+        reduction): whether the op's semantics fix the outputs of these inputs. The
+        conformance kit's layouts that change values (zero-stride broadcasts) keep an input
+        contiguous where the broadcast values would not be defined.
     """
 
     name: str
@@ -96,6 +101,7 @@ class OpDef:
     recompute: bool = False
     state: tuple = ()
     acc_bound: Callable | None = None
+    defined: Callable | None = None
 
     def __repr__(self) -> str:
         return f"<op {self.name}>"

@@ -432,6 +432,17 @@ def _run_layout(g, case: KernelCase, dev, arrays, attrs, plan) -> None:
         t, v = checks.input_view(g, a, dev, layout)
         ins.append(t)
         values.append(v)
+    defined = case.op.defined
+    if defined is not None and not defined(values, attrs):
+        # a broadcast made inputs the op does not define (duplicate scatter targets): the
+        # first broadcast input whose own values make them defined again stays contiguous,
+        # else every broadcast input does
+        changed = [i for i, a in enumerate(arrays) if values[i] is not a]
+        keep = next(([i] for i in changed
+                     if defined([a if j == i else v for j, (a, v) in enumerate(
+                         zip(arrays, values))], attrs)), changed)
+        for i in keep:
+            ins[i], values[i] = checks.input_view(g, arrays[i], dev, "contiguous")
     outs, untouched, out_layouts = [], [], []
     for shape, dt in case.op.infer(ins, attrs):
         layout = plan[1] if plan else g.choice(("contiguous", "offset", "transposed"))
