@@ -211,3 +211,39 @@ def test_on_device_keeps_the_record_and_its_diagnosis_attributes():
     rec = CudaGPU.on_device(fake, conv)
     assert rec.engine == "the engine" and rec.contiguous_inputs and rec.dtypes == conv.dtypes
     assert CudaGPU.on_device(fake, plain).checks_layout is True
+
+
+def test_alias_outputs_replaces_exact_views_of_an_output_only():
+    """The shared elementwise kernels hand cupy the output object itself for an input that
+    views exactly its elements (cupy copies an overlapping input that is another object);
+    partial overlaps and other layouts stay as they are."""
+    from singa_cuda.xp import numpy_module
+
+    am = numpy_module()
+    block = np.arange(24, dtype=np.float32)
+    out = block[:12].reshape(3, 4)
+    same = block[:12].reshape(3, 4)  # another object over the same elements
+    shifted = block[1:13].reshape(3, 4)
+    transposed = block[:12].reshape(4, 3).T
+    other_dtype = block[:12].view(np.int32).reshape(3, 4)
+    got = am.alias_outputs([same, shifted, transposed, other_dtype, 2.0], [out])
+    assert got[0] is out
+    assert got[1] is shifted and got[2] is transposed and got[3] is other_dtype
+    assert got[4] == 2.0
+
+
+def test_shared_in_place_kernels_give_what_out_of_place_ones_give():
+    from singa_cuda.xp import numpy_module
+    from singa_cuda.xp.elementwise import kernels as shared_elementwise
+
+    table = shared_elementwise(numpy_module())
+    rng = np.random.default_rng(3)
+    for op, n_in in (("ReLU", 1), ("Sigmoid", 1), ("Round", 1), ("AddScalar", 1), ("Add", 2),
+                     ("Mul", 2), ("ReLUBackward", 2)):
+        a, b = rng.standard_normal((2, 5, 7)).astype(np.float32)
+        want = np.empty_like(a)
+        table[op]([a, b][:n_in], [want], {"value": 1.5})
+        block = a.copy()
+        x_in = block.reshape(-1).reshape(a.shape)  # the same elements, another array object
+        table[op]([x_in, b][:n_in], [block[...]], {"value": 1.5})
+        np.testing.assert_array_equal(block, want, err_msg=op)

@@ -30,6 +30,8 @@ class ArrayModule:
         float32 (cuBLAS through cupy, with tensor cores).
     name:
         ``"numpy"`` or ``"cupy"``, for messages.
+    data_ptr:
+        ``data_ptr(a)``: the address of an array's first element.
     """
 
     xp: Any
@@ -37,6 +39,30 @@ class ArrayModule:
     add_at: Callable
     half_gemm_in_fp32: bool
     name: str
+    data_ptr: Callable
+
+    def same_view(self, a, b) -> bool:
+        """Whether arrays ``a`` and ``b`` view exactly the same elements (address, shape,
+        strides and dtype)."""
+        return (a.shape == b.shape and a.strides == b.strides and a.dtype == b.dtype
+                and self.data_ptr(a) == self.data_ptr(b))
+
+    def alias_outputs(self, ins, outs) -> list:
+        """``ins`` with each input that views exactly an output's elements replaced by that
+        output array (graph mode's in-place reuse hands a kernel two array objects over one
+        block). cupy's ufuncs copy an input that overlaps an output unless it is the output
+        object itself: a copy kernel and a temporary per in-place op, measured as 17 extra
+        launches per ResNet-18 step on an H100. Reading element i before writing it makes an
+        exact alias safe without the copy, in numpy too."""
+        res = list(ins)
+        for k, a in enumerate(res):
+            if not hasattr(a, "strides"):
+                continue
+            for o in outs:
+                if a is not o and self.same_view(a, o):
+                    res[k] = o
+                    break
+        return res
 
     def check_indices(self, op: str, idx, n: int, negative: bool = True,
                       what: str = "index") -> None:
@@ -70,7 +96,7 @@ def numpy_module() -> ArrayModule:
     """The numpy array module (CI runs the shared kernels on it)."""
     import numpy as np
 
-    return ArrayModule(np, _np_erf, _np_add_at, True, "numpy")
+    return ArrayModule(np, _np_erf, _np_add_at, True, "numpy", lambda a: a.ctypes.data)
 
 
 def cupy_module() -> ArrayModule:
@@ -85,4 +111,4 @@ def cupy_module() -> ArrayModule:
     def add_at(a, index, values):
         cupyx.scatter_add(a, index, values)
 
-    return ArrayModule(cupy, erf, add_at, False, "cupy")
+    return ArrayModule(cupy, erf, add_at, False, "cupy", lambda a: a.data.ptr)

@@ -66,19 +66,21 @@ def kernels(am: ArrayModule) -> dict:
         "Atanh": xp.arctanh, "Not": logical_not,
     }
 
+    alias = am.alias_outputs  # in-place calls pass the output object itself (no cupy copy)
+
     def unary_kernel(fn):
         def kernel(ins, outs, attrs):
-            fn(ins[0], out=outs[0])
+            fn(alias(ins, outs)[0], out=outs[0])
 
         return kernel
 
     def scalar_kernel(ufunc, reflected=False):
         if reflected:
             def kernel(ins, outs, attrs):
-                ufunc(attrs["value"], ins[0], out=outs[0], casting="unsafe")
+                ufunc(attrs["value"], alias(ins, outs)[0], out=outs[0], casting="unsafe")
         else:
             def kernel(ins, outs, attrs):
-                ufunc(ins[0], attrs["value"], out=outs[0], casting="unsafe")
+                ufunc(alias(ins, outs)[0], attrs["value"], out=outs[0], casting="unsafe")
         return kernel
 
     scalar = {
@@ -94,7 +96,8 @@ def kernels(am: ArrayModule) -> dict:
 
     def binary_kernel(ufunc):
         def kernel(ins, outs, attrs):
-            ufunc(ins[0], ins[1], out=outs[0], casting="unsafe")
+            a, b = alias(ins, outs)
+            ufunc(a, b, out=outs[0], casting="unsafe")
 
         return kernel
 
@@ -115,7 +118,7 @@ def kernels(am: ArrayModule) -> dict:
     }
 
     def relu_backward(ins, outs, attrs):
-        dy, x = ins
+        dy, x = alias(ins, outs)
         mask = x > 0  # read x before the output (which may alias dy or x) is written
         xp.multiply(dy, mask, out=outs[0], casting="unsafe")
 
