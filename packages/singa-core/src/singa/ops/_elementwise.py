@@ -19,6 +19,7 @@ singa-onnx builds its import handler and its exporter from that.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,7 +30,7 @@ from .. import _dtype
 from .._ctensor import CTensor
 from ._registry import FHD, NUM
 
-__all__ = ["Onnx", "Unary", "Binary", "UNARY", "BINARY", "zero_grad"]
+__all__ = ["Onnx", "Unary", "Binary", "UNARY", "BINARY", "RecordDoc", "zero_grad"]
 
 
 def zero_grad(ops, dy, x, y):
@@ -37,13 +38,15 @@ def zero_grad(ops, dy, x, y):
     return ops.set_value(CTensor._new(dy.shp, dy.dev, dy.dt), 0.0)
 
 
+@functools.cache  # a handful of dtype tuples (NUM, FHD), named in every docstring
 def _dtype_names(dtypes) -> str:
     names = [_dtype.name_of(d) for d in dtypes]
     return ", ".join(names[:-1]) + " or " + names[-1]
 
 
 def _fmt(values) -> str:
-    return "[" + ", ".join(f"{float(v):.4g}" for v in np.ravel(values)) + "]"
+    # tolist: Python floats, formatted without a numpy scalar per value
+    return "[" + ", ".join(f"{v:.4g}" for v in np.ravel(values).astype(float).tolist()) + "]"
 
 
 # the layers whose docstrings give the gradient: autograd's functions and Operator classes
@@ -108,10 +111,13 @@ class Unary:
         """Each attribute's default value, by name."""
         return {name: default for name, default, _, _ in self.attrs}
 
-    @property
+    @functools.cached_property
     def example(self) -> str:
+        """``name(x) = y`` on three points of the domain, y computed by the reference (once:
+        every layer's docstring shows it)."""
         low, high = self.domain
-        x = np.round(np.linspace(low, high, 3), 2)
+        # np.linspace(low, high, 3) without its overhead (the same three floats)
+        x = np.array([low, (high - low) / 2 + low, high], dtype=float).round(2)
         return f"{self.name}({_fmt(x)}) = {_fmt(self.reference(x))}"
 
     def doc(self, layer: str, arg: str = "x", kind: str = "CTensor") -> str:
@@ -168,8 +174,9 @@ class Binary:
     tensor: str | None = None
     onnx: Onnx | None = None
 
-    @property
+    @functools.cached_property
     def example(self) -> str:
+        """``name(a, b) = y`` on fixed operands, y computed by the reference (once)."""
         a, b = np.array([1.0, 2.0, 3.0]), np.array([2.0, 2.0, 2.0])
         return f"{self.name}({_fmt(a)}, {_fmt(b)}) = {_fmt(self.reference(a, b))}"
 
@@ -203,6 +210,29 @@ class Binary:
                 f"{a}; a tensor of another dtype is converted to the common dtype.\n{out}\n"
                 f"Returns\n-------\n{kind}\n    y, of the broadcast shape.\n\nExamples\n"
                 f"--------\n{self.example}\n")
+
+
+class RecordDoc:
+    """A class's ``__doc__`` rendered by ``render()`` on first read, then kept.
+
+    ``type.__doc__`` calls a descriptor found in the class's own dict, so ``cls.__doc__``,
+    ``instance.__doc__``, ``help()``, ``inspect.getdoc`` and the reference site's tools all read
+    the text, and an import that never reads it does not render it. The Operator classes built
+    from the records hold one; functions cannot (a function's ``__doc__`` is a plain slot), so
+    the wrappers' docstrings are rendered when the functions are made, from each record's
+    :attr:`Unary.example` computed once.
+    """
+
+    __slots__ = ("_render", "_text")
+
+    def __init__(self, render: Callable[[], str]):
+        self._render = render
+        self._text: str | None = None
+
+    def __get__(self, obj, cls=None) -> str:
+        if self._text is None:
+            self._text = self._render()
+        return self._text
 
 
 def _round_half_away(x):
