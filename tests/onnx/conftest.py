@@ -17,3 +17,15 @@ def ort_run(model, feeds: dict) -> list:
 @pytest.fixture
 def rng():
     return np.random.default_rng(0)
+
+
+@pytest.fixture
+def eval_mode():
+    """``autograd.training`` off for the test (batch norm on running statistics, dropout off),
+    restored after."""
+    from singa import autograd
+
+    saved = autograd.training
+    autograd.training = False
+    yield
+    autograd.training = saved

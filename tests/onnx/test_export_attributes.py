@@ -21,6 +21,7 @@ from singa import autograd, layer, tensor
 from singa_onnx.frontend import EXPORTERS
 
 X3, X4 = (2, 3, 4), (2, 3, 4, 5)
+pytestmark = pytest.mark.usefixtures("eval_mode")
 
 
 @dataclass(frozen=True)
@@ -170,7 +171,7 @@ CASES += [
 ]
 for _name in ("relu", "sigmoid", "tanh", "exp", "abs", "sign", "ceil", "floor", "rounde",
               "erf", "cos", "cosh", "sin", "sinh", "tan", "atan", "asinh", "softplus",
-              "softsign", "negative", "identity"):
+              "softsign", "negative", "identity", "hardswish"):
     CASES.append(E(_name, getattr(autograd, _name)))
 for _name in ("log", "sqrt", "reciprocal", "acosh"):
     CASES.append(E(_name, _positive_arg(getattr(autograd, _name), shift=1.0), positive=True))
@@ -202,14 +203,6 @@ def _run(case):
     ts = [tensor.from_numpy(x) for x in xs]
     ys = case.fn(*ts)
     return xs, ts, list(ys) if isinstance(ys, (list, tuple)) else [ys]
-
-
-@pytest.fixture(autouse=True)
-def _eval_mode():
-    saved = autograd.training
-    autograd.training = False
-    yield
-    autograd.training = saved
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)

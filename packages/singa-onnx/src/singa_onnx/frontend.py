@@ -2,7 +2,9 @@
 
 The graph is recovered from the outputs' creators (each op's ``src`` records); parameters
 (``stores_grad``) and other leaf tensors that are not listed as inputs become initializers.
-Each op is translated by a function in :data:`EXPORTERS`, keyed by the op's class name.
+Each op is translated by a function in :data:`EXPORTERS`, keyed by the op's class name; those of
+the elementwise ops come from their records (``singa.ops.UNARY``, ``BINARY``: each names its ONNX
+operator).
 The result passes ``onnx.checker`` and runs in onnxruntime with the same numbers.
 """
 
@@ -15,6 +17,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 from singa import autograd, tensor
 from singa.errors import SingaONNXError
+from singa.ops import BINARY, UNARY
 
 __all__ = ["to_onnx", "SingaFrontend", "EXPORTERS", "EXPORT_OPSET"]
 
@@ -66,25 +69,25 @@ def _simple(onnx_type, **fixed):
     return export
 
 
-def _compare(onnx_type):
-    # singa's comparisons give 0/1 in the input's type; ONNX's give bool: cast back
+def _record(form):
+    """The exporter of an elementwise record's Operator: one ``form.op_type`` node, with the
+    Operator's attributes under their ONNX names; singa's 1/0 tensors are cast to bool where
+    the ONNX operator's are (``form.bools``), and its bool result back to float."""
+
     def export(b, op, ins, outs):
+        attrs = {name: getattr(op, field) for name, field in form.attrs}
+        if form.bools == "all":
+            bools = []
+            for i, x in enumerate(ins):
+                t = b.fresh(f"{op.name}_in{i}")
+                b.node("Cast", [x], [t], f"{op.name}_in{i}", to=TensorProto.BOOL)
+                bools.append(t)
+            ins = bools
+        if not form.bools:
+            b.node(form.op_type, ins, outs, op.name, **attrs)
+            return
         t = b.fresh(f"{op.name}_bool")
-        b.node(onnx_type, ins, [t], op.name)
-        b.node("Cast", [t], outs, op.name + "_cast", to=TensorProto.FLOAT)
-
-    return export
-
-
-def _logic(onnx_type):
-    def export(b, op, ins, outs):
-        bools = []
-        for i, x in enumerate(ins):
-            t = b.fresh(f"{op.name}_in{i}")
-            b.node("Cast", [x], [t], f"{op.name}_in{i}", to=TensorProto.BOOL)
-            bools.append(t)
-        t = b.fresh(f"{op.name}_bool")
-        b.node(onnx_type, bools, [t], op.name)
+        b.node(form.op_type, ins, [t], op.name, **attrs)
         b.node("Cast", [t], outs, op.name + "_cast", to=TensorProto.FLOAT)
 
     return export
@@ -259,30 +262,23 @@ def _mean_reduce(b, op, ins, outs):
     b.node("GlobalAveragePool", ins, outs, op.name)
 
 
+# Relu, Sigmoid, ..., HardSigmoid, Add, ..., Less, ..., And, Not: one exporter per elementwise
+# record that names an ONNX operator defined at EXPORT_OPSET, keyed by its Operator's class
+_RECORD_EXPORTERS = {(decl.operator or decl.op): _record(decl.onnx)
+                     for decl in (*UNARY.values(), *BINARY.values())
+                     if decl.onnx is not None
+                     and onnx.defs.has(decl.onnx.op_type, EXPORT_OPSET)}
+
 EXPORTERS = {
+    **_RECORD_EXPORTERS,
     "_Conv2d": _conv, "_Pooling2d": _pool, "_BatchNorm2d": _batchnorm,
-    "ReLU": _simple("Relu"), "Sigmoid": _simple("Sigmoid"), "Tanh": _simple("Tanh"),
-    "Exp": _simple("Exp"), "Log": _simple("Log"), "Sqrt": _simple("Sqrt"),
-    "Abs": _simple("Abs"), "Sign": _simple("Sign"), "Ceil": _simple("Ceil"),
-    "Floor": _simple("Floor"), "Rounde": _simple("Round"), "Erf": _simple("Erf"),
-    "Cos": _simple("Cos"), "Cosh": _simple("Cosh"), "Sin": _simple("Sin"),
-    "Sinh": _simple("Sinh"), "Tan": _simple("Tan"), "Acos": _simple("Acos"),
-    "Acosh": _simple("Acosh"), "Asin": _simple("Asin"), "Asinh": _simple("Asinh"),
-    "Atan": _simple("Atan"), "Atanh": _simple("Atanh"), "SoftPlus": _simple("Softplus"),
-    "SoftSign": _simple("Softsign"), "Negative": _simple("Neg"),
-    "Reciprocal": _simple("Reciprocal"), "Identity": _simple("Identity"),
-    "Add": _simple("Add"), "Sub": _simple("Sub"), "Mul": _simple("Mul"),
-    "Div": _simple("Div"), "Pow": _simple("Pow"), "PRelu": _simple("PRelu"),
+    "Identity": _simple("Identity"), "PRelu": _simple("PRelu"),
     "Sum": _simple("Sum"), "Mean": _simple("Mean"), "Max": _simple("Max"),
     "Min": _simple("Min"), "Matmul": _simple("MatMul"),
-    "Less": _compare("Less"), "Greater": _compare("Greater"), "Equal": _compare("Equal"),
-    "And": _logic("And"), "Or": _logic("Or"), "Xor": _logic("Xor"), "Not": _logic("Not"),
     "LeakyRelu": lambda b, op, i, o: b.node("LeakyRelu", i, o, op.name, alpha=op.a),
     "Elu": lambda b, op, i, o: b.node("Elu", i, o, op.name, alpha=op.alpha),
     "SeLU": lambda b, op, i, o: b.node("Selu", i, o, op.name, alpha=op.alpha,
                                        gamma=op.gamma),
-    "HardSigmoid": lambda b, op, i, o: b.node("HardSigmoid", i, o, op.name, alpha=op.alpha,
-                                              beta=op.gamma),
     "Clip": _clip, "Cast": _cast, "AddBias": _add_bias, "Gemm": _gemm,
     "SoftMax": _axis_op("Softmax"), "LogSoftMax": _axis_op("LogSoftmax"),
     "Flatten": _axis_op("Flatten"), "Concat": lambda b, op, i, o: b.node(

@@ -13,7 +13,7 @@ from typing import Any
 
 from .. import _dtype, _math
 from .._ctensor import CTensor
-from ..ops._elementwise import BINARY, UNARY
+from ..ops._elementwise import BINARY, UNARY, RecordDoc
 from ..tensor import Tensor
 from ._engine import Operator, back_broadcast, is_training
 
@@ -50,8 +50,8 @@ def _unary_operator(decl) -> type:
     op, backward its gradient rule on the x and/or y that ``keep`` names."""
     fn = getattr(_math, decl.name)
     name = decl.operator or decl.op
-    body = {"__doc__": decl.doc("operator"), "__module__": __name__,
-            "__qualname__": name}
+    body = {"__doc__": RecordDoc(functools.partial(decl.doc, "operator")),
+            "__module__": __name__, "__qualname__": name}
     if decl.grad is None:
         body["forward"] = lambda self, x: fn(x)
         body["backward"] = lambda self, dy: None
@@ -274,8 +274,8 @@ def _binary_operator(decl) -> type:
     input's shape."""
     fn = getattr(_math, decl.name)
     name = decl.operator or decl.op
-    body = {"__doc__": decl.doc("operator"), "__module__": __name__,
-            "__qualname__": name}
+    body = {"__doc__": RecordDoc(functools.partial(decl.doc, "operator")),
+            "__module__": __name__, "__qualname__": name}
     if decl.grad is None:
         body["fn"] = staticmethod(fn)
         return type(name, (_NoGradBinary,), body)

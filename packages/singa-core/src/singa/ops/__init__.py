@@ -4,6 +4,11 @@
 kernels by op name: the calling convention (``kernel(ins, outs, attrs)``), kernel flags, dtype
 codes and the rest of the backend contract are in ``docs/plugin-authoring.md``, and backends
 import these names from the public module :mod:`singa.backend`.
+
+``UNARY`` and ``BINARY`` map the elementwise ops' keys to their records (:class:`Unary`,
+:class:`Binary`): one declaration per op, from which core builds the functional, ``tensor`` and
+``autograd`` wrappers and extensions build theirs (singa-onnx its import handlers and exporters,
+from each record's :class:`Onnx`).
 """
 
 from . import (
@@ -11,8 +16,10 @@ from . import (
     _recurrent_ops,  # noqa: F401  (declares the whole-sequence LSTM and GRU)
     _tensor_ops,  # noqa: F401  (declares the tensor-math ops)
 )
+from ._elementwise import BINARY, UNARY, Binary, Onnx, Unary
 from ._fusion import FUSIONS, ChainStep, ElementwiseChain, FusionDef, node_op
 from ._registry import EMPTY, OPS, Kernel, KernelCall, OpDef, as_kernel, defop, kernel_attrs, run
 
 __all__ = ["EMPTY", "FUSIONS", "OPS", "ChainStep", "ElementwiseChain", "FusionDef", "node_op",
-           "Kernel", "KernelCall", "OpDef", "as_kernel", "defop", "kernel_attrs", "run"]
+           "Kernel", "KernelCall", "OpDef", "as_kernel", "defop", "kernel_attrs", "run",
+           "UNARY", "BINARY", "Unary", "Binary", "Onnx"]

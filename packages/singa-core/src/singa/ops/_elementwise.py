@@ -13,11 +13,13 @@ db)`` (binary, before the reduction to each input's shape), with ``ops`` the fun
 :mod:`singa._math` passed in at call time: the table is loaded before that module exists.
 Inputs the record does not keep (``keep``) arrive as None. A record with attributes (``attrs``,
 e.g. HardSigmoid's alpha and gamma) passes them by name to its reference, its op and its rule:
-``grad(ops, dy, x, y, **attrs)``.
+``grad(ops, dy, x, y, **attrs)``. A record whose op is an ONNX operator says so (:class:`Onnx`):
+singa-onnx builds its import handler and its exporter from that.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,7 +30,7 @@ from .. import _dtype
 from .._ctensor import CTensor
 from ._registry import FHD, NUM
 
-__all__ = ["Unary", "Binary", "UNARY", "BINARY", "zero_grad"]
+__all__ = ["Onnx", "Unary", "Binary", "UNARY", "BINARY", "RecordDoc", "zero_grad"]
 
 
 def zero_grad(ops, dy, x, y):
@@ -36,19 +38,38 @@ def zero_grad(ops, dy, x, y):
     return ops.set_value(CTensor._new(dy.shp, dy.dev, dy.dt), 0.0)
 
 
+@functools.cache  # a handful of dtype tuples (NUM, FHD), named in every docstring
 def _dtype_names(dtypes) -> str:
     names = [_dtype.name_of(d) for d in dtypes]
     return ", ".join(names[:-1]) + " or " + names[-1]
 
 
 def _fmt(values) -> str:
-    return "[" + ", ".join(f"{float(v):.4g}" for v in np.ravel(values)) + "]"
+    # tolist: Python floats, formatted without a numpy scalar per value
+    return "[" + ", ".join(f"{v:.4g}" for v in np.ravel(values).astype(float).tolist()) + "]"
 
 
 # the layers whose docstrings give the gradient: autograd's functions and Operator classes
 _AUTOGRAD = ("autograd", "operator")
 
 _OUT = "out : CTensor, optional\n    Written with y (in place) instead of a new tensor.\n"
+
+
+@dataclass(frozen=True)
+class Onnx:
+    """The ONNX operator (default domain) that computes what a record computes.
+
+    op_type: its name. attrs: ``(ONNX attribute, record attribute)`` pairs, one per attribute
+    of the record (HardSigmoid's gamma is ONNX's beta); ONNX's default of each is the
+    record's. bools: which of the ONNX operator's tensors are bool, where singa holds 1/0 in
+    the input's dtype: "" none, "out" the output (comparisons), "all" inputs and output
+    (logic). The opsets that define ``op_type`` are onnx's schema's to say (``onnx.defs``), not
+    the record's.
+    """
+
+    op_type: str
+    attrs: tuple = ()
+    bools: str = ""
 
 
 @dataclass(frozen=True, eq=False)
@@ -65,7 +86,8 @@ class Unary:
     attrs: ``(name, default, low, high)`` of each float attribute, passed by name to the
     reference, the op and the gradient rule (``low``, ``high``: the range the conformance kit
     samples). autograd builds no class for a record with attributes: its Operator keeps SINGA's
-    positional signature and is written in :mod:`singa.autograd._elementwise`.
+    positional signature and is written in :mod:`singa.autograd._elementwise`. onnx: the ONNX
+    operator that computes the same (None: none does).
     """
 
     op: str
@@ -82,16 +104,20 @@ class Unary:
     tensor: bool = False
     note: str = ""
     attrs: tuple = ()
+    onnx: Onnx | None = None
 
     @property
     def defaults(self) -> dict:
         """Each attribute's default value, by name."""
         return {name: default for name, default, _, _ in self.attrs}
 
-    @property
+    @functools.cached_property
     def example(self) -> str:
+        """``name(x) = y`` on three points of the domain, y computed by the reference (once:
+        every layer's docstring shows it)."""
         low, high = self.domain
-        x = np.round(np.linspace(low, high, 3), 2)
+        # np.linspace(low, high, 3) without its overhead (the same three floats)
+        x = np.array([low, (high - low) / 2 + low, high], dtype=float).round(2)
         return f"{self.name}({_fmt(x)}) = {_fmt(self.reference(x))}"
 
     def doc(self, layer: str, arg: str = "x", kind: str = "CTensor") -> str:
@@ -129,7 +155,8 @@ class Binary:
     tensor). grad: ``grad(ops, dy, a, b, y) -> (da, db)``; None: no gradient (comparisons and
     logic). keep: which of a, b, y the gradient reads ("ab", "aby" or ""). int_as_float:
     autograd computes int32 inputs in float32 and casts the result back (SINGA's Mul).
-    tensor: the ``singa.tensor`` function name (None: not exported there).
+    tensor: the ``singa.tensor`` function name (None: not exported there). onnx: as in
+    :class:`Unary`.
     """
 
     op: str
@@ -145,9 +172,11 @@ class Binary:
     autograd: str | None = None
     int_as_float: bool = False
     tensor: str | None = None
+    onnx: Onnx | None = None
 
-    @property
+    @functools.cached_property
     def example(self) -> str:
+        """``name(a, b) = y`` on fixed operands, y computed by the reference (once)."""
         a, b = np.array([1.0, 2.0, 3.0]), np.array([2.0, 2.0, 2.0])
         return f"{self.name}({_fmt(a)}, {_fmt(b)}) = {_fmt(self.reference(a, b))}"
 
@@ -181,6 +210,29 @@ class Binary:
                 f"{a}; a tensor of another dtype is converted to the common dtype.\n{out}\n"
                 f"Returns\n-------\n{kind}\n    y, of the broadcast shape.\n\nExamples\n"
                 f"--------\n{self.example}\n")
+
+
+class RecordDoc:
+    """A class's ``__doc__`` rendered by ``render()`` on first read, then kept.
+
+    ``type.__doc__`` calls a descriptor found in the class's own dict, so ``cls.__doc__``,
+    ``instance.__doc__``, ``help()``, ``inspect.getdoc`` and the reference site's tools all read
+    the text, and an import that never reads it does not render it. The Operator classes built
+    from the records hold one; functions cannot (a function's ``__doc__`` is a plain slot), so
+    the wrappers' docstrings are rendered when the functions are made, from each record's
+    :attr:`Unary.example` computed once.
+    """
+
+    __slots__ = ("_render", "_text")
+
+    def __init__(self, render: Callable[[], str]):
+        self._render = render
+        self._text: str | None = None
+
+    def __get__(self, obj, cls=None) -> str:
+        if self._text is None:
+            self._text = self._render()
+        return self._text
 
 
 def _round_half_away(x):
@@ -229,135 +281,152 @@ def _pow_grad(ops, dy, a, b, y):
 UNARY = {decl.op: decl for decl in (
     Unary("Abs", "abs", np.abs, (-3, 3), NUM, "|x|",
           lambda ops, dy, x, y: ops.mul(dy, ops.sign(x)), "dy * sign(x)",
-          autograd="abs", tensor=True),
+          autograd="abs", tensor=True, onnx=Onnx("Abs")),
     Unary("Neg", "neg", np.negative, (-3, 3), NUM, "-x",
           lambda ops, dy, x, y: ops.neg(dy), "-dy", keep="",
-          operator="Negative", autograd="negative"),
+          operator="Negative", autograd="negative", onnx=Onnx("Neg")),
     Unary("Sign", "sign", np.sign, (-3, 3), NUM, "sign(x)", zero_grad, "0", keep="",
-          autograd="sign", tensor=True),
+          autograd="sign", tensor=True, onnx=Onnx("Sign")),
+    # no ONNX operator squares (a Mul or Pow node does)
     Unary("Square", "square", np.square, (-3, 3), NUM, "x^2",
           lambda ops, dy, x, y: ops.mul(ops.mul(dy, x), 2.0), "2 x dy",
           autograd="square", tensor=True),
     Unary("Ceil", "ceil", np.ceil, (-3, 3), FHD, "ceil(x)", zero_grad, "0", keep="",
-          autograd="ceil", tensor=True),
+          autograd="ceil", tensor=True, onnx=Onnx("Ceil")),
     Unary("Floor", "floor", np.floor, (-3, 3), FHD, "floor(x)", zero_grad, "0", keep="",
-          autograd="floor"),
+          autograd="floor", onnx=Onnx("Floor")),
+    # ONNX's Round rounds halves to even: RoundE is that op
     Unary("Round", "round", _round_half_away, (-3, 3), FHD,
           "round(x), halves away from zero", zero_grad, "0", keep="", autograd="round"),
     Unary("RoundE", "rounde", np.rint, (-3, 3), FHD, "round(x), halves to even", zero_grad,
-          "0", keep="", operator="Rounde", autograd="rounde"),
+          "0", keep="", operator="Rounde", autograd="rounde", onnx=Onnx("Round")),
     Unary("Exp", "exp", np.exp, (-3, 3), FHD, "exp(x)",
           lambda ops, dy, x, y: ops.mul(dy, y), "dy * y", keep="y",
-          autograd="exp", tensor=True),
+          autograd="exp", tensor=True, onnx=Onnx("Exp")),
     Unary("Log", "log", np.log, (0.1, 5), FHD, "log(x)",
-          lambda ops, dy, x, y: ops.div(dy, x), "dy / x", autograd="log", tensor=True),
+          lambda ops, dy, x, y: ops.div(dy, x), "dy / x", autograd="log", tensor=True,
+          onnx=Onnx("Log")),
     Unary("Sqrt", "sqrt", np.sqrt, (0.01, 5), FHD, "sqrt(x)",
           lambda ops, dy, x, y: ops.div(ops.mul(dy, 0.5), y), "dy * 0.5 / y", keep="y",
-          autograd="sqrt", tensor=True),
+          autograd="sqrt", tensor=True, onnx=Onnx("Sqrt")),
     Unary("Reciprocal", "reciprocal", np.reciprocal, (0.5, 3), FHD, "1 / x",
           lambda ops, dy, x, y: ops.mul(dy, ops.neg(ops.reciprocal(ops.square(x)))),
-          "-dy / x^2", autograd="reciprocal"),
+          "-dy / x^2", autograd="reciprocal", onnx=Onnx("Reciprocal")),
     Unary("Erf", "erf", _erf, (-2, 2), FHD, "erf(x)",
           lambda ops, dy, x, y: ops.mul(dy, ops.mul(ops.exp(ops.neg(ops.square(x))),
                                                     _TWO_OVER_SQRT_PI)),
-          "2/sqrt(pi) exp(-x^2) dy", autograd="erf"),
+          "2/sqrt(pi) exp(-x^2) dy", autograd="erf", onnx=Onnx("Erf")),
     Unary("ReLU", "relu", lambda x: np.maximum(x, 0).astype(x.dtype), (-3, 3), NUM,
           "max(x, 0)", lambda ops, dy, x, y: ops.relu_backward(dy, y), "dy * (y > 0)",
           keep="y", autograd="relu", tensor=True,
           note="Keeps y rather than x (y > 0 exactly where x > 0): y is usually kept anyway "
                "by the next op, so x (e.g. a batch-norm output) can be freed after the "
-               "forward pass."),
+               "forward pass.",
+          onnx=Onnx("Relu")),
     Unary("Sigmoid", "sigmoid", _sigmoid, (-4, 4), FHD, "1 / (1 + exp(-x))",
           lambda ops, dy, x, y: ops.mul(dy, ops.mul(y, ops.rsub(y, 1.0))),
-          "dy * y * (1 - y)", keep="y", autograd="sigmoid", tensor=True),
+          "dy * y * (1 - y)", keep="y", autograd="sigmoid", tensor=True, onnx=Onnx("Sigmoid")),
     Unary("HardSigmoid", "hardsigmoid", _hard_sigmoid, (-4, 4), FHD,
           "clip(alpha x + gamma, 0, 1)", _hard_sigmoid_grad,
           "alpha dy where 0 < alpha x + gamma < 1, else 0",
-          attrs=(("alpha", 0.2, 0.05, 1.0), ("gamma", 0.5, -0.5, 1.5))),
+          attrs=(("alpha", 0.2, 0.05, 1.0), ("gamma", 0.5, -0.5, 1.5)),
+          onnx=Onnx("HardSigmoid", attrs=(("alpha", "alpha"), ("beta", "gamma")))),
     Unary("HardSwish", "hardswish", _hard_swish, (-5, 5), FHD,
           "x clip(x / 6 + 1/2, 0, 1): 0 for x <= -3, x (x + 3) / 6 between, x for x >= 3",
           lambda ops, dy, x, y: ops.hardswish_backward(dy, x),
           "dy (2 x + 3) / 6 for -3 < x < 3, dy for x >= 3, else 0", autograd="hardswish",
-          operator="HardSwish"),
+          operator="HardSwish", onnx=Onnx("HardSwish")),
     Unary("Tanh", "tanh", np.tanh, (-3, 3), FHD, "tanh(x)",
           lambda ops, dy, x, y: ops.mul(dy, ops.rsub(ops.square(y), 1.0)),
-          "dy * (1 - y^2)", keep="y", autograd="tanh", tensor=True),
+          "dy * (1 - y^2)", keep="y", autograd="tanh", tensor=True, onnx=Onnx("Tanh")),
     Unary("SoftPlus", "softplus", lambda x: np.log1p(np.exp(x)), (-3, 3), FHD,
           "log(1 + exp(x))", lambda ops, dy, x, y: ops.mul(dy, ops.sigmoid(x)),
-          "sigmoid(x) dy", autograd="softplus"),
+          "sigmoid(x) dy", autograd="softplus", onnx=Onnx("Softplus")),
     Unary("SoftSign", "softsign", lambda x: x / (1 + np.abs(x)), (-3, 3), FHD,
           "x / (1 + |x|)",
           lambda ops, dy, x, y: ops.mul(dy, ops.rdiv(ops.square(ops.add(ops.abs(x), 1.0)),
                                                      1.0)),
-          "dy / (1 + |x|)^2", autograd="softsign"),
+          "dy / (1 + |x|)^2", autograd="softsign", onnx=Onnx("Softsign")),
     Unary("Sin", "sin", np.sin, (-3, 3), FHD, "sin(x)",
-          lambda ops, dy, x, y: ops.mul(dy, ops.cos(x)), "cos(x) dy", autograd="sin"),
+          lambda ops, dy, x, y: ops.mul(dy, ops.cos(x)), "cos(x) dy", autograd="sin",
+          onnx=Onnx("Sin")),
     Unary("Cos", "cos", np.cos, (-3, 3), FHD, "cos(x)",
           lambda ops, dy, x, y: ops.mul(dy, ops.neg(ops.sin(x))), "-sin(x) dy",
-          autograd="cos"),
+          autograd="cos", onnx=Onnx("Cos")),
     Unary("Tan", "tan", np.tan, (-1.2, 1.2), FHD, "tan(x)",
           lambda ops, dy, x, y: ops.mul(dy, ops.rdiv(ops.square(ops.cos(x)), 1.0)),
-          "dy / cos(x)^2", autograd="tan"),
+          "dy / cos(x)^2", autograd="tan", onnx=Onnx("Tan")),
     Unary("Asin", "asin", np.arcsin, (-0.95, 0.95), FHD, "asin(x)",
           lambda ops, dy, x, y: ops.mul(dy, ops.pow(ops.rsub(ops.square(x), 1.0), -0.5)),
-          "dy / sqrt(1 - x^2)", autograd="asin"),
+          "dy / sqrt(1 - x^2)", autograd="asin", onnx=Onnx("Asin")),
     Unary("Acos", "acos", np.arccos, (-0.95, 0.95), FHD, "acos(x)",
           lambda ops, dy, x, y: ops.mul(dy, ops.neg(ops.pow(ops.rsub(ops.square(x), 1.0),
                                                             -0.5))),
-          "-dy / sqrt(1 - x^2)", autograd="acos"),
+          "-dy / sqrt(1 - x^2)", autograd="acos", onnx=Onnx("Acos")),
     Unary("Atan", "atan", np.arctan, (-3, 3), FHD, "atan(x)",
           lambda ops, dy, x, y: ops.mul(dy, ops.rdiv(ops.add(ops.square(x), 1.0), 1.0)),
-          "dy / (1 + x^2)", autograd="atan"),
+          "dy / (1 + x^2)", autograd="atan", onnx=Onnx("Atan")),
     Unary("Sinh", "sinh", np.sinh, (-3, 3), FHD, "sinh(x)",
-          lambda ops, dy, x, y: ops.mul(dy, ops.cosh(x)), "cosh(x) dy", autograd="sinh"),
+          lambda ops, dy, x, y: ops.mul(dy, ops.cosh(x)), "cosh(x) dy", autograd="sinh",
+          onnx=Onnx("Sinh")),
     Unary("Cosh", "cosh", np.cosh, (-3, 3), FHD, "cosh(x)",
-          lambda ops, dy, x, y: ops.mul(dy, ops.sinh(x)), "sinh(x) dy", autograd="cosh"),
+          lambda ops, dy, x, y: ops.mul(dy, ops.sinh(x)), "sinh(x) dy", autograd="cosh",
+          onnx=Onnx("Cosh")),
     Unary("Asinh", "asinh", np.arcsinh, (-3, 3), FHD, "asinh(x)",
           lambda ops, dy, x, y: ops.mul(dy, ops.pow(ops.add(ops.square(x), 1.0), -0.5)),
-          "dy / sqrt(x^2 + 1)", autograd="asinh"),
+          "dy / sqrt(x^2 + 1)", autograd="asinh", onnx=Onnx("Asinh")),
     Unary("Acosh", "acosh", np.arccosh, (1.05, 4), FHD, "acosh(x)",
           lambda ops, dy, x, y: ops.mul(dy, ops.pow(ops.sub(ops.square(x), 1.0), -0.5)),
-          "dy / sqrt(x^2 - 1)", autograd="acosh"),
+          "dy / sqrt(x^2 - 1)", autograd="acosh", onnx=Onnx("Acosh")),
     Unary("Atanh", "atanh", np.arctanh, (-0.9, 0.9), FHD, "atanh(x)",
           lambda ops, dy, x, y: ops.mul(dy, ops.rdiv(ops.rsub(ops.square(x), 1.0), 1.0)),
-          "dy / (1 - x^2)", autograd="atanh"),
+          "dy / (1 - x^2)", autograd="atanh", onnx=Onnx("Atanh")),
     Unary("Not", "logical_not", lambda x: (x == 0).astype(x.dtype), (-1, 1), NUM,
-          "1 where x == 0, else 0", None, "", keep="", operator="Not", autograd="_not"),
+          "1 where x == 0, else 0", None, "", keep="", operator="Not", autograd="_not",
+          onnx=Onnx("Not", bools="all")),
 )}
 
 BINARY = {decl.op: decl for decl in (
     Binary("Add", "add", np.add, NUM, "a + b", "AddScalar",
            lambda ops, dy, a, b, y: (dy, dy), "da = dy, db = dy", autograd="add",
-           tensor="add"),
+           tensor="add", onnx=Onnx("Add")),
     Binary("Sub", "sub", np.subtract, NUM, "a - b", "SubScalar",
            lambda ops, dy, a, b, y: (dy, ops.neg(dy)), "da = dy, db = -dy", autograd="sub",
-           tensor="sub"),
+           tensor="sub", onnx=Onnx("Sub")),
     Binary("Mul", "mul", np.multiply, NUM, "a * b", "MulScalar",
            lambda ops, dy, a, b, y: (ops.mul(dy, b), ops.mul(dy, a)), "da = dy b, db = dy a",
-           keep="ab", autograd="mul", int_as_float=True, tensor="eltwise_mult"),
+           keep="ab", autograd="mul", int_as_float=True, tensor="eltwise_mult", onnx=Onnx("Mul")),
     Binary("Div", "div", lambda a, b: (a / b).astype(a.dtype) if a.dtype.kind == "i" else a / b,
            NUM, "a / b", "DivScalar", _div_grad, "da = dy / b, db = -dy a / b^2", keep="ab",
-           autograd="div", tensor="div"),
+           autograd="div", tensor="div", onnx=Onnx("Div")),
     Binary("Pow", "pow", np.power, FHD, "a ** b", "PowScalar", _pow_grad,
-           "da = dy b a^(b-1), db = dy log(a) a^b", keep="aby", autograd="pow"),
+           "da = dy b a^(b-1), db = dy log(a) a^b", keep="aby", autograd="pow", onnx=Onnx("Pow")),
     Binary("LT", "lt", lambda a, b: (a < b).astype(a.dtype), NUM, "(a < b) as 1/0",
-           "LTScalar", operator="Less", autograd="less", tensor="lt"),
+           "LTScalar", operator="Less", autograd="less", tensor="lt",
+           onnx=Onnx("Less", bools="out")),
+    # LE, GE: ONNX's LessOrEqual and GreaterOrEqual have no autograd Operator here to import
+    # into; singa-onnx writes them as not(a > b) and not(a < b)
     Binary("LE", "le", lambda a, b: (a <= b).astype(a.dtype), NUM, "(a <= b) as 1/0",
            "LEScalar", tensor="le"),
     Binary("GT", "gt", lambda a, b: (a > b).astype(a.dtype), NUM, "(a > b) as 1/0",
-           "GTScalar", operator="Greater", autograd="greater", tensor="gt"),
+           "GTScalar", operator="Greater", autograd="greater", tensor="gt",
+           onnx=Onnx("Greater", bools="out")),
     Binary("GE", "ge", lambda a, b: (a >= b).astype(a.dtype), NUM, "(a >= b) as 1/0",
            "GEScalar", tensor="ge"),
     Binary("EQ", "eq", lambda a, b: (a == b).astype(a.dtype), NUM, "(a == b) as 1/0",
-           "EQScalar", operator="Equal", autograd="equal", tensor="eq"),
+           "EQScalar", operator="Equal", autograd="equal", tensor="eq",
+           onnx=Onnx("Equal", bools="out")),
+    # NE: ONNX has no NotEqual; Maximum, Minimum: ONNX's Max and Min take any number of
+    # inputs (autograd's Max and Min, not these records)
     Binary("NE", "ne", lambda a, b: (a != b).astype(a.dtype), NUM, "(a != b) as 1/0",
            "NEScalar"),
     Binary("Maximum", "maximum", np.maximum, NUM, "max(a, b)", "MaxScalar"),
     Binary("Minimum", "minimum", np.minimum, NUM, "min(a, b)", "MinScalar"),
     Binary("And", "logical_and", lambda a, b: np.logical_and(a, b).astype(a.dtype), NUM,
-           "a and b (nonzero is true) as 1/0", None, operator="And", autograd="_and"),
+           "a and b (nonzero is true) as 1/0", None, operator="And", autograd="_and",
+           onnx=Onnx("And", bools="all")),
     Binary("Or", "logical_or", lambda a, b: np.logical_or(a, b).astype(a.dtype), NUM,
-           "a or b as 1/0", None, operator="Or", autograd="_or"),
+           "a or b as 1/0", None, operator="Or", autograd="_or", onnx=Onnx("Or", bools="all")),
     Binary("Xor", "logical_xor", lambda a, b: np.logical_xor(a, b).astype(a.dtype), NUM,
-           "a xor b as 1/0", None, operator="Xor", autograd="_xor"),
+           "a xor b as 1/0", None, operator="Xor", autograd="_xor", onnx=Onnx("Xor", bools="all")),
 )}

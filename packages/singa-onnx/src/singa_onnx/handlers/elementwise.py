@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 from singa import autograd, tensor
+from singa.ops import BINARY, UNARY
 
 from ._registry import register
 
@@ -18,29 +19,49 @@ def _pair(ctx, a, b):
     return ctx.tensor(a, like=b), b
 
 
-_UNARY = {
-    "Relu": autograd.relu, "Sigmoid": autograd.sigmoid, "Tanh": autograd.tanh,
-    "Exp": autograd.exp, "Log": autograd.log, "Sqrt": autograd.sqrt, "Abs": autograd.abs,
-    "Neg": autograd.negative, "Reciprocal": autograd.reciprocal, "Sign": autograd.sign,
-    "Ceil": autograd.ceil, "Floor": autograd.floor, "Round": autograd.rounde,
-    "Erf": autograd.erf, "Cos": autograd.cos, "Cosh": autograd.cosh, "Sin": autograd.sin,
-    "Sinh": autograd.sinh, "Tan": autograd.tan, "Acos": autograd.acos, "Acosh": autograd.acosh,
-    "Asin": autograd.asin, "Asinh": autograd.asinh, "Atan": autograd.atan,
-    "Atanh": autograd.atanh, "Softplus": autograd.softplus, "Softsign": autograd.softsign,
-    "Identity": autograd.identity, "Not": autograd._not,
-}
+def _operator(decl):
+    """The ``singa.autograd`` Operator class of an elementwise record."""
+    return getattr(autograd, decl.operator or decl.op)
 
 
-def _unary(fn):
+def _unary(decl):
+    cls, defaults, names = _operator(decl), decl.defaults, decl.onnx.attrs
+
     def handler(ctx, attrs, x):
-        return fn(ctx.tensor(x))
+        values = {field: attrs.get(name, defaults[field]) for name, field in names}
+        return cls(**values)(ctx.tensor(x))[0]
 
-    handler.__doc__ = f"y = {fn.__name__}(x)."
+    handler.__doc__ = f"y = {decl.formula}, elementwise (singa's {decl.op})."
     return handler
 
 
-for _op, _fn in _UNARY.items():
-    register(_op)(_unary(_fn))
+def _binary(decl):
+    cls = _operator(decl)
+
+    def handler(ctx, attrs, a, b):
+        return cls()(*_pair(ctx, a, b))[0]
+
+    handler.__doc__ = f"y = {decl.formula}, broadcasting (singa's {decl.op})."
+    return handler
+
+
+# One handler per elementwise record that names its ONNX operator (singa.ops.UNARY, BINARY:
+# Relu, Sigmoid, ..., HardSigmoid with its attributes, Add, ..., Less, ..., And, Not), made from
+# the record. Div and Pow are written out below: ONNX fixes their output type where singa's
+# op would not (integer Div truncates; Pow's exponent may have another type than its base).
+_WRITTEN_OUT = ("Div", "Pow")
+for _decl in UNARY.values():
+    if _decl.onnx is not None:
+        register(_decl.onnx.op_type, attrs=[a for a, _ in _decl.onnx.attrs])(_unary(_decl))
+for _decl in BINARY.values():
+    if _decl.onnx is not None and _decl.onnx.op_type not in _WRITTEN_OUT:
+        register(_decl.onnx.op_type)(_binary(_decl))
+
+
+@register("Identity")
+def identity(ctx, attrs, x):
+    """y = x (no elementwise record: it computes nothing)."""
+    return autograd.identity(ctx.tensor(x))
 
 
 @register("LeakyRelu", attrs=("alpha",))
@@ -60,18 +81,6 @@ def selu(ctx, attrs, x):
     """y = gamma (x if x > 0 else alpha (exp(x) - 1))."""
     return autograd.selu(ctx.tensor(x), attrs.get("alpha", 1.67326319217681884765625),
                          attrs.get("gamma", 1.05070102214813232421875))
-
-
-@register("HardSigmoid", attrs=("alpha", "beta"))
-def hard_sigmoid(ctx, attrs, x):
-    """y = max(0, min(1, alpha x + beta))."""
-    return autograd.hardsigmoid(ctx.tensor(x), attrs.get("alpha", 0.2), attrs.get("beta", 0.5))
-
-
-@register("HardSwish")
-def hard_swish(ctx, attrs, x):
-    """y = x hardsigmoid(x; 1/6, 1/2), one op."""
-    return autograd.hardswish(ctx.tensor(x))
 
 
 @register("PRelu")
@@ -153,29 +162,16 @@ def clip(ctx, attrs, x, lo=None, hi=None):
     return autograd.clip(ctx.tensor(x), lo, hi)
 
 
-_BINARY = {"Add": autograd.add, "Sub": autograd.sub, "Mul": autograd.mul,
-           "Div": autograd.div, "Less": autograd.less, "Greater": autograd.greater,
-           "Equal": autograd.equal, "And": autograd._and, "Or": autograd._or,
-           "Xor": autograd._xor}
+@register("Div")
+def div(ctx, attrs, a, b):
+    """y = a / b, broadcasting; int32 quotients truncate toward zero, as ONNX's do."""
+    a, b = _pair(ctx, a, b)
+    y = autograd.div(a, b)
+    return autograd.cast(y, tensor.int32) if a.dtype == tensor.int32 else y
 
 
-def _binary(fn):
-    def handler(ctx, attrs, a, b):
-        a, b = _pair(ctx, a, b)
-        y = fn(a, b)
-        if fn is autograd.div and a.dtype == tensor.int32:
-            # ONNX integer division truncates toward zero
-            y = autograd.cast(y, tensor.int32)
-        return y
-
-    handler.__doc__ = f"y = {fn.__name__}(a, b), broadcasting."
-    return handler
-
-
-for _op, _fn in _BINARY.items():
-    register(_op)(_binary(_fn))
-
-
+# LessOrEqual, GreaterOrEqual: singa's LE and GE records have no autograd Operator to import
+# into, so the handlers compose the ops autograd has
 @register("LessOrEqual")
 def less_equal(ctx, attrs, a, b):
     """y = a <= b, as not(a > b)."""
