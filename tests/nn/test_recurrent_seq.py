@@ -127,6 +127,24 @@ def test_float32_backward_kernel_matches_the_float64_reference(reverse, rng, seq
         np.testing.assert_allclose(g.to_numpy(), w, rtol=2e-4, atol=2e-5, err_msg=name)
 
 
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("lbr", [False, True])
+def test_float32_gru_backward_kernel_matches_the_float64_reference(reverse, lbr, rng,
+                                                                   seq_kernels):
+    """The float32 GRU BPTT (the weight and bias gradients summed over all steps at once)."""
+    t, b, h = 9, 5, 37
+    xw, rw = rng.standard_normal((t, b, 3 * h)), 0.5 * rng.standard_normal((3 * h, h))
+    rb, h0 = rng.standard_normal(3 * h), rng.standard_normal((b, h))
+    y, gates, q = GRU_REF(xw, rw, rb, h0, reverse=reverse, linear_before_reset=lbr)
+    ins = [rng.standard_normal(y.shape), gates, q, y, h0, rw]
+    attrs = {"reverse": reverse, "linear_before_reset": lbr}
+    want = OPS["GRUSeqBackward"].reference(*ins, **attrs)
+    ts = [to_tensor(a.astype(np.float32), grad=False).data for a in ins]
+    outs = run(OPS["GRUSeqBackward"], ts, attrs)
+    for name, g, w in zip(("dxw", "drw", "drb", "dh0"), outs, want):
+        np.testing.assert_allclose(g.to_numpy(), w, rtol=2e-4, atol=2e-5, err_msg=name)
+
+
 def test_bad_inputs_are_refused_with_the_expected_shapes(rng):
     xw, rt, h0, c0 = _lstm_inputs(rng, 3, 2, 4)
     with pytest.raises(ShapeError, match=r"input 1 has shape \(12, 4\), expected \(16, 4\)"):

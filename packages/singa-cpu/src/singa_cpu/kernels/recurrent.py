@@ -306,10 +306,11 @@ def gru_seq_backward(ins, outs, attrs):
     reverse = bool(attrs.get("reverse", False))
     lbr = bool(attrs.get("linear_before_reset", False))
     h = y.shape[2]
-    drw[...] = 0
-    drb[...] = 0
     rh = rw[2 * h:]
     rzr = rw[:2 * h]
+    # linear_before_reset: the gradient of the step's h rw^T + rb (z and r's columns of dxw, then
+    # dq) gives dh_prev by one GEMM per step, and drw, drb over all steps at the end
+    da_hr = np.empty_like(dxw) if lbr else None
     dh_next = np.zeros_like(h0)
     with single_threaded_blas():
         for t in _steps(y.shape[0], not reverse):
@@ -323,23 +324,26 @@ def gru_seq_backward(ins, outs, attrs):
             np.multiply(dh * (hp - n), z * (1 - z), out=da[:, :h])
             dhp = dh * z
             if lbr:
-                dq = dan * r
-                dr = dan * q[t]
-                drw[2 * h:] += dq.T @ hp
-                drb[2 * h:] += dq.sum(0)
-                dhp += dq @ rh
+                np.multiply(dan * q[t], r * (1 - r), out=da[:, h:2 * h])
+                dq = da_hr[t]
+                dq[:, :2 * h] = da[:, :2 * h]
+                np.multiply(dan, r, out=dq[:, 2 * h:])
+                dhp += dq @ rw
             else:
-                drw[2 * h:] += dan.T @ q[t]
-                drb[2 * h:] += dan.sum(0)
                 drh = dan @ rh
-                dr = drh * hp
+                np.multiply(drh * hp, r * (1 - r), out=da[:, h:2 * h])
                 dhp += drh * r
-            np.multiply(dr, r * (1 - r), out=da[:, h:2 * h])
-            dzr = da[:, :2 * h]
-            drw[:2 * h] += dzr.T @ hp
-            drb[:2 * h] += dzr.sum(0)
-            dhp += dzr @ rzr
+                dhp += da[:, :2 * h] @ rzr
             dh_next = dhp
+    rows = y.shape[0] * y.shape[1]
+    hp_all = _states_before(y, h0, reverse).reshape(rows, h)
+    a = (da_hr if lbr else dxw).reshape(rows, 3 * h)
+    if lbr:
+        np.matmul(a.T, hp_all, out=drw)
+    else:  # the candidate's product is by q = r h, the others' by h
+        np.matmul(a[:, :2 * h].T, hp_all, out=drw[:2 * h])
+        np.matmul(a[:, 2 * h:].T, q.reshape(rows, h), out=drw[2 * h:])
+    np.sum(a, axis=0, out=drb)
     dh0[...] = dh_next
 
 
