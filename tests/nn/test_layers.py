@@ -313,8 +313,20 @@ def _params_np(lay):
     return {k.split(".")[-1]: v.to_numpy() for k, v in lay.get_params().items()}
 
 
-@pytest.mark.parametrize("kind", ["rnn_tanh", "rnn_relu", "lstm", "gru"])
-def test_recurrent_layer_forward_and_gradients(kind, rng):
+def _use_path(path, monkeypatch):
+    """Make LSTM and GRU run ``path``: 'seq', the whole-sequence ops (skipped on a device
+    without them), or 'steps', the cell unrolled into autograd ops step by step."""
+    if path == "steps":
+        monkeypatch.setattr(autograd, "has_seq_kernel", lambda x, op: False)
+    elif not autograd.has_seq_kernel(Tensor((1, 1)), "LSTMSeq"):
+        pytest.skip("the device has no whole-sequence LSTM/GRU kernels")
+
+
+@pytest.mark.parametrize("kind,path", [("rnn_tanh", "steps"), ("rnn_relu", "steps"),
+                                       ("lstm", "seq"), ("lstm", "steps"), ("gru", "seq"),
+                                       ("gru", "steps")])
+def test_recurrent_layer_forward_and_gradients(kind, path, rng, monkeypatch):
+    _use_path(path, monkeypatch)
     steps, batch, n_in, hid = 3, 2, 3, 2
     xs_np = [rng.standard_normal((batch, n_in)) for _ in range(steps)]
     h0_np = rng.standard_normal((batch, hid)) * 0.5
@@ -360,8 +372,10 @@ def test_lstm_param_names_match_singa():
     assert set(rnn.get_params()) == {"Wx", "Wh", "b"}
 
 
+@pytest.mark.parametrize("path", ["seq", "steps"])
 @pytest.mark.parametrize("bidirectional", [False, True])
-def test_stacked_and_bidirectional_lstm(bidirectional, rng):
+def test_stacked_and_bidirectional_lstm(bidirectional, path, rng, monkeypatch):
+    _use_path(path, monkeypatch)
     steps, batch, n_in, hid, layers = 3, 2, 3, 2, 2
     lay = layer.LSTM(n_in, hid, num_layers=layers, bidirectional=bidirectional)
     xs_np = [rng.standard_normal((batch, n_in)) for _ in range(steps)]
@@ -384,6 +398,57 @@ def test_stacked_and_bidirectional_lstm(bidirectional, rng):
         np.testing.assert_allclose(h.to_numpy()[dirs * lay_i], hf, rtol=1e-10)
     for got, want in zip(hs, seq):
         np.testing.assert_allclose(got.to_numpy(), want, rtol=1e-10)
+
+
+def _run_layer(lay, xs, h0, c0, kind):
+    """Outputs, last h and (LSTM) last c of ``lay`` joined into one (batch, *) tensor."""
+    if kind == "lstm":
+        hs, h, c = lay(xs, (h0, c0))
+        last = [h, c]
+    else:
+        hs, h = lay(xs, h0)
+        last = [h]
+    n = lay.num_layers * lay.dirs
+    last = [autograd.reshape(autograd.transpose(t, (1, 0, 2)), (t.shape[1], -1)) if n > 1
+            else t for t in last]
+    return autograd.cat(list(hs) + last, 1)
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+@pytest.mark.parametrize("bias", [True, False])
+def test_whole_sequence_path_matches_the_step_path(kind, bias, rng, monkeypatch):
+    """Two layers, both directions, given initial states: outputs, last states and every
+    parameter's gradient agree between the whole-sequence ops and the unrolled cell (whose
+    simpler configurations the tests above check against numpy and finite differences)."""
+    _use_path("seq", monkeypatch)
+    autograd.training = True  # conftest restores it
+    steps, batch, n_in, hid, layers = 4, 3, 3, 5, 2
+    cls = layer.LSTM if kind == "lstm" else layer.GRU
+    lay = cls(n_in, hid, num_layers=layers, bias=bias, bidirectional=True)
+    xs = [T(rng.standard_normal((batch, n_in)), grad=True) for _ in range(steps)]
+    h0, c0 = (T(0.5 * rng.standard_normal((layers * 2, batch, hid)), grad=True)
+              for _ in range(2))
+    lay(xs, (h0, c0)) if kind == "lstm" else lay(xs, h0)
+    params = lay.get_params()
+    for t in params.values():
+        t.copy_from_numpy(rng.uniform(-0.6, 0.6, t.shape))
+    leaves = {**params, "h0": h0, **({"c0": c0} if kind == "lstm" else {}),
+              **{f"x{i}": x for i, x in enumerate(xs)}}
+    dy = None
+    got = {}
+    for path in ("seq", "steps"):
+        with monkeypatch.context() as m:
+            _use_path(path, m)
+            y = _run_layer(lay, xs, h0, c0, kind)
+            if dy is None:
+                dy = T(rng.standard_normal(y.shape))
+            grads = {id(p): g.to_numpy() for p, g in autograd.backward(y, dy.data)}
+            got[path] = (y.to_numpy(), {k: grads[id(v)] for k, v in leaves.items()})
+    np.testing.assert_allclose(got["seq"][0], got["steps"][0], rtol=1e-10, atol=1e-12)
+    assert set(got["seq"][1]) == set(leaves)
+    for k in leaves:
+        np.testing.assert_allclose(got["seq"][1][k], got["steps"][1][k], rtol=1e-9,
+                                   atol=1e-12, err_msg=k)
 
 
 @pytest.mark.parametrize("mode", ["lstm", "gru", "tanh", "relu"])

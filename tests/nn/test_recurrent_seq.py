@@ -14,7 +14,7 @@ import torch
 from gradcheck import check_op, to_tensor
 from singa import autograd
 from singa.errors import DtypeMismatchError, ShapeError
-from singa.ops import OPS
+from singa.ops import OPS, run
 
 LSTM_REF = OPS["LSTMSeq"].reference
 GRU_REF = OPS["GRUSeq"].reference
@@ -109,6 +109,40 @@ def test_float32_kernels_match_the_float64_reference(rng, seq_kernels):
     want = LSTM_REF(*(a.astype(np.float64) for a in (xw, rt, h0, c0)))
     np.testing.assert_allclose(y.to_numpy(), want[0], rtol=1e-5, atol=2e-6)
     np.testing.assert_allclose(c.to_numpy(), want[1], rtol=1e-5, atol=2e-6)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_float32_backward_kernel_matches_the_float64_reference(reverse, rng, seq_kernels):
+    """The float32 BPTT (its own tanh, the weight gradient as one product over all steps) at
+    a hidden size that is no multiple of a vector width."""
+    t, b, h = 9, 5, 37
+    xw, r, h0, c0 = _lstm_inputs(rng, t, b, h)
+    y, c, gates = LSTM_REF(xw, r, h0, c0, reverse=reverse)
+    dy, dc = rng.standard_normal(y.shape), rng.standard_normal(y.shape)
+    ins = [dy, dc, gates, c, y, h0, c0, r]
+    want = OPS["LSTMSeqBackward"].reference(*ins, reverse=reverse)
+    ts = [to_tensor(a.astype(np.float32), grad=False).data for a in ins]
+    outs = run(OPS["LSTMSeqBackward"], ts, {"reverse": reverse})
+    for name, g, w in zip(("dxw", "dr", "dh0", "dc0"), outs, want):
+        np.testing.assert_allclose(g.to_numpy(), w, rtol=2e-4, atol=2e-5, err_msg=name)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("lbr", [False, True])
+def test_float32_gru_backward_kernel_matches_the_float64_reference(reverse, lbr, rng,
+                                                                   seq_kernels):
+    """The float32 GRU BPTT (the weight and bias gradients summed over all steps at once)."""
+    t, b, h = 9, 5, 37
+    xw, rw = rng.standard_normal((t, b, 3 * h)), 0.5 * rng.standard_normal((3 * h, h))
+    rb, h0 = rng.standard_normal(3 * h), rng.standard_normal((b, h))
+    y, gates, q = GRU_REF(xw, rw, rb, h0, reverse=reverse, linear_before_reset=lbr)
+    ins = [rng.standard_normal(y.shape), gates, q, y, h0, rw]
+    attrs = {"reverse": reverse, "linear_before_reset": lbr}
+    want = OPS["GRUSeqBackward"].reference(*ins, **attrs)
+    ts = [to_tensor(a.astype(np.float32), grad=False).data for a in ins]
+    outs = run(OPS["GRUSeqBackward"], ts, attrs)
+    for name, g, w in zip(("dxw", "drw", "drb", "dh0"), outs, want):
+        np.testing.assert_allclose(g.to_numpy(), w, rtol=2e-4, atol=2e-5, err_msg=name)
 
 
 def test_bad_inputs_are_refused_with_the_expected_shapes(rng):

@@ -121,6 +121,45 @@ def test_lstm(rng):
     np.testing.assert_allclose(got, want, atol=1e-5)
 
 
+# (layer, outputs read, ONNX LSTM/GRU nodes): the cell states' sequence read (the last c as an
+# output) makes the LSTM a chain of one-step nodes, one per step
+RECURRENT_EXPORTS = {
+    "lstm_2_layers_bidirectional": (lambda: layer.LSTM(6, 5, num_layers=2, bidirectional=True),
+                                    "hs+h", 4),
+    "lstm_last_c": (lambda: layer.LSTM(6, 5), "c", 4),
+    "gru": (lambda: layer.GRU(6, 5), "hs+h", 1),
+    "gru_bidirectional_no_bias": (lambda: layer.GRU(6, 5, bias=False, bidirectional=True),
+                                  "hs+h", 2),
+}
+
+
+@pytest.mark.parametrize("case", sorted(RECURRENT_EXPORTS))
+def test_recurrent_layers_export(case, rng, monkeypatch):
+    """The whole-sequence ops export as ONNX LSTM/GRU nodes (the unrolled cell, on a device
+    without them, as primitive ops) that onnxruntime and singa's importer run to the native
+    forward's numbers."""
+    make, read, nodes = RECURRENT_EXPORTS[case]
+    lay = make()
+    xs = [rng.standard_normal((3, 6)).astype(np.float32) for _ in range(4)]
+    ts = [tensor.from_numpy(x) for x in xs]
+    monkeypatch.setattr(autograd, "training", False)
+    lay(ts)
+    for p in lay.get_params().values():  # generic biases (they start at zero)
+        p.copy_from_numpy(rng.uniform(-0.5, 0.5, p.shape).astype(np.float32))
+    out = lay(ts)
+    ys = [out[2]] if read == "c" else [autograd.cat(out[0], 1), out[1]]
+    want = [tensor.to_numpy(y) for y in ys]
+    onx = singa_onnx.to_onnx(ts, ys)
+    ops = [n.op_type for n in onx.graph.node]
+    seq_ops = autograd.has_seq_kernel(ts[0], "LSTMSeq")
+    assert ops.count("LSTM") + ops.count("GRU") == (nodes if seq_ops else 0)
+    feeds = {i.name: x for i, x in zip(onx.graph.input, xs)}
+    for got, w in zip(ort_run(onx, feeds), want):
+        np.testing.assert_allclose(got, w, atol=1e-5)
+    for got, w in zip(singa_onnx.prepare(onx).run(xs), want):
+        np.testing.assert_allclose(got, w, atol=1e-5)
+
+
 def test_char_rnn(rng):
     import sys
 

@@ -30,11 +30,13 @@ _ONNX_TYPE = {tensor.float32: TensorProto.FLOAT, tensor.float16: TensorProto.FLO
 
 
 class _Builder:
-    """Collects nodes and initializers while the graph is walked."""
+    """Collects nodes and initializers while the graph is walked. ``used`` holds the
+    (id(op), output index) pairs that some exported op or graph output reads."""
 
     def __init__(self):
         self.nodes, self.inits = [], []
         self._names: set = set()
+        self.used: set = set()
 
     def fresh(self, base: str) -> str:
         base = re.sub(r"[^A-Za-z0-9_.:/-]", "_", base) or "v"
@@ -262,6 +264,73 @@ def _mean_reduce(b, op, ins, outs):
     b.node("GlobalAveragePool", ins, outs, op.name)
 
 
+def _unsqueeze(b, op, name, what, axis=0):
+    """``name`` with a new axis at ``axis`` (ONNX's recurrent nodes want a direction axis)."""
+    out = b.fresh(f"{op.name}_{what}")
+    b.node("Unsqueeze", [name, b.const(f"{op.name}_{what}_axes", _ints([axis]))], [out],
+           f"{op.name}_{what}")
+    return out
+
+
+def _recurrent_node(b, op, onnx_type, x, r, extra, outs, gates):
+    """One ONNX LSTM/GRU node, one direction, over ``x`` (T, B, gates*H), the input already
+    projected (the whole-sequence ops take ``xw = x W^T + b``): its W is the identity, which
+    hands each column of ``x``, in ONNX's gate order, to its gate. ``r``: R (1, gates*H, H);
+    ``extra``: B, sequence_lens, initial_h (and initial_c), each with the direction axis."""
+    h = op.hidden_size
+    eye = b.const(op.name + "_W", np.eye(gates * h, dtype=np.float32)[None])
+    kw = {"linear_before_reset": int(op.attrs["linear_before_reset"])} \
+        if onnx_type == "GRU" else {}
+    b.node(onnx_type, [x, eye, r] + extra, outs, op.name, hidden_size=h,
+           direction="reverse" if op.attrs["reverse"] else "forward", **kw)
+
+
+def _squeeze1(b, op, y4, out):
+    """(T, 1, B, H) -> (T, B, H): ONNX's Y has a direction axis."""
+    b.node("Squeeze", [y4, b.const(op.name + "_dir_axis", _ints([1]))], [out],
+           op.name + "_squeeze")
+
+
+def _lstm_seq(b, op, ins, outs):
+    """``LSTMSeq`` (gates i, o, f, c, as ONNX's LSTM) as one ONNX LSTM node. ONNX's LSTM gives
+    only the last cell state, so when the model reads the cell-state sequence (output 1) the
+    steps become a chain of one-step LSTM nodes, whose Y_h and Y_c are joined over time."""
+    xw, r, h0, c0 = ins
+    r3 = _unsqueeze(b, op, r, "R")
+    h, c = _unsqueeze(b, op, h0, "h0"), _unsqueeze(b, op, c0, "c0")
+    if (id(op), 1) not in b.used:
+        y4 = b.fresh(op.name + "_Y")
+        _recurrent_node(b, op, "LSTM", xw, r3, ["", "", h, c], [y4], 4)
+        _squeeze1(b, op, y4, outs[0])
+        return
+    steps = op.seq_len
+    hs, cs = [None] * steps, [None] * steps
+    for t in range(steps - 1, -1, -1) if op.attrs["reverse"] else range(steps):
+        xt = b.fresh(f"{op.name}_x{t}")
+        b.node("Slice", [xw, b.const(f"{op.name}_start{t}", _ints([t])),
+                         b.const(f"{op.name}_end{t}", _ints([t + 1])),
+                         b.const(f"{op.name}_axis{t}", _ints([0]))], [xt], f"{op.name}_x{t}")
+        hs[t], cs[t] = b.fresh(f"{op.name}_h{t}"), b.fresh(f"{op.name}_c{t}")
+        _recurrent_node(b, op, "LSTM", xt, r3, ["", "", h, c], ["", hs[t], cs[t]], 4)
+        h, c = hs[t], cs[t]
+    b.node("Concat", hs, [outs[0]], op.name + "_y", axis=0)
+    b.node("Concat", cs, [outs[1]], op.name + "_c", axis=0)
+
+
+def _gru_seq(b, op, ins, outs):
+    """``GRUSeq`` (gates z, r, h, as ONNX's GRU) as one ONNX GRU node; its recurrent bias
+    ``rb`` is the second half of ONNX's B (the input bias is already in ``xw``)."""
+    xw, rw, rb, h0 = ins
+    h = op.hidden_size
+    bias = b.fresh(op.name + "_B1")
+    b.node("Concat", [b.const(op.name + "_Wb", np.zeros(3 * h, np.float32)), rb], [bias],
+           op.name + "_B", axis=0)
+    extra = [_unsqueeze(b, op, bias, "B"), "", _unsqueeze(b, op, h0, "h0")]
+    y4 = b.fresh(op.name + "_Y")
+    _recurrent_node(b, op, "GRU", xw, _unsqueeze(b, op, rw, "R"), extra, [y4], 3)
+    _squeeze1(b, op, y4, outs[0])
+
+
 # Relu, Sigmoid, ..., HardSigmoid, Add, ..., Less, ..., And, Not: one exporter per elementwise
 # record that names an ONNX operator defined at EXPORT_OPSET, keyed by its Operator's class
 _RECORD_EXPORTERS = {(decl.operator or decl.op): _record(decl.onnx)
@@ -291,6 +360,7 @@ EXPORTERS = {
     "Dropout": _dropout, "Pad": _pad, "UpSample": _upsample, "Tile": _tile,
     "Expand": _expand, "Where": _where, "DepthToSpace": _depth("DepthToSpace"),
     "SpaceToDepth": _depth("SpaceToDepth"), "Shape": _shape, "ArgMax": _argmax,
+    "LSTMSeq": _lstm_seq, "GRUSeq": _gru_seq,
 }
 
 
@@ -368,6 +438,9 @@ def to_onnx(inputs, y, model_name="sonnx") -> onnx.ModelProto:
             return value_name[key]
         return value_name[(id(src_op), src_op.y_id2idx[xid])]
 
+    b.used = {(id(s), s.y_id2idx[xid]) for op in order if not isinstance(op, autograd.Dummy)
+              for s, xid, _, _ in op.src}
+    b.used |= {(id(yy.creator), yy.creator.y_id2idx.get(id(yy), 0)) for yy in ys}
     for yy in ys:  # outputs that are graph inputs or leaves directly
         if isinstance(yy.creator, autograd.Dummy) and id(yy) in input_names:
             value_name[(id(yy.creator), 0)] = input_names[id(yy)]

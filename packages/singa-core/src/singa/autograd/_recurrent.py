@@ -39,6 +39,7 @@ class LSTMSeq(Operator):
     def forward(self, xw, r, h0, c0):
         """CTensors xw (T, B, 4H), r (4H, H), h0 and c0 (B, H) -> y and c, both (T, B, H)."""
         y, c, gates = run(OPS["LSTMSeq"], [xw, r, h0, c0], self.attrs)
+        self.seq_len, self.hidden_size = y.shp[0], y.shp[2]  # for exporters (singa-onnx)
         if is_training():
             self.saved = (gates, c, y, h0, c0, r)
         return y, c
@@ -69,6 +70,7 @@ class GRUSeq(Operator):
     def forward(self, xw, rw, rb, h0):
         """CTensors xw (T, B, 3H), rw (3H, H), rb (3H,), h0 (B, H) -> y (T, B, H)."""
         y, gates, q = run(OPS["GRUSeq"], [xw, rw, rb, h0], self.attrs)
+        self.seq_len, self.hidden_size = y.shp[0], y.shp[2]  # for exporters (singa-onnx)
         if is_training():
             self.saved = (gates, q, y, h0, rw)
         return y

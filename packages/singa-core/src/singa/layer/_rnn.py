@@ -4,6 +4,13 @@
 ``num_layers`` stacks layers and ``bidirectional`` adds a reverse pass whose outputs are
 concatenated with the forward ones. ``CudnnRNN`` keeps SINGA's cuDNN-style interface (one
 (batch, seq, feature) tensor) on top of the same cells.
+
+Where the device has the whole-sequence op (``LSTMSeq``, ``GRUSeq``; see
+``autograd.has_seq_kernel``), LSTM and GRU run each (layer, direction) as one input
+projection of every step (one GEMM by the gates' weights side by side), the recurrence as that
+one op, and so the weight gradients as one GEMM over all steps. Elsewhere, and with masks,
+they run the cell step by step in autograd ops. The parameters are the same per-gate tensors
+either way.
 """
 
 from __future__ import annotations
@@ -18,6 +25,9 @@ from ..tensor import Tensor
 from ._base import Layer
 
 _GATES = {"rnn": ("",), "lstm": ("i", "f", "o", "g"), "gru": ("r", "z", "n")}
+# the whole-sequence op of each kind and the gate order it takes (ONNX's: LSTM i, o, f, c;
+# GRU z, r, h); SINGA's GRU is ONNX's with linear_before_reset
+_SEQ = {"lstm": ("LSTMSeq", ("i", "o", "f", "g")), "gru": ("GRUSeq", ("z", "r", "n"))}
 
 
 def _zeros(shape, like: Tensor) -> Tensor:
@@ -144,6 +154,9 @@ class RNN_Base(Layer):  # noqa: N801  (SINGA's name)
                     f"{type(self).__name__}: time step {t} is "
                     f"{getattr(x, 'shape', type(x).__name__)}; every step must be a non-empty "
                     f"(batch, input_size={self.input_size}) tensor of one batch size")
+        if (masks is None and self.kind in _SEQ
+                and autograd.has_seq_kernel(seq[0], _SEQ[self.kind][0])):
+            return self._run_seq(seq, h0s, c0s)
         h_last, c_last = [], []
         for layer in range(self.num_layers):
             outs_dir = []
@@ -172,6 +185,56 @@ class RNN_Base(Layer):  # noqa: N801  (SINGA's name)
             if self.dropout and layer < self.num_layers - 1:
                 seq = [autograd.dropout(s, 0, self.dropout) for s in seq]
         return seq, h_last, c_last
+
+    def _stacked(self, stem, layer, d):
+        """The gates' ``stem`` parameters side by side in the whole-sequence op's gate order:
+        (rows, G*H) for Wx and Wh, (G*H,) for the biases."""
+        gates = _SEQ[self.kind][1]
+        return autograd.cat([getattr(self, self._pname(stem, g, layer, d)) for g in gates],
+                            len(getattr(self, self._pname(stem, gates[0], layer, d)).shape) - 1)
+
+    def _run_seq(self, seq, h0s, c0s):
+        """The full stack with one whole-sequence op per (layer, direction). The steps travel
+        as one (T*B, features) tensor between layers and are split only for the output."""
+        steps, batch, h = len(seq), seq[0].shape[0], self.hidden_size
+        x = autograd.cat(seq, 0) if steps > 1 else seq[0]
+        h_last, c_last = [], []
+        for layer in range(self.num_layers):
+            ys = []
+            for d in range(self.dirs):
+                k = layer * self.dirs + d
+                xw = autograd.matmul(x, self._stacked("Wx", layer, d))
+                if self.bias:
+                    # the LSTM op has no recurrent bias input: both biases go into xw
+                    bias = self._stacked("Bx", layer, d)
+                    if self.kind == "lstm":
+                        bias = autograd.add(bias, self._stacked("Bh", layer, d))
+                    xw = autograd.add_bias(xw, bias)
+                xw = autograd.reshape(xw, (steps, batch, xw.shape[1]))
+                # the op takes the recurrent weights as (G*H, H), ONNX's R
+                r = autograd.transpose(self._stacked("Wh", layer, d), (1, 0))
+                if self.kind == "lstm":
+                    y, c = autograd.LSTMSeq(reverse=d == 1)(xw, r, h0s[k], c0s[k])
+                else:
+                    rb = (self._stacked("Bh", layer, d) if self.bias
+                          else _zeros((3 * h,), x))
+                    y, c = autograd.GRUSeq(d == 1, True)(xw, r, rb, h0s[k])[0], None
+                last = [0] if d == 1 else [steps - 1]
+                h_last.append(self._step_of(y, last, batch))
+                c_last.append(None if c is None else self._step_of(c, last, batch))
+                ys.append(y)
+            y = autograd.cat(ys, 2) if self.dirs == 2 else ys[0]
+            x = autograd.reshape(y, (steps * batch, self.dirs * h))
+            if self.dropout and layer < self.num_layers - 1:
+                x = autograd.dropout(x, 0, self.dropout)
+        outs = list(autograd.split(x, 0, [batch] * steps)) if steps > 1 else [x]
+        return outs, h_last, c_last
+
+    @staticmethod
+    def _step_of(y, at, batch):
+        """Step ``at`` ([t]) of a (T, B, H) sequence as (B, H)."""
+        s = autograd.slice(y, at, [at[0] + 1], [0])
+        return autograd.reshape(s, (batch, y.shape[2]))
 
     def _split_state(self, state, like):
         """Per-(layer, direction) states from (batch, h) or (layers*dirs, batch, h)."""
