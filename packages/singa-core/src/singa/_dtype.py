@@ -6,6 +6,8 @@ are the public currency (``tensor.float32``); numpy dtypes are the lingua franca
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from .errors import DtypeMismatchError
@@ -17,7 +19,7 @@ kChar = 3
 kDouble = 4
 kUChar = 5
 
-NP_DTYPE = {
+NP_DTYPE: dict[int, np.dtype[Any]] = {
     kFloat32: np.dtype(np.float32),
     kFloat16: np.dtype(np.float16),
     kInt: np.dtype(np.int32),
@@ -59,8 +61,21 @@ def _promoted(a: int, b: int) -> int:
 PROMOTE = {(a, b): _promoted(a, b) for a in NP_DTYPE for b in NP_DTYPE}
 
 
-def code_of(dtype) -> int:
-    """Normalise a SINGA code, numpy dtype or name to a SINGA dtype code."""
+def code_of(dtype: Any) -> int:
+    """Normalise a SINGA code, numpy dtype or name to a SINGA dtype code.
+
+    Parameters
+    ----------
+    dtype : int, str or numpy dtype-like
+        A SINGA code (``tensor.float32``), a name (``"float32"``, ``"half"``) or anything
+        ``numpy.dtype`` accepts.
+
+    Returns
+    -------
+    int
+        The SINGA dtype code. Raises :class:`singa.errors.DtypeMismatchError` for a dtype
+        SINGA does not support.
+    """
     if type(dtype) is int and dtype in NP_DTYPE:
         return dtype
     if isinstance(dtype, str):
@@ -80,4 +95,6 @@ def code_of(dtype) -> int:
 
 
 def name_of(code: int) -> str:
+    """The numpy name of SINGA dtype ``code`` (``"float32"``), or ``"dtype#<code>"`` for an
+    unknown code."""
     return NAME.get(code, f"dtype#{code}")

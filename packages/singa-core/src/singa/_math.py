@@ -66,9 +66,7 @@ def _promote_pair(op_name: str, a: CTensor, b: CTensor, out: CTensor | None):
     every backend and is recorded in graphs like any other op."""
     dt = _dtype.PROMOTE[a.dt, b.dt]
     if out is not None and out.dt != dt:
-        # NP_DTYPE holds numpy scalar types; _dtype leaves its values typed as object
-        if not np.can_cast(_dtype.NP_DTYPE[dt], _dtype.NP_DTYPE[out.dt],  # type: ignore[arg-type]
-                           "same_kind"):
+        if not np.can_cast(_dtype.NP_DTYPE[dt], _dtype.NP_DTYPE[out.dt], "same_kind"):
             raise DtypeMismatchError(
                 f"{op_name}: the result of {_dtype.name_of(a.dt)} and {_dtype.name_of(b.dt)} "
                 f"operands is {_dtype.name_of(dt)}, which cannot be written into a "
