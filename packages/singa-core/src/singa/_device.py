@@ -5,14 +5,15 @@ from __future__ import annotations
 import contextvars
 import threading
 import warnings
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal, Protocol, cast
 
 import numpy as np
 
 from ._dtype import NP_DTYPE
 from ._kernel import Kernel, as_kernel
 from ._kernelguard import FAULTS, kernel_failure
+from ._spec import BackendSpec
 from .errors import (
     GraphError,
     HostFallbackWarning,
@@ -30,11 +31,37 @@ __all__ = ["Device", "HOST_DRAWS", "Recorder", "set_graph_class"]
 #: imports it). Backends import :mod:`singa.backend`, which imports :mod:`singa.graph`, so it
 #: is set before their devices exist; with a device from elsewhere, ``EnableGraph`` before
 #: anything imported :mod:`singa.graph` raises a GraphError that says so.
-_graph_class = None
+class _DeviceGraph(Protocol):
+    """What a device records into and replays (:class:`singa.graph.Graph`, which the device
+    layer never imports): the calls the device makes on a graph."""
+
+    device: Device
+    iteration: int
+    profiler: Any
+
+    def add_operation(self, fn: Callable[[], Any], reads: Sequence[Block],
+                      writes: Sequence[Block], name: str = "") -> Any: ...
+
+    def run(self, serial: bool = False) -> None: ...
+
+    def reset(self) -> None: ...
+
+    def profiling_report(self) -> str: ...
+
+    def export_chrome_trace(self, path: str) -> None: ...
 
 
-def set_graph_class(cls) -> None:
-    """Make ``cls(device)`` what ``Device.EnableGraph`` records into by default."""
+_graph_class: Callable[[Device], _DeviceGraph] | None = None
+
+
+def set_graph_class(cls: Callable[[Device], _DeviceGraph]) -> None:
+    """Make ``cls(device)`` what ``Device.EnableGraph`` records into by default.
+
+    Parameters
+    ----------
+    cls : callable
+        ``cls(device)`` returns a new graph of ``device`` (:class:`singa.graph.Graph`).
+    """
     global _graph_class
     _graph_class = cls
 
@@ -49,21 +76,24 @@ class Recorder:
 
     __slots__ = ("_var", "_graph", "_token")
 
-    def __init__(self, var: contextvars.ContextVar, graph):
+    def __init__(self, var: contextvars.ContextVar[_DeviceGraph | None],
+                 graph: _DeviceGraph | None):
         self._var = var
         self._graph = graph
-        self._token = None
+        self._token: contextvars.Token[_DeviceGraph | None] | None = None
 
-    def __enter__(self):
+    def __enter__(self) -> _DeviceGraph | None:
         self._token = self._var.set(self._graph)
         return self._graph
 
-    def __exit__(self, *exc) -> bool:
+    def __exit__(self, *exc: object) -> Literal[False]:
+        assert self._token is not None  # __enter__ ran
         self._var.reset(self._token)
         return False
 
 
-def _uniform(rng, shape, dtype, low, high):
+def _uniform(rng: np.random.Generator, shape: tuple[int, ...], dtype: int, low: float,
+             high: float) -> np.ndarray:
     """Draws on [low, high): a draw that rounds up to ``high`` in the output dtype is moved to
     the largest value below it."""
     x = rng.uniform(low, high, shape).astype(NP_DTYPE[dtype])
@@ -73,7 +103,7 @@ def _uniform(rng, shape, dtype, low, high):
 
 #: Host samplers of the random ops, ``draw(rng, **attrs) -> array``: what the host fallback
 #: runs for an op declared ``random`` (whose numpy reference is only the expected value).
-HOST_DRAWS = {
+HOST_DRAWS: dict[str, Callable[..., Any]] = {
     "Gaussian": lambda rng, shape, dtype, mean, std: rng.normal(mean, std, shape),
     "Uniform": _uniform,
     "Bernoulli": lambda rng, shape, dtype, p: rng.random(shape) < p,
@@ -124,7 +154,7 @@ class Device:
         self.pool = MemPool(allocator, self.name)
         self.kernels: dict[str, tuple[Kernel, bool, frozenset | None]] = {}
         self._workspaces: dict[str, Any] = {}
-        self.spec = None
+        self.spec: BackendSpec | None = None
         self.host_fallback = False
         self.fallback_ops: dict[str, int] = {}
         # What exec records into (None: run now), and the graph that the SINGA calls
@@ -132,18 +162,22 @@ class Device:
         # starts with an empty context, so with no graph and recording off, and threads that
         # train their own models on one device never record into each other's graphs (see
         # docs/architecture.md, "Threads").
-        self._recorder = contextvars.ContextVar(f"singa.recorder[{self.name}]", default=None)
-        self._slot = contextvars.ContextVar(f"singa.graph_slot[{self.name}]", default=None)
-        self._last_run_graph = None  # what PrintTimeProfiling reports on (set by Graph.run)
+        self._recorder: contextvars.ContextVar[_DeviceGraph | None] = contextvars.ContextVar(
+            f"singa.recorder[{self.name}]", default=None)
+        self._slot: contextvars.ContextVar[_DeviceGraph | None] = contextvars.ContextVar(
+            f"singa.graph_slot[{self.name}]", default=None)
+        # what PrintTimeProfiling reports on (set by Graph.run)
+        self._last_run_graph: _DeviceGraph | None = None
         self._verbosity = 0
         self._skip_iteration = 5
         # one seed for every generator of the device, until SetRandSeed replaces it
-        self._seed_value = int(np.random.SeedSequence().entropy % (1 << 63))
+        # a SeedSequence made without entropy draws an int from the OS
+        self._seed_value = int(cast(int, np.random.SeedSequence().entropy) % (1 << 63))
         self._host_rng: np.random.Generator | None = None  # created at first use
         self._lock = threading.RLock()
 
     # ------------------------------------------------------------------ recording
-    def record(self, graph) -> Recorder:
+    def record(self, graph: _DeviceGraph | None) -> Recorder:
         """``with dev.record(graph):`` record this context's ops on the device into
         ``graph`` (a :class:`singa.graph.Graph` of this device), then restore what recorded
         before; ``dev.record(None)`` runs the block eagerly (state made mid-recording)."""
@@ -152,12 +186,12 @@ class Device:
                              f"not {self.name}")
         return Recorder(self._recorder, graph)
 
-    def recorder(self):
+    def recorder(self) -> _DeviceGraph | None:
         """The graph this context's ops are recorded into, or None when they run now."""
         return self._recorder.get()
 
     @property
-    def _graph(self):
+    def _graph(self) -> _DeviceGraph | None:
         """The calling context's graph of the SINGA calls (``EnableGraph``, ``RunGraph``)."""
         return self._slot.get()
 
@@ -184,7 +218,7 @@ class Device:
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name}>"
 
-    def _attach(self, spec, kernel_table) -> None:
+    def _attach(self, spec: BackendSpec, kernel_table: Mapping[str, Any]) -> None:
         """Called by the registry after construction with the backend record and kernels.
 
         Each entry of ``kernel_table`` becomes a :class:`~singa.backend.Kernel` record (see
@@ -219,7 +253,7 @@ class Device:
         return found
 
     # ------------------------------------------------------------------ backend interface
-    def native(self, ct) -> Any:
+    def native(self, ct: Any) -> Any:
         """The backend's array view of CTensor ``ct`` (shape, strides, offset applied).
 
         Backends implement :meth:`make_native`; this caches its view on ``ct`` until the
@@ -233,18 +267,18 @@ class Device:
         ct._vbuf = buf
         return view
 
-    def make_native(self, ct, buf) -> Any:
+    def make_native(self, ct: Any, buf: Any) -> Any:
         """A new native view of CTensor ``ct`` over ``buf`` (its block's allocator buffer):
         ``ct.shp`` elements of dtype ``ct.dt`` starting ``ct.off`` elements in, ``ct.strd``
         elements apart (``ct.contig``: row-major). Called by :meth:`native` on a cache miss."""
         raise NotImplementedError(
             f"{type(self).__name__} implements neither make_native(ct, buf) nor native(ct)")
 
-    def native_to_numpy(self, arr) -> Any:
+    def native_to_numpy(self, arr: Any) -> Any:
         """Copy a native array view to a new numpy array of the same shape."""
         raise NotImplementedError
 
-    def numpy_into_native(self, src, arr) -> None:
+    def numpy_into_native(self, src: np.ndarray, arr: Any) -> None:
         """Copy numpy array ``src`` (same shape) into native view ``arr``, converting to the
         view's dtype (the host fallback passes the reference's result as computed)."""
         raise NotImplementedError
@@ -257,7 +291,7 @@ class Device:
         :attr:`host_generator` was reseeded). Backends with native random kernels override
         it; the default does nothing."""
 
-    def chain_compiler(self):
+    def chain_compiler(self) -> Any:
         """What compiles elementwise chains for graph mode (see
         :class:`singa.ops.ElementwiseChain`), or None (the default: no chain fusion). It has
         ``ops`` (the op names it can chain) and ``dtypes`` (dtype codes), and
@@ -265,7 +299,7 @@ class Device:
         chain's operands in order (written ones included; ``outs`` is empty)."""
         return None
 
-    def _timed_call(self, fn) -> float:
+    def _timed_call(self, fn: Callable[[], Any]) -> float:
         """Run ``fn`` and return its duration in seconds, measured by the device's clock."""
         import time
 
@@ -277,12 +311,26 @@ class Device:
 
     # ------------------------------------------------------------------ execution
     def new_block(self, nbytes: int) -> Block:
+        """A new :class:`~singa.memory.Block` of ``nbytes`` bytes from this device's pool.
+
+        Parameters
+        ----------
+        nbytes : int
+            Size of the block in bytes.
+
+        Returns
+        -------
+        Block
+            Without memory until first written (lazy allocation), or allocated now when
+            :attr:`lazy_alloc` is off (``EnableLazyAlloc(False)``).
+        """
         blk = Block(nbytes, self.pool)
         if not Device.lazy_alloc:
             blk.allocate()
         return blk
 
-    def exec(self, fn, reads, writes, name: str = "") -> None:
+    def exec(self, fn: Callable[[], Any], reads: Sequence[Block], writes: Sequence[Block],
+             name: str = "") -> None:
         """Run ``fn()`` now, or record it as a graph node when the graph is enabled.
 
         ``reads`` and ``writes`` are the Blocks ``fn`` reads and writes. Written blocks get
@@ -312,7 +360,7 @@ class Device:
         except FAULTS as exc:  # plugin code: never a raw library error or a process exit
             raise kernel_failure(exc, name, self) from exc
 
-    def kernel(self, op):
+    def kernel(self, op: Any) -> tuple[Kernel, bool, frozenset | None]:
         """``(kernel, needs_contiguous_inputs, dtypes or None)`` for op record ``op``.
 
         An op without a kernel runs on the host when the backend opted in
@@ -355,7 +403,7 @@ class Device:
         self.kernels[op.name] = entry
         return entry
 
-    def _make_fallback(self, op):
+    def _make_fallback(self, op: Any) -> Kernel:
         """A kernel running ``op`` on the host: copy the inputs to numpy, compute, copy back.
 
         Deterministic ops compute their numpy reference; random ops draw from
@@ -365,7 +413,7 @@ class Device:
         dev = self
         draw = HOST_DRAWS.get(op.name) if op.random else None
 
-        def host_fallback(ins, outs, attrs):
+        def host_fallback(ins: list[Any], outs: list[Any], attrs: dict[str, Any]) -> None:
             counts = dev.fallback_ops
             counts[op.name] = counts.get(op.name, 0) + 1
             if draw is not None:
@@ -419,7 +467,7 @@ class Device:
 
     # SINGA's graph calls work on the calling context's graph slot; a Model records with
     # ``record`` into a graph it owns and replays it itself, never through the slot.
-    def _ensure_graph(self):
+    def _ensure_graph(self) -> _DeviceGraph:
         graph = self._slot.get()
         if graph is None:
             if _graph_class is None:
@@ -429,7 +477,7 @@ class Device:
             self._slot.set(graph)
         return graph
 
-    def use_graph(self, graph):
+    def use_graph(self, graph: _DeviceGraph | None) -> _DeviceGraph | None:
         """Install ``graph`` (a :class:`singa.scheduler.Graph` of this device) as the one that
         EnableGraph records into and RunGraph runs, for the calling thread; returns the
         thread's previous one. While recording into the previous one, recording moves to
@@ -479,6 +527,7 @@ class Device:
         self._verbosity = int(verbosity)
 
     def verbosity(self) -> int:
+        """The time-profiling level set by :meth:`SetVerbosity` (0: off)."""
         return self._verbosity
 
     def SetSkipIteration(self, n: int) -> None:
@@ -486,6 +535,8 @@ class Device:
         self._skip_iteration = int(n)
 
     def skip_iteration(self) -> int:
+        """The number of warm-up graph iterations that time profiling skips
+        (:meth:`SetSkipIteration`)."""
         return self._skip_iteration
 
     def PrintTimeProfiling(self) -> None:
@@ -526,6 +577,8 @@ class Device:
 
     @staticmethod
     def EnableLazyAlloc(enable: bool) -> None:
+        """Turn lazy allocation on or off for every device (SINGA's static switch): with it
+        on, a block gets memory when first written, otherwise when created."""
         Device.lazy_alloc = bool(enable)
 
     # ------------------------------------------------------------------ memory
@@ -549,6 +602,7 @@ class Device:
         return 0
 
     def reset_peak_memory_stats(self) -> None:
+        """Restart the pool's peak-bytes statistic from the bytes in use now."""
         self.pool.reset_peak()
 
     def empty_cache(self) -> None:

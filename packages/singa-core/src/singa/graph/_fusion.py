@@ -10,6 +10,10 @@ elementwise ops (an optimizer's in-place updates) merged into one compiled loop
 
 from __future__ import annotations
 
+from typing import cast
+
+from .._device import Device
+from ..memory import Block
 from ..ops._fusion import FUSIONS, ChainStep, ElementwiseChain
 from ..ops._registry import EMPTY, KernelCall
 from ._plan import Plan
@@ -27,7 +31,8 @@ def fuse(plan: Plan) -> None:
     plan.steps = fuse_chains(steps, plan.planned, plan.device)
 
 
-def fuse_pairs(seq, planned, device) -> tuple[list[Node], set[int]]:
+def fuse_pairs(seq: list[Node], planned: set[int],
+               device: Device) -> tuple[list[Node], set[int]]:
     """``seq`` with pairs of nodes merged into calls of fused kernels, and the ids of the
     intermediate blocks that thereby disappear (see :mod:`singa.ops._fusion`).
 
@@ -96,7 +101,7 @@ def _fuse_pass(seq, planned, by_first, kernels, device):
     return [n for p, n in enumerate(out) if p not in removed], gone
 
 
-def fuse_chains(seq, planned, device) -> list[Node]:
+def fuse_chains(seq: list[Node], planned: set[int], device: Device) -> list[Node]:
     """``seq`` with runs of elementwise ops merged into compiled chains (see
     :class:`singa.ops.ElementwiseChain`), where the device compiles them.
 
@@ -123,7 +128,9 @@ def fuse_chains(seq, planned, device) -> list[Node]:
         reads = {id(b) for b in n.reads}
         writes = {id(b) for b in n.writes}
         # blocks read as broadcast scalars: a chain reads those once, before its loop
-        scalars = {id(x.block) for x in n.fn.ins if x.size == 1} if key and key[0] > 1 \
+        # a node with a key is a KernelCall (_chain_key)
+        scalars = {id(x.block) for x in cast(KernelCall, n.fn).ins if x.size == 1} \
+            if key and key[0] > 1 \
             else set()
         sync = not n.reads and not n.writes
         joined = None
@@ -209,8 +216,8 @@ def _chain_node(members, dtype, compiler, device) -> Node:
         steps.append(ChainStep(m.name, ins, operand(m.fn.outs[0], True)))
     chain = ElementwiseChain(tuple(steps), tuple(scalar), dtype)
     call = KernelCall(device, compiler.compile(chain), operands, [], EMPTY)
-    reads: dict[int, object] = {}
-    writes: dict[int, object] = {}
+    reads: dict[int, Block] = {}
+    writes: dict[int, Block] = {}
     for m in members:
         reads.update((id(b), b) for b in m.reads)
         writes.update((id(b), b) for b in m.writes)

@@ -12,12 +12,14 @@ own from the pool here (parameters and inputs zeroed).
 from __future__ import annotations
 
 import bisect
+from collections.abc import Callable, Sequence
+from typing import Any, cast
 
-from ..memory import size_class
+from ..memory import Block, size_class
 from ..ops._fusion import node_op
 from ..ops._registry import KernelCall
 from ._plan import Plan
-from ._recording import BlockType, whole
+from ._recording import BlockType, Node, whole
 
 __all__ = ["plan_memory", "release", "lifetimes", "live_profile", "max_live",
            "inplace_groups"]
@@ -48,7 +50,7 @@ def release(plan: Plan) -> None:
     plan.arena, plan.placement = [], {}
 
 
-def lifetimes(seq) -> tuple[dict[int, int], dict[int, int]]:
+def lifetimes(seq: Sequence[Node]) -> tuple[dict[int, int], dict[int, int]]:
     """Positions in ``seq`` (nodes in execution order) of the first and last node touching
     each block."""
     first: dict[int, int] = {}
@@ -61,13 +63,14 @@ def lifetimes(seq) -> tuple[dict[int, int], dict[int, int]]:
     return first, last
 
 
-def max_live(seq, planned, blocks) -> int:
+def max_live(seq: Sequence[Node], planned: set[int], blocks: dict[int, Block]) -> int:
     """Largest sum of bytes of planned blocks alive at one node of ``seq`` (in-place reuse
     counted): the least memory an arena for that order can have."""
     return max(live_profile(seq, planned, blocks), default=0)
 
 
-def live_profile(seq, planned, blocks) -> list[int]:
+def live_profile(seq: Sequence[Node], planned: set[int],
+                 blocks: dict[int, Block]) -> list[int]:
     """Bytes of planned blocks alive at each position of ``seq`` (in-place reuse counted)."""
     first, last = lifetimes(seq)
     groups = inplace_groups(seq, planned, first, last)
@@ -84,7 +87,8 @@ def live_profile(seq, planned, blocks) -> list[int]:
     return live
 
 
-def inplace_input(node, planned, dies) -> int | None:
+def inplace_input(node: Node, planned: set[int],
+                  dies: Callable[[int], bool]) -> int | None:
     """The block (id) whose memory ``node``'s output can take over, or None.
 
     The op must allow it (``OpDef.inplace``), the input must be dead after this node
@@ -115,7 +119,8 @@ def inplace_input(node, planned, dies) -> int | None:
     return None
 
 
-def inplace_groups(seq, planned, first, last) -> dict[int, list[int]]:
+def inplace_groups(seq: Sequence[Node], planned: set[int], first: dict[int, int],
+                   last: dict[int, int]) -> dict[int, list[int]]:
     """Planned blocks grouped by the memory they share in place: ``{root: members}``.
 
     A node's output joins the group of an input it reads for the last time when
@@ -129,7 +134,10 @@ def inplace_groups(seq, planned, first, last) -> dict[int, list[int]]:
     for pos, n in enumerate(seq):
         if not n.writes or first.get(id(n.writes[0])) != pos:
             continue
-        k = inplace_input(n, planned, lambda k, pos=pos: last[k] == pos)
+        def dies(k: int, pos: int = pos) -> bool:
+            return last[k] == pos
+
+        k = inplace_input(n, planned, dies)
         if k is not None:
             root[id(n.writes[0])] = root[k]
     groups: dict[int, list[int]] = {}
@@ -164,7 +172,8 @@ def _place(plan: Plan) -> None:
     for r, (region, off) in placement.items():
         b = blocks[r]
         buf = arena[region][0]
-        data = buf if off is None else pool.allocator.sub(buf, off, b.nbytes)
+        # ``sub`` is the optional part of the Allocator protocol (hasattr checked above)
+        data = buf if off is None else cast(Any, pool.allocator).sub(buf, off, b.nbytes)
         for k in plan.groups[r]:
             m = blocks[k]
             m.free_data()

@@ -8,9 +8,12 @@ orders with the smaller planned peak: breadth-first from the nodes with no pendi
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 
+from ..memory import Block
 from ._memory import max_live
 from ._plan import Plan
+from ._recording import Node
 
 __all__ = ["order", "bfs_order", "memory_order"]
 
@@ -29,11 +32,11 @@ def order(plan: Plan) -> None:
     plan.steps = [nodes[i] for i in chosen]
 
 
-def bfs_order(nodes) -> list[int]:
+def bfs_order(nodes: Sequence[Node]) -> list[int]:
     """Breadth-first topological order of ``nodes`` (ids), from those with no predecessor."""
     indeg = [len(n.preds) for n in nodes]
     queue = deque(i for i, d in enumerate(indeg) if d == 0)
-    out = []
+    out: list[int] = []
     while queue:
         i = queue.popleft()
         out.append(i)
@@ -46,7 +49,8 @@ def bfs_order(nodes) -> list[int]:
     return out
 
 
-def memory_order(nodes, base, planned, blocks) -> list[int]:
+def memory_order(nodes: Sequence[Node], base: Sequence[int], planned: set[int],
+                 blocks: dict[int, Block]) -> list[int]:
     """A topological order that keeps the peak of live intermediates low.
 
     List scheduling: of the nodes whose predecessors have run, take one that does not
@@ -58,7 +62,7 @@ def memory_order(nodes, base, planned, blocks) -> list[int]:
     """
     rank = {i: p for p, i in enumerate(base)}
     size = {k: blocks[k].nbytes for k in planned}
-    touch = []
+    touch: list[set[int]] = []
     remaining: dict[int, int] = {}
     for n in nodes:
         ks = {id(b) for b in n.reads + n.writes if id(b) in planned}
@@ -68,10 +72,10 @@ def memory_order(nodes, base, planned, blocks) -> list[int]:
     live: set[int] = set()
     indeg = [len(n.preds) for n in nodes]
     ready = [i for i, d in enumerate(indeg) if d == 0]
-    out = []
+    out: list[int] = []
     cur = peak = 0
     while ready:
-        best = None
+        best: tuple[tuple[int, int, int], int, int, int] | None = None
         for j, i in enumerate(ready):
             new = freed = 0
             for k in touch[i]:
@@ -82,6 +86,7 @@ def memory_order(nodes, base, planned, blocks) -> list[int]:
             key = (0, new - freed, rank[i]) if cur + new <= peak else (1, new, rank[i])
             if best is None or key < best[0]:
                 best = (key, j, new, freed)
+        assert best is not None  # ready is not empty
         _, j, new, freed = best
         i = ready.pop(j)
         out.append(i)

@@ -6,13 +6,15 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 
 from .. import config
-from .._device import set_graph_class
+from .._device import Device, set_graph_class
+from ..memory import Block
 from . import _fusion, _memory, _ordering, _remat, _replay
 from ._plan import Plan, check_plan
 from ._profiling import Profiler
-from ._recording import BlockType, Node, Recording
+from ._recording import BlockType, Node, NodeFn, Recording
 from ._stages import AFTER_MEMORY_PLANNING, AFTER_ORDERING, stages_at
 
 __all__ = ["Graph"]
@@ -28,11 +30,11 @@ class Graph:
     first run). One plan exists at a time: it owns the arena.
     """
 
-    def __init__(self, device):
+    def __init__(self, device: Device):
         self.device = device
         self.reset()
 
-    def __del__(self):
+    def __del__(self) -> None:
         try:
             self._release()
         except Exception:  # interpreter shutdown
@@ -49,7 +51,8 @@ class Graph:
         self.profiler = Profiler()
 
     # ------------------------------------------------------------------ 1. recording
-    def add_operation(self, fn, reads, writes, name: str = "") -> Node:
+    def add_operation(self, fn: NodeFn, reads: Sequence[Block], writes: Sequence[Block],
+                      name: str = "") -> Node:
         """Record one ``Device.exec`` call; a plan made before it is dropped."""
         node = self.recording.add(fn, reads, writes, name)
         if self._plans:
@@ -103,7 +106,7 @@ class Graph:
         self.plan = plan
         return plan
 
-    def _run_stages(self, point, plan) -> None:
+    def _run_stages(self, point: str, plan: Plan) -> None:
         for stage in stages_at(point, self.device):
             stage.fn(plan)
 
@@ -130,6 +133,7 @@ class Graph:
                                           self.iteration)
                 _replay.wrap(plan, timed, True)()
             else:
+                assert plan.replay is not None  # analyze always sets it
                 plan.replay()
         self.iteration += 1
 

@@ -9,12 +9,23 @@ invariants every stage keeps.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
+from .._device import Device
 from ..errors import GraphError
-from ._recording import Node, Recording
+from ..memory import Block
+from ._recording import Node, NodeFn, Recording
+
+if TYPE_CHECKING:
+    from ._remat import Drop
 
 __all__ = ["Plan", "check_plan"]
+
+#: One prebuilt step of a replay: ``(kernel, native ins, native outs, attrs, node)``; a step
+#: whose callable is a plain ``fn()`` has None for ins, outs and attrs.
+Call = tuple[Callable[..., Any], list[Any] | None, list[Any] | None, dict[str, Any] | None, Node]
 
 
 @dataclass(eq=False)
@@ -67,26 +78,27 @@ class Plan:
     """
 
     recording: Recording
-    device: object
+    device: Device
     serial: bool
-    planned: set = field(default_factory=set)
-    blocks: dict = field(default_factory=dict)
-    order: list = field(default_factory=list)
-    steps: list = field(default_factory=list)
-    fused_away: set = field(default_factory=set)
-    remat_drops: list = field(default_factory=list)
-    first: dict = field(default_factory=dict)
-    last: dict = field(default_factory=dict)
-    groups: dict = field(default_factory=dict)
-    placement: dict = field(default_factory=dict)
-    arena: list = field(default_factory=list)
-    calls: list = field(default_factory=list)
-    replay: object = None
-    extras: dict = field(default_factory=dict)
-    on_release: list = field(default_factory=list)
+    planned: set[int] = field(default_factory=set)
+    blocks: dict[int, Block] = field(default_factory=dict)
+    order: list[int] = field(default_factory=list)
+    steps: list[Node] = field(default_factory=list)
+    fused_away: set[int] = field(default_factory=set)
+    remat_drops: list[Drop] = field(default_factory=list)
+    first: dict[int, int] = field(default_factory=dict)
+    last: dict[int, int] = field(default_factory=dict)
+    groups: dict[int, list[int]] = field(default_factory=dict)
+    placement: dict[int, tuple[int, int | None]] = field(default_factory=dict)
+    arena: list[tuple[Any, int]] = field(default_factory=list)
+    calls: list[Call] = field(default_factory=list)
+    replay: Callable[[], None] | None = None
+    extras: dict[str, Any] = field(default_factory=dict)
+    on_release: list[Callable[[], Any]] = field(default_factory=list)
     _next_id: int = 0
 
-    def new_node(self, fn, reads, writes, name: str) -> Node:
+    def new_node(self, fn: NodeFn, reads: Iterable[Block], writes: Iterable[Block],
+                 name: str) -> Node:
         """A node for a stage to insert into ``steps``: ``fn()`` (or a KernelCall) reading
         and writing the given Blocks. Its id follows the recorded ones. Blocks it touches
         that the plan does not know yet must be added with :meth:`add_block` first."""
@@ -94,7 +106,7 @@ class Plan:
         self._next_id = nid + 1
         return Node(nid, fn, name, tuple(reads), tuple(writes))
 
-    def add_block(self, block, planned: bool = False) -> None:
+    def add_block(self, block: Block, planned: bool = False) -> None:
         """Make ``block`` known to the plan. ``planned`` blocks get arena memory from memory
         planning (alive from their first to their last use in ``steps``); the others are
         allocated by memory planning if they have no memory yet."""
@@ -109,6 +121,7 @@ class Plan:
             return False
         if o1 is None:
             return True
+        assert o2 is not None  # a region is either whole (None) or packed at offsets
         return o1 < o2 + self.blocks[k2].nbytes and o2 < o1 + self.blocks[k1].nbytes
 
 

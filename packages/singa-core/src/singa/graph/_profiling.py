@@ -10,9 +10,14 @@ from __future__ import annotations
 import functools
 import json
 import time
+from collections.abc import Sequence
+from typing import Any
 
+from .._device import Device
 from .._kernelguard import FAULTS, kernel_failure
 from ..errors import SingaError
+from ._plan import Call
+from ._recording import Node
 
 __all__ = ["Profiler"]
 
@@ -23,12 +28,12 @@ _MAX_EVENTS = 200000
 class Profiler:
     """Timings accumulated over profiled replays of one graph (nodes keep their own sums)."""
 
-    def __init__(self):
-        self.trace_events: list[dict] = []
+    def __init__(self) -> None:
+        self.trace_events: list[dict[str, Any]] = []
         self.wall_time = 0.0
         self.wall_count = 0
 
-    def replay(self, calls, device, iteration: int) -> None:
+    def replay(self, calls: list[Call], device: Device, iteration: int) -> None:
         """Run ``calls`` once, timing each node (sync nodes ``"Waiting"`` run untimed)."""
         t_iter = time.perf_counter()
         cursor = (t_iter - _T0) * 1e6
@@ -56,7 +61,7 @@ class Profiler:
         self.wall_time += time.perf_counter() - t_iter
         self.wall_count += 1
 
-    def report(self, device, steps) -> str:
+    def report(self, device: Device, steps: Sequence[Node]) -> str:
         """SINGA's time-profiling report: level 1 forward/backward totals, 2 every node,
         3 the distributed (``Dist``) nodes."""
         v = device._verbosity
@@ -88,7 +93,7 @@ class Profiler:
                 lines.append(f"OP_ID{n.id}. {n.name}{tag} : {avg:.6f} sec")
         return "\n".join(lines)
 
-    def export_chrome_trace(self, device, path: str) -> None:
+    def export_chrome_trace(self, device: Device, path: str) -> None:
         """Write the profiled node timings in Chrome trace-event JSON (Perfetto opens it)."""
         doc = {"traceEvents": self.trace_events, "displayTimeUnit": "ms",
                "otherData": {"device": device.name, "iterations": self.wall_count}}

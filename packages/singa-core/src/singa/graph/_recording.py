@@ -10,10 +10,20 @@ it. Each block gets a :class:`BlockType` from the order of its first read and wr
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, cast
+
 from .._ctensor import CTensor
 from .._dtype import ITEMSIZE
+from ..memory import Block
+
+if TYPE_CHECKING:
+    from ..ops._registry import KernelCall
 
 __all__ = ["BlockType", "Node", "Recording", "held_ctensors", "take_views", "whole"]
+
+#: What a node runs: a :class:`singa.ops.KernelCall` or any zero-argument callable.
+NodeFn = Callable[[], Any]
 
 
 class BlockType:
@@ -36,7 +46,8 @@ class Node:
     __slots__ = ("id", "fn", "name", "reads", "writes", "preds", "succs", "time_total",
                  "time_count", "remat")
 
-    def __init__(self, nid, fn, name, reads, writes):
+    def __init__(self, nid: int, fn: NodeFn, name: str, reads: tuple[Block, ...],
+                 writes: tuple[Block, ...]):
         self.id = nid
         self.fn = fn
         self.name = name
@@ -48,16 +59,16 @@ class Node:
         self.time_count = 0
         self.remat = False  # a recompute inserted by rematerialisation
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<Node {self.id} {self.name}>"
 
 
-def held_ctensors(fn) -> list:
+def held_ctensors(fn: NodeFn) -> list[CTensor]:
     """CTensors a node's callable holds (the graph's own references to blocks)."""
     held = getattr(fn, "ctensors", None)
     if held is not None:
         return list(held)
-    found = []
+    found: list[CTensor] = []
     for cell in getattr(fn, "__closure__", None) or ():
         try:
             v = cell.cell_contents
@@ -70,7 +81,7 @@ def held_ctensors(fn) -> list:
     return found
 
 
-def take_views(nodes) -> list:
+def take_views(nodes: Iterable[Node]) -> list[CTensor]:
     """Point every node's callable at views of its own: each CTensor it holds (as
     :func:`held_ctensors` finds them: a KernelCall's ``ins``/``outs``, a closure's cells and the
     lists or tuples in them) is replaced by a new view of the same block, shape, strides and
@@ -81,16 +92,17 @@ def take_views(nodes) -> list:
     caller's CTensors (which then count as held outside the graph).
     """
     views: dict[int, CTensor] = {}
-    originals: list = []  # keeps every original alive, so that ids stay unique, until return
+    # keeps every original alive, so that ids stay unique, until return
+    originals: list[CTensor] = []
 
-    def own(ct):
+    def own(ct: CTensor) -> CTensor:
         v = views.get(id(ct))
         if v is None:
             originals.append(ct)
             v = views[id(ct)] = ct._view_as(ct.shp, ct.strd, ct.off)
         return v
 
-    def owned(x):
+    def owned(x: Any) -> Any:
         if isinstance(x, CTensor):
             return own(x)
         if isinstance(x, (list, tuple)) and any(isinstance(y, CTensor) for y in x):
@@ -100,7 +112,8 @@ def take_views(nodes) -> list:
     for n in nodes:
         fn = n.fn
         if getattr(fn, "ctensors", None) is not None:  # a KernelCall
-            fn.ins, fn.outs = owned(fn.ins), owned(fn.outs)
+            call = cast("KernelCall", fn)
+            call.ins, call.outs = owned(call.ins), owned(call.outs)
             continue
         for cell in getattr(fn, "__closure__", None) or ():
             try:
@@ -113,7 +126,7 @@ def take_views(nodes) -> list:
     return list(views.values())  # returning lets the originals go
 
 
-def whole(ct) -> bool:
+def whole(ct: CTensor) -> bool:
     """Whether CTensor ``ct`` is a contiguous view of all of its block."""
     return ct.contig and ct.off == 0 and ct.size * ITEMSIZE[ct.dt] == ct.block.nbytes
 
@@ -131,15 +144,16 @@ class Recording:
         ``id(block) -> BlockType`` value.
     """
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.nodes: list[Node] = []
-        self.blocks: dict[int, object] = {}
+        self.blocks: dict[int, Block] = {}
         self.block_type: dict[int, str] = {}
         self._last_writer: dict[int, int] = {}
         self._readers: dict[int, list[int]] = {}
         self._last_sync: int | None = None
 
-    def add(self, fn, reads, writes, name: str = "") -> Node:
+    def add(self, fn: NodeFn, reads: Sequence[Block], writes: Sequence[Block],
+            name: str = "") -> Node:
         """Append one exec'd operation and its dependency edges."""
         nid = len(self.nodes)
         node = Node(nid, fn, name, tuple(reads), tuple(writes))

@@ -26,7 +26,9 @@ result only if the planned peak went down. Switch: ``SINGA_GRAPH_RECOMPUTE``.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 
@@ -56,7 +58,8 @@ class Drop:
     block: int  # id of the dropped block
     lo: int  # its last use before the gap
     hi: int  # its first use after the gap: the recompute runs just before this node
-    steps: list = field(default_factory=list)  # (position of the original node, block id)
+    steps: list[tuple[int, int]] = field(default_factory=list)  # (original node's position,
+    #                                                             block id)
     cost: int = 0  # bytes the recompute reads and writes
 
 
@@ -181,7 +184,7 @@ class _Planner:
             for x in self.seq[p].fn.ins:
                 if id(x.block) in made:
                     last_read[id(x.block)] = i
-        live = {}
+        live: dict[int, int] = {}
         most = 0
         for i, (p, k) in enumerate(drop.steps):
             node = self.seq[p]
@@ -257,7 +260,8 @@ class _Planner:
         return chosen[:best[1]]
 
 
-def choose(seq, planned, blocks, profile, budget: int = 0) -> list[Drop]:
+def choose(seq: Sequence[Node], planned: set[int], blocks: dict[int, Block],
+           profile: Sequence[int], budget: int = 0) -> list[Drop]:
     """Which planned blocks to drop and recompute, for nodes ``seq`` in execution order.
 
     ``profile[p]`` is the bytes of planned blocks live at position ``p``. A block qualifies
@@ -279,7 +283,8 @@ def _view_on(ct, blk):
     return t
 
 
-def apply(seq, drops, node_cls):
+def apply(seq: Sequence[Node], drops: list[Drop],
+          node_cls: Callable[..., Node]) -> tuple[list[Node], dict[int, Block]]:
     """The nodes to run with ``drops`` applied, and the new blocks ``{id: Block}`` they use.
 
     Each drop's recompute nodes (new nodes of class ``node_cls``, flagged ``remat``) run just
@@ -304,7 +309,9 @@ def apply(seq, drops, node_cls):
         return v[1]
 
     by_block = {d.block: d for d in drops}
-    replace = {d.block: fresh(_block_by_id(seq[d.steps[-1][0]].fn.outs, d.block))
+    # every node a drop recomputes is a KernelCall (_recomputable)
+    replace = {d.block: fresh(_block_by_id(cast(KernelCall, seq[d.steps[-1][0]].fn).outs,
+                                           d.block))
                for d in drops}
     inserts: dict[int, list] = {}
     for d in drops:
@@ -312,7 +319,7 @@ def apply(seq, drops, node_cls):
         nodes = []
         for p, k in d.steps:
             node = seq[p]
-            fn = node.fn
+            fn = cast(KernelCall, node.fn)
             op = node_op(node.name)
             if k not in local:
                 local[k] = fresh(_block_by_id(fn.outs, k))
@@ -341,13 +348,13 @@ def apply(seq, drops, node_cls):
     starts: dict[int, list] = {}
     for d in drops:
         starts.setdefault(d.hi, []).append(d)
-    out = []
+    out: list[Node] = []
     for pos, node in enumerate(seq):
         for d in starts.get(pos, ()):
             active[d.block] = replace[d.block]
         out.extend(inserts.get(pos, ()))
         if active and any(id(b) in active for b in node.reads):
-            fn = node.fn
+            fn = cast(KernelCall, node.fn)  # only kernel calls touch a dropped block
             ins = [view(x, active[id(x.block)]) if id(x.block) in active else x
                    for x in fn.ins]
             call = KernelCall(fn.dev, fn.fn, ins, fn.outs, fn.attrs)

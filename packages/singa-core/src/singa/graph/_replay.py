@@ -7,30 +7,35 @@ attribute), nothing allocated, no Python autograd work.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
+from .._device import Device
 from .._kernelguard import FAULTS, kernel_failure
 from ..errors import GraphError, SingaError
 from ..ops._registry import KernelCall
-from ._plan import Plan
+from ._plan import Call, Plan
+from ._recording import NodeFn
 from ._stages import AROUND_REPLAY, stages_at
 
 __all__ = ["prebuild", "replay_fn", "wrap"]
 
 
-def _call_closure(fn):
+def _call_closure(fn: NodeFn) -> Callable[[Any, Any, Any], None]:
     """Adapt a plain ``fn()`` to the ``(ins, outs, attrs)`` calling convention of a step."""
 
-    def call(_i, _o, _a):
+    def call(_i: Any, _o: Any, _a: Any) -> None:
         fn()
 
     return call
 
 
-def prebuild(plan: Plan) -> list:
+def prebuild(plan: Plan) -> list[Call]:
     """``(callable, ins, outs, attrs, node)`` for every step, natives resolved once; a kernel
     with a ``bind`` attribute is replaced by what ``bind`` returns for those natives (see
     :mod:`singa.ops._registry`)."""
     nat = plan.device.native
-    calls = []
+    calls: list[Call] = []
     for node in plan.steps:
         fn = node.fn
         if isinstance(fn, KernelCall):
@@ -50,11 +55,11 @@ def prebuild(plan: Plan) -> list:
     return calls
 
 
-def replay_fn(calls, device=None):
+def replay_fn(calls: list[Call], device: Device | None = None) -> Callable[[], None]:
     """The plain replay: every call once, in order. A kernel's exception becomes the singa
     error :func:`singa._kernelguard.kernel_failure` gives, naming the node's op."""
 
-    def replay():
+    def replay() -> None:
         node = None
         try:
             for f, i, o, a, node in calls:  # noqa: B007 (node names the failing step)
@@ -67,7 +72,7 @@ def replay_fn(calls, device=None):
     return replay
 
 
-def wrap(plan: Plan, replay, profiled: bool):
+def wrap(plan: Plan, replay: Callable[[], None], profiled: bool) -> Callable[[], None]:
     """``replay`` wrapped by the ``around_replay`` stages of the plan's device, the first
     registered outermost."""
     for stage in reversed(stages_at(AROUND_REPLAY, plan.device)):

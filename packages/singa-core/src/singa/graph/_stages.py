@@ -43,6 +43,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from ..errors import GraphError
 
@@ -76,11 +77,24 @@ class GraphStage:
 
     name: str
     point: str
-    fn: Callable
-    devices: tuple | None = None
+    fn: Callable[..., Any]
+    devices: tuple[type, ...] | None = None
     doc: str = ""
 
-    def applies_to(self, device) -> bool:
+    def applies_to(self, device: object) -> bool:
+        """Whether the stage runs on graphs of ``device``: it is an instance of one of
+        ``devices``, or ``devices`` is None.
+
+        Parameters
+        ----------
+        device : Device
+            The device of the graph being analysed.
+
+        Returns
+        -------
+        bool
+            True when the stage applies to ``device``.
+        """
         return self.devices is None or isinstance(device, self.devices)
 
 
@@ -107,6 +121,6 @@ def register_stage(stage: GraphStage, replace: bool = False) -> GraphStage:
     return stage
 
 
-def stages_at(point: str, device) -> list[GraphStage]:
+def stages_at(point: str, device: object) -> list[GraphStage]:
     """The registered stages of ``point`` that apply to ``device``, in registration order."""
     return [s for s in STAGES.values() if s.point == point and s.applies_to(device)]
