@@ -24,6 +24,8 @@ import time
 import warnings
 import zipfile
 import zlib
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -79,7 +81,21 @@ class ModelMeta(LayerMeta):
     """Wraps ``train_one_batch`` so that graph mode records once and replays afterwards."""
 
     @staticmethod
-    def buffer_operation(func):
+    def buffer_operation(func: Callable[..., Any]) -> Callable[..., Any]:
+        """Wrap a ``train_one_batch`` so that, in graph mode, its first call records every
+        device operation into the model's own graph and later calls replay that graph and
+        return the recorded results (inputs must keep their shapes).
+
+        Parameters
+        ----------
+        func : callable
+            The class's ``train_one_batch``.
+
+        Returns
+        -------
+        callable
+            The wrapper (eager when graph mode is off or the model is not training).
+        """
         @functools.wraps(func)
         def wrapper(self, *args, **kwargs):
             if not (self.graph_mode and self.training) or self.__dict__.get("_recording"):
@@ -187,7 +203,19 @@ class Model(Layer, metaclass=ModelMeta):
         self.sequential = bool(sequential)
         self._reset_graph()
 
-    def forward(self, *input):
+    def forward(self, *input: Any) -> Any:
+        """The model's forward pass, written by each subclass: inputs to outputs.
+
+        Parameters
+        ----------
+        *input : Tensor
+            The model's inputs.
+
+        Returns
+        -------
+        Tensor or tuple of Tensor
+            The outputs. The base class raises ``NotImplementedError``.
+        """
         raise NotImplementedError(f"{type(self).__name__}.forward")
 
     def summary(self) -> ModelSummary:
@@ -197,7 +225,23 @@ class Model(Layer, metaclass=ModelMeta):
         ``non_trainable_states``) are there for programs."""
         return summarize(self)
 
-    def train_one_batch(self, *input, **kwargs):
+    def train_one_batch(self, *input: Any, **kwargs: Any) -> Any:
+        """One training step, written by each subclass: forward, loss, backward and the
+        optimizer update. In graph mode (:meth:`compile` with ``use_graph=True``) the first
+        call records it and later calls replay it (:class:`ModelMeta`).
+
+        Parameters
+        ----------
+        *input : Tensor
+            The batch (the first argument is a Tensor or a list of them).
+        **kwargs
+            Whatever else the subclass's step takes.
+
+        Returns
+        -------
+        object
+            What the subclass returns (typically the output and the loss).
+        """
         raise NotImplementedError(f"{type(self).__name__}.train_one_batch")
 
     def train(self, mode=True):
@@ -205,7 +249,8 @@ class Model(Layer, metaclass=ModelMeta):
         self.training = bool(mode)
         autograd.training = bool(mode)
 
-    def eval(self):
+    def eval(self) -> None:
+        """Evaluation mode: ``train(False)``."""
         self.train(False)
 
     def graph(self, mode=True, sequential=False):
@@ -540,7 +585,8 @@ def _read_zip(zf, fpath, max_bytes: int):
 def remove_stale_temp_files(folder, older_than: float = _STALE_TMP_SECONDS) -> list:
     """Delete ``.singa-ckpt-*.tmp`` files in ``folder`` left by saves killed more than
     ``older_than`` seconds ago (a live save keeps touching its file); returns their paths."""
-    removed, now = [], time.time()
+    removed: list[str] = []
+    now = time.time()
     try:
         entries = list(os.scandir(folder))
     except OSError:
