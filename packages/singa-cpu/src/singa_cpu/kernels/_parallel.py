@@ -27,8 +27,8 @@ import functools
 import os
 import sys
 import threading
-import types
 
+from ._jit import compilable
 from ._threads import in_worker
 
 _LOCK = threading.Lock()
@@ -58,7 +58,8 @@ _prefer_workqueue()
 
 
 def _parallel_twin(fn):
-    """``fn`` under another qualified name, for the parallel compilation's disk cache.
+    """``fn`` as the parallel compilation compiles it: under another qualified name, for
+    its own disk cache file (helpers bound as in :func:`._jit.compilable`).
 
     numba names a cache file after the function's module, qualified name and line, and keys
     its entries by signature, CPU and bytecode, but not by target options such as
@@ -69,12 +70,7 @@ def _parallel_twin(fn):
     :func:`._threads.run_chunks` do with serial kernels. The twin's own name gives the
     parallel compilation its own cache file.
     """
-    twin = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__ + "__parallel",
-                              fn.__defaults__, fn.__closure__)
-    twin.__qualname__ = fn.__qualname__ + "__parallel"
-    twin.__kwdefaults__ = fn.__kwdefaults__
-    twin.__module__ = fn.__module__
-    return twin
+    return compilable(fn, "__parallel")
 
 
 def pjit(**options):
@@ -98,8 +94,9 @@ def pjit(**options):
 
             _prefer_workqueue()
             fn.__globals__["prange"] = numba.prange
+            twin = _parallel_twin(fn) if parallel else compilable(fn)
             compiled[parallel] = numba.njit(cache=True, nogil=True, parallel=parallel,
-                                            **options)(_parallel_twin(fn) if parallel else fn)
+                                            **options)(twin)
             return compiled[parallel]
 
         @functools.wraps(fn)

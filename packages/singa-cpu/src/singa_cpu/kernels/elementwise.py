@@ -6,8 +6,9 @@ import math
 
 import numpy as np
 
+from ._expf import exp_neg_parts32
 from ._float16 import via_float32
-from ._jit import njit, vectorize_float
+from ._jit import helper, njit, vectorize_float
 from ._threads import split_flat
 
 U = np.uint64  # unsigned flat indices in the jitted loops (see conv._im2col)
@@ -118,13 +119,11 @@ _BLOCK = 1024
 def _sigmoid_loop(x, out, a, mul):
     """out = 1 / (1 + exp(-x)) over flat float32 arrays in one pass (with ``mul``: out = a *
     that, the product rounded as the Mul kernel rounds it), as e / (1 + e) for x < 0
-    with e = exp(-|x|) (no overflow). exp(-t) = 2^-k exp(r), k = round(t / ln 2), r = k ln 2 -
-    t in [-ln2/2, ln2/2] (Cody-Waite: ln 2 split in two), exp(r) by its Taylor polynomial of
-    degree 7 (truncation < 3e-9), 2^-k written as float32 bits: only multiplies, adds, selects
-    and one division, which LLVM vectorises (numba's math.exp is a scalar libm call here;
-    ``error_model="numpy"`` drops the division's zero check, which kept the loop scalar).
-    Relative error under 2e-7 (numpy's four passes, the kernel this replaces: 2.4e-7); t is
-    clamped to 87 (2^-126, float32's smallest normal) and x <= -104 gives 0; NaN stays."""
+    with e = exp(-|x|) (no overflow) from :func:`._expf.exp_neg_parts32`, 2^-k written as
+    float32 bits: only multiplies, adds, selects and one division, which LLVM vectorises
+    (numba's math.exp is a scalar libm call here; ``error_model="numpy"`` drops the
+    division's zero check, which kept the loop scalar). Relative error under 2e-7 (numpy's
+    four passes, the kernel this replaces: 2.4e-7); x <= -104 gives 0; NaN stays."""
     one, zero = _f32(1.0), _f32(0.0)
     n = U(x.size)
     poly = np.empty(_BLOCK, np.float32)
@@ -133,18 +132,7 @@ def _sigmoid_loop(x, out, a, mul):
     for b0 in range(U(0), n, U(_BLOCK)):
         m = min(U(_BLOCK), n - b0)
         for j in range(m):
-            t = abs(x[b0 + j])
-            t = t if t < _f32(87.0) else _f32(87.0)
-            kf = np.floor(t * _f32(1.4426950408889634) + _f32(0.5))
-            r = (kf * _f32(0.693359375) - t) - kf * _f32(2.12194440e-4)
-            p = _f32(1.0 / 5040.0)
-            p = p * r + _f32(1.0 / 720.0)
-            p = p * r + _f32(1.0 / 120.0)
-            p = p * r + _f32(1.0 / 24.0)
-            p = p * r + _f32(1.0 / 6.0)
-            p = p * r + _f32(0.5)
-            p = p * r + one
-            poly[j] = p * r + one
+            kf, poly[j] = exp_neg_parts32(abs(x[b0 + j]))
             bits[j] = (np.int32(127) - np.int32(kf)) << np.int32(23)
         for j in range(m):
             v = x[b0 + j]
@@ -348,71 +336,78 @@ def _add_relu(ins, outs, attrs):
 # (out of place 18 and 29 us; AMD Zen 4, 1 thread, kernel call included, 2026-11-26).
 
 
-@njit(nogil=True)
-def _hard_sigmoid_loop(x, out, alpha, gamma):
-    """out = clip(alpha x + gamma, 0, 1) over flat arrays in one pass (NaN stays)."""
-    zero, one = x.dtype.type(0), x.dtype.type(1)
-    a, g = x.dtype.type(alpha), x.dtype.type(gamma)
+@helper(inline="always")
+def _map_blocks(value, dy, x, out, alpha, gamma):
+    """out[i] = value(dy, x, i, alpha, gamma) over flat arrays, computed a block at a time
+    into a scratch block, then copied to out (see the note above: out may be x)."""
     n = U(x.size)
-    tmp = np.empty(_BLOCK, x.dtype)
+    tmp = np.empty(_BLOCK, out.dtype)
     for b0 in range(U(0), n, U(_BLOCK)):
         m = min(U(_BLOCK), n - b0)
         for j in range(m):
-            z = x[b0 + j] * a + g
-            tmp[j] = zero if z <= zero else (one if z >= one else z)
+            tmp[j] = value(dy, x, b0 + j, alpha, gamma)
         for j in range(m):
             out[b0 + j] = tmp[j]
+
+
+@helper(inline="always")
+def _hard_sigmoid_at(dy, x, i, a, g):
+    """clip(a x + g, 0, 1) at i (NaN stays)."""
+    zero, one = x.dtype.type(0), x.dtype.type(1)
+    z = x[i] * a + g
+    return zero if z <= zero else (one if z >= one else z)
+
+
+@helper(inline="always")
+def _hard_swish_at(dy, x, i, a, g):
+    """0 for x <= -3, x (x + 3) / 6 between, x for x >= 3, at i (NaN stays; -inf gives 0,
+    its limit, not -inf * 0)."""
+    zero, three = x.dtype.type(0), x.dtype.type(3)
+    sixth = x.dtype.type(1.0 / 6.0)
+    v = x[i]
+    return zero if v <= -three else (v if v >= three else v * (v + three) * sixth)
+
+
+@helper(inline="always")
+def _hard_sigmoid_backward_at(dy, x, i, a, g):
+    """a dy where 0 < a x + g < 1, else 0 * dy (its sign and NaN kept), at i."""
+    zero, one = x.dtype.type(0), x.dtype.type(1)
+    z = x[i] * a + g
+    return dy[i] * (a if (z > zero and z < one) else zero)
+
+
+@helper(inline="always")
+def _hard_swish_backward_at(dy, x, i, a, g):
+    """dy (2 x + 3) / 6 for -3 < x < 3, dy for x >= 3, else 0 * dy, at i."""
+    zero, one, three = x.dtype.type(0), x.dtype.type(1), x.dtype.type(3)
+    sixth = x.dtype.type(1.0 / 6.0)
+    v = x[i]
+    return dy[i] * (one if v >= three else ((v + v + three) * sixth if v > -three else zero))
+
+
+@njit(nogil=True)
+def _hard_sigmoid_loop(x, out, alpha, gamma):
+    """out = clip(alpha x + gamma, 0, 1) over flat arrays in one pass."""
+    _map_blocks(_hard_sigmoid_at, x, x, out, x.dtype.type(alpha), x.dtype.type(gamma))
 
 
 @njit(nogil=True)
 def _hard_swish_loop(x, out):
-    """out = 0 for x <= -3, x (x + 3) / 6 between, x for x >= 3, over flat arrays in one pass
-    (NaN stays; -inf gives 0, its limit, not -inf * 0)."""
-    zero, three = x.dtype.type(0), x.dtype.type(3)
-    sixth = x.dtype.type(1.0 / 6.0)
-    n = U(x.size)
-    tmp = np.empty(_BLOCK, x.dtype)
-    for b0 in range(U(0), n, U(_BLOCK)):
-        m = min(U(_BLOCK), n - b0)
-        for j in range(m):
-            v = x[b0 + j]
-            tmp[j] = zero if v <= -three else (v if v >= three else v * (v + three) * sixth)
-        for j in range(m):
-            out[b0 + j] = tmp[j]
+    """out = HardSwish(x) over flat arrays in one pass."""
+    _map_blocks(_hard_swish_at, x, x, out, x.dtype.type(0), x.dtype.type(0))
 
 
 @njit(nogil=True)
 def _hard_sigmoid_backward_loop(dy, x, out, alpha, gamma):
-    """out = alpha dy where 0 < alpha x + gamma < 1, else 0 * dy (its sign and NaN kept)."""
-    zero = x.dtype.type(0)
-    one = x.dtype.type(1)
-    a, g = x.dtype.type(alpha), x.dtype.type(gamma)
-    n = U(x.size)
-    tmp = np.empty(_BLOCK, x.dtype)
-    for b0 in range(U(0), n, U(_BLOCK)):
-        m = min(U(_BLOCK), n - b0)
-        for j in range(m):
-            z = x[b0 + j] * a + g
-            tmp[j] = dy[b0 + j] * (a if (z > zero and z < one) else zero)
-        for j in range(m):
-            out[b0 + j] = tmp[j]
+    """out = the gradient of HardSigmoid for dy, over flat arrays in one pass."""
+    _map_blocks(_hard_sigmoid_backward_at, dy, x, out, x.dtype.type(alpha),
+                x.dtype.type(gamma))
 
 
 @njit(nogil=True)
 def _hard_swish_backward_loop(dy, x, out):
-    """out = dy (2 x + 3) / 6 for -3 < x < 3, dy for x >= 3, else 0 * dy."""
-    zero, one, three = x.dtype.type(0), x.dtype.type(1), x.dtype.type(3)
-    sixth = x.dtype.type(1.0 / 6.0)
-    n = U(x.size)
-    tmp = np.empty(_BLOCK, x.dtype)
-    for b0 in range(U(0), n, U(_BLOCK)):
-        m = min(U(_BLOCK), n - b0)
-        for j in range(m):
-            v = x[b0 + j]
-            d = one if v >= three else ((v + v + three) * sixth if v > -three else zero)
-            tmp[j] = dy[b0 + j] * d
-        for j in range(m):
-            out[b0 + j] = tmp[j]
+    """out = the gradient of HardSwish for dy, over flat arrays in one pass."""
+    _map_blocks(_hard_swish_backward_at, dy, x, out, x.dtype.type(0), x.dtype.type(0))
 
 
 def _flat_or_copy(kernel):

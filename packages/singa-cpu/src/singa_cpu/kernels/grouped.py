@@ -37,6 +37,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _threads, depthwise
+from ._jit import helper
 from ._parallel import pjit
 from ._threads import run_ranges
 
@@ -67,6 +68,65 @@ RUN = 64
 CHUNKS = 16
 
 
+@helper()
+def _tap_offsets(cg, kh, kw, sh, sw, dh, dw, hp, wp):
+    """Tap (c, i, j) -> its offset in the phase planes of :func:`_fill_phases` (phase (i*dh %
+    sh, j*dw % sw), row i*dh // sh, column j*dw // sw)."""
+    offs = np.empty(cg * kh * kw, np.int64)
+    for c in range(cg):
+        for i in range(kh):
+            for j in range(kw):
+                ri, cj = i * dh, j * dw
+                offs[(c * kh + i) * kw + j] = ((((c * sh + ri % sh) * sw + cj % sw) * hp
+                                                + ri // sh) * wp + cj // sw)
+    return offs
+
+
+@helper()
+def _fill_phases(xp, xf, first, cg, h_in, w_in, sh, sw, pt, pl, hp, wp):
+    """``xp[c, a, e, r, col] = x[first + c, r*sh + a - pt, col*sw + e - pl]``, zero outside
+    the input planes (``xf``, flat); phase planes of hp rows of width wp."""
+    zero = xp.dtype.type(0)
+    plane = hp * wp
+    for c in range(cg):
+        src = (first + c) * h_in
+        for a in range(sh):
+            for e in range(sw):
+                # columns col with 0 <= col*sw + e - pl < w_in: [c0, c1)
+                c0 = min(wp, max(0, -((e - pl) // sw)))
+                c1 = max(c0, min(wp, (w_in - 1 - e + pl) // sw + 1))
+                d0 = ((c * sh + a) * sw + e) * plane
+                for r in range(hp):
+                    d = d0 + r * wp
+                    hs = r * sh + a - pt
+                    c1r = c0 if (hs < 0 or hs >= h_in) else c1
+                    s = (src + hs) * w_in + e - pl
+                    for k in range(c0):
+                        xp[U(d + k)] = zero
+                    if sw == 1:
+                        for k in range(c0, c1r):
+                            xp[U(d + k)] = xf[U(s + k)]
+                    else:
+                        for k in range(c0, c1r):
+                            xp[U(d + k)] = xf[U(s + k * sw)]
+                    for k in range(c1r, wp):
+                        xp[U(d + k)] = zero
+
+
+@helper()
+def _tap_columns(kw, sw, dw, pl, wo, w_in):
+    """Per kernel column j, the output columns [q0s[j], q1s[j]) whose input column q*sw +
+    j*dw - pl falls inside the image."""
+    q0s = np.empty(kw, np.int64)
+    q1s = np.empty(kw, np.int64)
+    for j in range(kw):
+        off = j * dw - pl
+        q0 = max(0, -(off // sw))
+        q0s[j] = q0
+        q1s[j] = max(q0, min(wo, (w_in - 1 - off) // sw + 1))
+    return q0s, q1s
+
+
 @pjit()
 def _forward_wide(x, w, b, y, has_bias, relu, og, sh, sw, dh, dw, pt, pl, t0, t1):
     """Output planes t = n*O + o for t in [t0, t1), each on zero-padded copies of its input
@@ -92,13 +152,7 @@ def _forward_wide(x, w, b, y, has_bias, relu, og, sh, sw, dh, dw, pt, pl, t0, t1
     band = max(RUN, BAND_ELEMENTS // RUN * RUN)
     planes = cg * sh * sw * plane
     taps = cg * kh * kw
-    offs = np.empty(taps, np.int64)  # tap (c, i, j) -> its offset in the phase planes
-    for c in range(cg):
-        for i in range(kh):
-            for j in range(kw):
-                ri, cj = i * dh, j * dw
-                offs[(c * kh + i) * kw + j] = ((((c * sh + ri % sh) * sw + cj % sw) * hp
-                                                + ri // sh) * wp + cj // sw)
+    offs = _tap_offsets(cg, kh, kw, sh, sw, dh, dw, hp, wp)
     count = t1 - t0
     chunks = min(count, CHUNKS)
     for chunk in prange(chunks):
@@ -110,32 +164,7 @@ def _forward_wide(x, w, b, y, has_bias, relu, og, sh, sw, dh, dw, pt, pl, t0, t1
             n = t // o_ch
             o = t - n * o_ch
             g0 = (o // og) * cg
-            for c in range(cg):
-                src = (n * c_in + g0 + c) * h_in
-                for a in range(sh):
-                    for e in range(sw):
-                        # columns col with 0 <= col*sw + e - pl < w_in: [c0, c1)
-                        c0 = min(wp, max(0, -((e - pl) // sw)))
-                        c1 = max(c0, min(wp, (w_in - 1 - e + pl) // sw + 1))
-                        d0 = ((c * sh + a) * sw + e) * plane
-                        for r in range(hp):
-                            d = d0 + r * wp
-                            hs = r * sh + a - pt
-                            if hs < 0 or hs >= h_in:
-                                c1r = c0
-                            else:
-                                c1r = c1
-                            s = (src + hs) * w_in + e - pl
-                            for k in range(c0):
-                                xp[U(d + k)] = zero
-                            if sw == 1:
-                                for k in range(c0, c1r):
-                                    xp[U(d + k)] = xf[U(s + k)]
-                            else:
-                                for k in range(c0, c1r):
-                                    xp[U(d + k)] = xf[U(s + k * sw)]
-                            for k in range(c1r, wp):
-                                xp[U(d + k)] = zero
+            _fill_phases(xp, xf, n * c_in + g0, cg, h_in, w_in, sh, sw, pt, pl, hp, wp)
             bias = b[o] if has_bias else zero
             for k0 in range(0, span, band):
                 k1 = min(span, k0 + band)
@@ -165,13 +194,7 @@ def _backward_x(dy, w, dx, og, sh, sw, dh, dw, pt, pl, t0, t1):
     groups = c_in // cg
     dyf, wf, dxf = dy.reshape(-1), w.reshape(-1), dx.reshape(-1)
     zero = dx.dtype.type(0)
-    q0s = np.empty(kw, np.int64)
-    q1s = np.empty(kw, np.int64)
-    for j in range(kw):
-        off = j * dw - pl
-        q0 = max(0, -(off // sw))
-        q0s[j] = q0
-        q1s[j] = max(q0, min(wo, (w_in - 1 - off) // sw + 1))
+    q0s, q1s = _tap_columns(kw, sw, dw, pl, wo, w_in)
     for t in prange(t0, t1):
         n = t // groups
         gi = t - n * groups
@@ -212,13 +235,7 @@ def _backward_w(dy, x, dwt, og, sh, sw, dh, dw, pt, pl, t0, t1):
     cg, kh, kw = dwt.shape[1], dwt.shape[2], dwt.shape[3]
     taps = cg * kh * kw
     dyf, xf, dwf = dy.reshape(-1), x.reshape(-1), dwt.reshape(-1)
-    q0s = np.empty(kw, np.int64)
-    q1s = np.empty(kw, np.int64)
-    for j in range(kw):
-        off = j * dw - pl
-        q0 = max(0, -(off // sw))
-        q0s[j] = q0
-        q1s[j] = max(q0, min(wo, (w_in - 1 - off) // sw + 1))
+    q0s, q1s = _tap_columns(kw, sw, dw, pl, wo, w_in)
     for o in prange(t0, t1):
         c0 = (o // og) * cg
         acc = np.zeros(taps * wo, dwt.dtype)
@@ -278,13 +295,7 @@ def _backward_w_wide(dy, x, dwt, og, sh, sw, dh, dw, pt, pl, t0, t1):
     runs = -(-last // LANES)
     dyf, xf, dwf = dy.reshape(-1), x.reshape(-1), dwt.reshape(-1)
     zero = dwt.dtype.type(0)
-    offs = np.empty(taps, np.int64)  # tap (c, i, j) -> its offset in the phase planes
-    for c in range(cg):
-        for i in range(kh):
-            for j in range(kw):
-                ri, cj = i * dh, j * dw
-                offs[(c * kh + i) * kw + j] = ((((c * sh + ri % sh) * sw + cj % sw) * hp
-                                                + ri // sh) * wp + cj // sw)
+    offs = _tap_offsets(cg, kh, kw, sh, sw, dh, dw, hp, wp)
     for o in prange(t0, t1):
         g0 = (o // og) * cg
         acc = np.zeros(taps * LANES, dwt.dtype)
@@ -296,28 +307,7 @@ def _backward_w_wide(dy, x, dwt, og, sh, sw, dh, dw, pt, pl, t0, t1):
             for p in range(ho):
                 for q in range(wo):
                     dyw[U(p * wp + q)] = dyf[U(src + p * wo + q)]
-            for c in range(cg):
-                xs = (n * c_in + g0 + c) * h_in
-                for a in range(sh):
-                    for e in range(sw):
-                        c0 = min(wp, max(0, -((e - pl) // sw)))
-                        c1 = max(c0, min(wp, (w_in - 1 - e + pl) // sw + 1))
-                        d0 = ((c * sh + a) * sw + e) * plane
-                        for r in range(hp):
-                            d = d0 + r * wp
-                            hs = r * sh + a - pt
-                            c1r = c0 if (hs < 0 or hs >= h_in) else c1
-                            s = (xs + hs) * w_in + e - pl
-                            for k in range(c0):
-                                xp[U(d + k)] = zero
-                            if sw == 1:
-                                for k in range(c0, c1r):
-                                    xp[U(d + k)] = xf[U(s + k)]
-                            else:
-                                for k in range(c0, c1r):
-                                    xp[U(d + k)] = xf[U(s + k * sw)]
-                            for k in range(c1r, wp):
-                                xp[U(d + k)] = zero
+            _fill_phases(xp, xf, n * c_in + g0, cg, h_in, w_in, sh, sw, pt, pl, hp, wp)
             for run in range(runs):
                 k0 = run * LANES
                 for tap in range(taps):

@@ -15,34 +15,24 @@ import types
 import numpy as np
 from singa.backend import kernel_attrs
 
+from ._expf import exp_neg_parts32
 from ._float16 import via_float32
-from ._jit import njit
+from ._jit import helper, njit
 from ._threads import single_threaded_blas
 
 _f32 = np.float32
 
 
+@helper(inline="always", error_model="numpy")
 def _sigmoid32(u):
     """1 / (1 + exp(-u)) for float32 from multiplies, adds, selects and one division, so that
-    LLVM vectorises the loops it is inlined into (numba's math.exp is a scalar libm call):
-    exp(-|u|) = 2^-k exp(r), k = round(|u| / ln 2), r by its degree-7 Taylor polynomial,
-    the argument clamped to 87 (2^-126) and 0 below -104; relative error under 2e-7, as the
-    CPU Sigmoid kernel computes it."""
+    LLVM vectorises the loops it is inlined into, with exp(-|u|) from
+    :func:`._expf.exp_neg_parts32`; relative error under 2e-7, as the CPU Sigmoid kernel
+    computes it. Unlike that kernel, u <= -87 gives 2^-126 exp(r) (~1e-38), not 0 below -104."""
     one, zero = _f32(1.0), _f32(0.0)
-    t = abs(u)
-    t = t if t < _f32(87.0) else _f32(87.0)
-    kf = np.floor(t * _f32(1.4426950408889634) + _f32(0.5))
-    r = (kf * _f32(0.693359375) - t) - kf * _f32(2.12194440e-4)
-    p = _f32(1.0 / 5040.0)
-    p = p * r + _f32(1.0 / 720.0)
-    p = p * r + _f32(1.0 / 120.0)
-    p = p * r + _f32(1.0 / 24.0)
-    p = p * r + _f32(1.0 / 6.0)
-    p = p * r + _f32(0.5)
-    p = p * r + one
-    p = p * r + one
+    kf, p = exp_neg_parts32(abs(u))
     scale = np.int32((np.int32(127) - np.int32(kf)) << np.int32(23)).view(np.float32)
-    e = scale * p if t < _f32(104.0) else zero
+    e = scale * p
     return (one if u >= zero else e) / (one + e)
 
 
@@ -101,8 +91,7 @@ def _cells32():
     numba import would make ``import singa_cpu`` pay for numba)."""
     import numba
 
-    glb = {"_sigmoid32": numba.njit(inline="always", error_model="numpy")(_sigmoid32),
-           "_f32": _f32, "np": np}
+    glb = {"_sigmoid32": _sigmoid32.dispatcher(), "_f32": _f32, "np": np}
     glb["_tanh"] = numba.njit(inline="always", error_model="numpy")(
         types.FunctionType(_tanh32_py.__code__, glb, "_tanh32"))
     out = {}
