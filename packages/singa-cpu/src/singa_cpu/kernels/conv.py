@@ -6,7 +6,8 @@
 2. **1x1, stride 1, unpadded** (:func:`_is_pointwise`): the NCHW data already is the column
    matrix; one GEMM per image, or one over the batch on 1x1 maps (squeeze-excitation), in all
    three passes, on maps of every size; only the weight gradient of several images on maps
-   under ``PER_IMAGE_MIN_HW`` pixels (but 1x1) takes the packed im2col layout below.
+   under ``PER_IMAGE_MIN_HW`` pixels (but 1x1) takes the packed im2col layout below. In graph
+   mode the forward is bound to the replay's arrays at every batch size (``bind``).
 3. **Direct grouped kernels** (:mod:`.grouped`) for depthwise and other narrow grouped
    layers (at most ``grouped.MAX_GROUP_WIDTH`` input channels per group): per output plane,
    one multiply-add per tap over whole rows, no GEMM.
