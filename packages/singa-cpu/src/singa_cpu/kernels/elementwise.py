@@ -292,6 +292,21 @@ def _scale_rows_loop(a, s, out):
             fo[b + k] = fa[b + k] * v
 
 
+@njit(nogil=True)
+def _scale_rows_in_place(a, s):
+    """a[r, k] *= s[r]: the loop above when the output is the map itself (graph mode runs
+    the gate in place), with one array argument, so that LLVM's overlap check does not send
+    it to its scalar loop (8 x 1152 x 7x7 floats: 130 us through the two-array loop in
+    place, 45 us out of place or like this)."""
+    hw = U(a.shape[1])
+    fa = a.reshape(-1)
+    for r in range(a.shape[0]):
+        v = s[r]
+        b = U(r) * hw
+        for k in range(hw):
+            fa[b + k] *= v
+
+
 def _gate_rows(a, s, out) -> int:
     """How many rows ``s`` scales when it broadcasts over ``a`` as a gate (s's shape is a's
     first axes, then sides of 1: a (N, C, 1, 1) gate over its (N, C, H, W) map), with a and
@@ -315,7 +330,10 @@ def _mul(ins, outs, attrs):
     for x, gate in ((a, b), (b, a)):
         rows = _gate_rows(x, gate, out)
         if rows:
-            _scale_rows_loop(x.reshape(rows, -1), gate.reshape(-1), out.reshape(rows, -1))
+            if x.ctypes.data == out.ctypes.data:  # in place (one shape: the same elements)
+                _scale_rows_in_place(out.reshape(rows, -1), gate.reshape(-1))
+            else:
+                _scale_rows_loop(x.reshape(rows, -1), gate.reshape(-1), out.reshape(rows, -1))
             return
     np.multiply(a, b, out=out, casting="unsafe")
 
