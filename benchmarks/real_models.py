@@ -91,6 +91,10 @@ MODELS = {
 }
 
 
+#: ``--clock``: how each call is timed (see onnx_inference.interleaved_medians)
+CLOCKS = {"wall": time.perf_counter, "cpu": time.thread_time}
+
+
 def _torchvision():
     lib = torch.library.Library("torchvision", "FRAGMENT")
     for op in ("nms", "qnms"):
@@ -369,7 +373,6 @@ def main():
     args = p.parse_args()
     if args.clock == "cpu" and args.threads != 1:
         p.error("--clock cpu times the calling thread only: use it with --threads 1")
-    args.clock_fn = time.thread_time if args.clock == "cpu" else time.perf_counter
     names = args.models or [m for f in args.family for m in FAMILIES[f]]
     unknown = [n for n in names if n not in MODELS and n not in SEQ_MODELS]
     if unknown:
@@ -414,7 +417,7 @@ def _run_cnns(names, args, so) -> list[dict]:
                 fns.append(lambda r=graph, x=x: _with_gemm_groups(r, x))
             if args.compare_depthwise:
                 fns.append(lambda r=graph, x=x: _with_wide_depthwise(r, x))
-            t_ort, t_graph, *t_more = interleaved_medians(fns, args.reps, args.clock_fn)
+            t_ort, t_graph, *t_more = interleaved_medians(fns, args.reps, CLOCKS[args.clock])
             t_gemm = t_more[:1] if args.compare_gemm else []
             t_wide = t_more[-1:] if args.compare_depthwise else []
             row = dict(model=name, batch=b, threads=args.threads, ort_ms=t_ort * 1e3,
@@ -476,7 +479,7 @@ def _run_seq(names, args, so) -> list[dict]:
                     fns.append(lambda r=unfused, x=x: r.run([x]))
                 if not args.no_eager:
                     fns.append(lambda r=eager, x=x: r.run([x]))
-                t_ort, t_graph, *t_more = interleaved_medians(fns, args.reps, args.clock_fn)
+                t_ort, t_graph, *t_more = interleaved_medians(fns, args.reps, CLOCKS[args.clock])
                 if args.without_fusions:
                     t_unfused, *t_eager = t_more
                     row_unfused = dict(unfused_ms=t_unfused * 1e3,
