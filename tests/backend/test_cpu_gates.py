@@ -50,14 +50,20 @@ def test_gate_times_map_is_numpys_product(dev, shapes, dtype, gate_first, in_pla
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
 @pytest.mark.parametrize("shapes", GATES)
-def test_fused_sigmoid_gate_equals_sigmoid_then_mul(dev, shapes, dtype):
+@pytest.mark.parametrize("in_place", [False, True])
+def test_fused_sigmoid_gate_equals_sigmoid_then_mul(dev, shapes, dtype, in_place):
     """Sigmoid+Mul with the gate's pre-activation first and the map second (the fused calling
-    convention) gives bitwise Sigmoid then Mul in both orders, and the oracle's values."""
+    convention) gives bitwise Sigmoid then Mul in both orders, and the oracle's values; also
+    written into the map's memory (graph mode may plan it so: the fusion's ``inplace``)."""
     rng = np.random.default_rng(3)
     s = (2 * rng.standard_normal(shapes[0])).astype(dtype)
     x = rng.standard_normal(shapes[1]).astype(dtype)
     out = np.empty(x.shape, dtype)
-    _kernel(dev, "Sigmoid+Mul")([s, x], [out], {})
+    if in_place:
+        out[...] = x
+        _kernel(dev, "Sigmoid+Mul")([s, out], [out], {})
+    else:
+        _kernel(dev, "Sigmoid+Mul")([s, x], [out], {})
     g = np.empty(s.shape, dtype)
     _kernel(dev, "Sigmoid")([s], [g], {})
     for ins in ([x, g], [g, x]):
