@@ -37,6 +37,10 @@ onnxruntime in the same rounds (``--no-eager``: graph only); its rows carry both
 recorded with those fused kernels left out of the device's table, in the same alternating
 rounds: a fusion's gain measured against the graph without it.
 
+``--clock cpu`` times each call by the calling thread's CPU time instead of the wall clock
+(1 thread only: singa, numba, OpenBLAS and onnxruntime then all run on the calling thread), so
+that the time other processes hold the core on a shared host is left out of both sides.
+
 ``--compare-gemm`` also times each graph with the CPU's direct grouped-convolution kernels
 switched off (im2col + one GEMM per group), in the same alternating rounds;
 ``--compare-depthwise`` with the channels-last depthwise kernel switched off (the wide rows of
@@ -85,6 +89,10 @@ MODELS = {
     "convnext_tiny": ("convnext_tiny", (3, 224, 224)),
     "resnet50": ("resnet50", (3, 224, 224)),
 }
+
+
+#: ``--clock``: how each call is timed (see onnx_inference.interleaved_medians)
+CLOCKS = {"wall": time.perf_counter, "cpu": time.thread_time}
 
 
 def _torchvision():
@@ -352,6 +360,10 @@ def main():
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--json", default=None)
     p.add_argument("--profile", action="store_true")
+    p.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                   help="time each call by the wall clock, or by the calling thread's CPU "
+                        "time (cpu: leaves out the time other processes hold the core on a "
+                        "loaded host; only with --threads 1)")
     p.add_argument("--compare-gemm", action="store_true",
                    help="also time the graph with grouped layers on im2col + one GEMM per "
                         "group (the path before the direct kernels), alternating in the run")
@@ -359,6 +371,8 @@ def main():
                    help="also time the graph with every depthwise layer on the wide rows "
                         "(no channels-last kernel), alternating in the run")
     args = p.parse_args()
+    if args.clock == "cpu" and args.threads != 1:
+        p.error("--clock cpu times the calling thread only: use it with --threads 1")
     names = args.models or [m for f in args.family for m in FAMILIES[f]]
     unknown = [n for n in names if n not in MODELS and n not in SEQ_MODELS]
     if unknown:
@@ -403,7 +417,7 @@ def _run_cnns(names, args, so) -> list[dict]:
                 fns.append(lambda r=graph, x=x: _with_gemm_groups(r, x))
             if args.compare_depthwise:
                 fns.append(lambda r=graph, x=x: _with_wide_depthwise(r, x))
-            t_ort, t_graph, *t_more = interleaved_medians(fns, args.reps)
+            t_ort, t_graph, *t_more = interleaved_medians(fns, args.reps, CLOCKS[args.clock])
             t_gemm = t_more[:1] if args.compare_gemm else []
             t_wide = t_more[-1:] if args.compare_depthwise else []
             row = dict(model=name, batch=b, threads=args.threads, ort_ms=t_ort * 1e3,
@@ -465,7 +479,7 @@ def _run_seq(names, args, so) -> list[dict]:
                     fns.append(lambda r=unfused, x=x: r.run([x]))
                 if not args.no_eager:
                     fns.append(lambda r=eager, x=x: r.run([x]))
-                t_ort, t_graph, *t_more = interleaved_medians(fns, args.reps)
+                t_ort, t_graph, *t_more = interleaved_medians(fns, args.reps, CLOCKS[args.clock])
                 if args.without_fusions:
                     t_unfused, *t_eager = t_more
                     row_unfused = dict(unfused_ms=t_unfused * 1e3,

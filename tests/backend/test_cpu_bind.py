@@ -84,6 +84,47 @@ def test_batch1_convolutions_bind_bitwise(dev, name, case, bias, dtype):
     _check_bound(dev, name, ins, shapes, attrs, rng)
 
 
+# 1x1 layers (stride 1, unpadded: the pointwise GEMM, no im2col), input and weight shapes: one
+# image, several images (one GEMM each), 1x1 maps (squeeze-excitation: one GEMM over the
+# batch) of one and of several images, and a product big enough to split across threads
+POINTWISE_CASES = [
+    ((1, 16, 7, 9), (24, 16, 1, 1)),
+    ((3, 16, 5, 5), (8, 16, 1, 1)),
+    ((1, 40, 1, 1), (10, 40, 1, 1)),
+    ((4, 40, 1, 1), (10, 40, 1, 1)),
+    ((1, 64, 64, 64), (64, 64, 1, 1)),
+]
+
+
+def _pointwise_oracle(x, w, b, relu):
+    """numpy's 1x1 convolution: y[n, o] = sum_c w[o, c] x[n, c] (+ b[o]), ReLU'd."""
+    y = np.einsum("oc,nchw->nohw", w[:, :, 0, 0].astype(np.float64), x.astype(np.float64))
+    if b is not None:
+        y += b[:, None, None]
+    return np.maximum(y, 0) if relu else y
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("case", POINTWISE_CASES)
+@pytest.mark.parametrize("name", ["Conv2d", "Conv2d+ReLU"])
+def test_pointwise_convolutions_bind_bitwise(dev, name, case, bias, dtype):
+    """1x1 layers bind at every batch size (the GEMM's form and the views resolved once), and
+    give the numpy oracle's values and bitwise the general kernel's."""
+    rng = np.random.default_rng(11)
+    xs, ws = case
+    x = rng.standard_normal(xs).astype(dtype)
+    w = rng.standard_normal(ws).astype(dtype)
+    b = rng.standard_normal(ws[0]).astype(dtype) if bias else None
+    ins = [x, w] + ([b] if bias else [])
+    want = _pointwise_oracle(x, w, b, name.endswith("ReLU"))
+    y = np.zeros((xs[0], ws[0], xs[2], xs[3]), dtype)
+    _kernel(dev, name)(ins, [y], _conv_attrs())
+    tol = 1e-4 if dtype == np.float32 else 1e-10
+    np.testing.assert_allclose(y, want, rtol=tol, atol=tol * np.abs(want).max())
+    _check_bound(dev, name, ins, [y.shape], _conv_attrs(), rng)
+
+
 def test_convolution_bind_declines_other_paths(dev):
     """Batches, Winograd layers, float16 and pooling other than 2x2 max keep the general
     kernel."""
@@ -102,7 +143,11 @@ def test_convolution_bind_declines_other_paths(dev):
     assert bind((1, 20, 12, 12), (50, 20, 5, 5), np.float16) is None
     assert bind((1, 64, 58, 58), (64, 64, 3, 3)) is None  # Winograd
     assert bind((1, 16, 12, 12), (16, 16, 3, 3)) is not None  # too few tiles for Winograd
-    assert bind((1, 8, 16, 16), (8, 8, 1, 1)) is None  # pointwise GEMM
+    assert bind((1, 8, 16, 16), (8, 8, 1, 1)) is not None  # 1x1: the pointwise GEMM
+    assert bind((2, 8, 16, 16), (8, 8, 1, 1)) is not None  # a batch of 1x1s too
+    assert bind((1, 8, 16, 16), (8, 8, 1, 1), np.float16) is None
+    assert bind((1, 8, 16, 16), (8, 8, 1, 1), name="Conv2d+ReLU+Pooling2d",
+                attrs=_conv_attrs(pool=True), pooled=np.zeros((1, 8, 8, 8), f)) is None
     assert bind((1, 16, 60, 60), (8, 16, 5, 5)) is None  # columns over COL_BYTES: bands
     avg = _conv_attrs(pool=True)
     avg["second"] = {**avg["second"], "mode": "avg"}

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from singa import _dtype
+from singa._ctensor import CTensor
 from singa.ops import FUSIONS, OPS, FusionDef, run
 from test_scheduler_memory import NumpyDevice, _Alloc, _SubAlloc, op, record, tensor
 
@@ -134,6 +135,50 @@ def test_a_fused_node_fuses_again_and_keeps_an_output_read_later(dev, monkeypatc
     assert names(dev) == ["Add+ReLU+Neg", "Mul"] and calls == ["Add+ReLU+Neg"]
     r = np.maximum(x.to_numpy() + y.to_numpy(), 0)
     np.testing.assert_array_equal(out.to_numpy(), -r * r)
+
+
+def _sigmoid(x):
+    return 1 / (1 + np.exp(-x))
+
+
+def _sigmoid_mul(ins, outs, attrs):
+    calls.append(("Sigmoid+Mul", [a.shape for a in ins]))
+    np.multiply(ins[1], _sigmoid(ins[0]), out=outs[0])
+
+
+def _array(dev, values):
+    values = np.asarray(values, np.float64)
+    t = CTensor._new(values.shape, dev, _dtype.kDouble)
+    t.copy_from_numpy(values)
+    return t
+
+
+@pytest.mark.parametrize("commutes", [True, False])
+@pytest.mark.parametrize("order", ["x * gate", "gate * x"])
+def test_a_symmetric_second_op_fuses_with_either_operand(dev, monkeypatch, order, commutes):
+    """Sigmoid+Mul declared with ``commutes``: a (2, 1) gate times a (2, 3) map fuses whether
+    the sigmoid's output is Mul's second operand (``link``) or its first; the fused kernel
+    gets the same inputs both ways (the sigmoid's input, then the map). Without
+    ``commutes`` only ``link`` fuses."""
+    monkeypatch.setitem(FUSIONS, "Sigmoid+Mul", FusionDef(
+        "Sigmoid+Mul", "Sigmoid", "Mul", 1, commutes=commutes))
+    dev.kernels["Sigmoid"] = (lambda ins, outs, attrs: np.copyto(outs[0], _sigmoid(ins[0])),
+                              False, None)
+    dev.kernels["Sigmoid+Mul"] = (_sigmoid_mul, False, None)
+    s = _array(dev, [[-1.0], [2.0]])
+    x = _array(dev, [[1.0, -2.0, 3.0], [0.5, 4.0, -1.0]])
+
+    def body():
+        gate = op("Sigmoid", s)
+        return op("Mul", x, gate) if order == "x * gate" else op("Mul", gate, x)
+
+    out = record(dev, body)
+    dev.RunGraph()
+    fused = commutes or order == "x * gate"
+    assert names(dev) == (["Sigmoid+Mul"] if fused else ["Sigmoid", "Mul"])
+    assert calls == ([("Sigmoid+Mul", [(2, 1), (2, 3)])] if fused else [])
+    np.testing.assert_allclose(out.to_numpy(), x.to_numpy() * _sigmoid(s.to_numpy()),
+                               rtol=1e-15)
 
 
 def test_the_fusions_of_the_op_table_are_well_formed():

@@ -40,7 +40,7 @@ class TinyGRU(torch.nn.Module):
 
 def _args(**kw):
     base = dict(exporters=["torchscript"], batches=[2], no_eager=False, without_fusions=None,
-                reps=1, profile=False, threads=1)
+                reps=1, profile=False, threads=1, clock="wall")
     return argparse.Namespace(**{**base, **kw})
 
 
@@ -59,7 +59,7 @@ def test_a_row_has_both_modes_and_the_error_against_onnxruntime(bench, monkeypat
     rng = np.random.default_rng(0)
     monkeypatch.setitem(bench.SEQ_MODELS, "tiny_gru", (
         "recurrent", TinyGRU, lambda b: rng.standard_normal((b, 5, 4)).astype(np.float32)))
-    monkeypatch.setattr(bench, "interleaved_medians", lambda fns, reps: [
+    monkeypatch.setattr(bench, "interleaved_medians", lambda fns, reps, clock: [
         (fn(), 1e-3 * (k + 1))[1] for k, fn in enumerate(fns)])
     rows = bench._run_seq(["tiny_gru"], _args(), _session())
     (row,) = rows
@@ -67,6 +67,20 @@ def test_a_row_has_both_modes_and_the_error_against_onnxruntime(bench, monkeypat
     assert row["max_rel_err"] < 1e-5
     assert row["ratio"] == pytest.approx(2.0) and row["eager_ratio"] == pytest.approx(3.0)
     assert "tiny_gru" in capsys.readouterr().out
+
+
+def test_the_cpu_clock_times_the_calls_by_the_threads_cpu_time(bench, monkeypatch):
+    """``--clock cpu`` hands interleaved_medians the calling thread's CPU-time clock."""
+    import time
+
+    rng = np.random.default_rng(0)
+    monkeypatch.setitem(bench.SEQ_MODELS, "tiny_gru", (
+        "recurrent", TinyGRU, lambda b: rng.standard_normal((b, 5, 4)).astype(np.float32)))
+    clocks = []
+    monkeypatch.setattr(bench, "interleaved_medians", lambda fns, reps, clock: (
+        clocks.append(clock), [1e-3] * len(fns))[1])
+    bench._run_seq(["tiny_gru"], _args(clock="cpu", no_eager=True), _session())
+    assert clocks == [time.thread_time]
 
 
 def test_missing_dependency_and_failed_export_are_skips_with_the_reason(bench, monkeypatch,

@@ -75,12 +75,13 @@ def _fuse_pass(seq, planned, by_first, kernels, device):
     gone: set[int] = set()
     for p, a in enumerate(seq):
         for fd in by_first.get(a.name, ()):
-            q = _fusable(fd, p, a, seq, planned, readers, writers, merged)
-            if q is None:
+            found = _fusable(fd, p, a, seq, planned, readers, writers, merged)
+            if found is None:
                 continue
+            q, link = found
             b = seq[q]
             fn, contig, dtypes = kernels[fd.name]
-            ins = [*a.fn.ins, *(x for j, x in enumerate(b.fn.ins) if j != fd.link)]
+            ins = [*a.fn.ins, *(x for j, x in enumerate(b.fn.ins) if j != link)]
             if (dtypes is not None and a.fn.outs[0].dt not in dtypes) or (
                     contig and not all(x.contig for x in ins)):
                 continue
@@ -225,8 +226,10 @@ def _chain_node(members, dtype, compiler, device) -> Node:
                 tuple(writes.values()))
 
 
-def _fusable(fd, p, a, seq, planned, readers, writers, merged) -> int | None:
-    """Position of the node that ``a`` (at ``p``) fuses with under ``fd``, or None."""
+def _fusable(fd, p, a, seq, planned, readers, writers, merged) -> tuple[int, int] | None:
+    """``(position, link)``: the node that ``a`` (at ``p``) fuses with under ``fd`` and the
+    input of it that reads ``a``'s output (``fd.link``, or the other one when ``fd.commutes``),
+    or None."""
     if p in merged or not isinstance(a.fn, KernelCall) or len(a.fn.outs) != 1:
         return None
     xa = a.fn.outs[0]
@@ -243,12 +246,15 @@ def _fusable(fd, p, a, seq, planned, readers, writers, merged) -> int | None:
     if (q in merged or b.name != fd.second or not isinstance(b.fn, KernelCall)
             or fd.link >= len(b.fn.ins) or (b.fn.attrs and "second" in a.fn.attrs)):
         return None
-    xb = b.fn.ins[fd.link]
+    link = fd.link
+    if fd.commutes and len(b.fn.ins) == 2 and b.fn.ins[link].block is not xa.block:
+        link = 1 - link  # a symmetric op reading a's output as its other operand
+    xb = b.fn.ins[link]
     if (xb.block is not xa.block or not whole(xb) or xb.shp != xa.shp or xb.dt != xa.dt
-            or any(x.block is xa.block for j, x in enumerate(b.fn.ins) if j != fd.link)
+            or any(x.block is xa.block for j, x in enumerate(b.fn.ins) if j != link)
             or xa.block in b.writes):
         return None
     for blk in a.reads:
         if any(p < w < q for w in writers.get(id(blk), ())):
             return None
-    return q
+    return q, link

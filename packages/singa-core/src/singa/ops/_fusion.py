@@ -28,6 +28,7 @@ conformance kit checks this against the device's own kernels).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -49,12 +50,21 @@ class FusionDef:
     #: ``sample_second(g, shape) -> attrs | None``: attributes of ``second`` valid on an input
     #: of ``shape`` (the conformance kit draws them), None if there are none
     sample_second: Callable | None = None
+    #: ``sample_others(g, shape) -> [shape, ...]``: shapes of ``second``'s inputs other than
+    #: ``link`` (in order) for first's output of ``shape``, which the conformance kit draws;
+    #: None: each of ``shape`` (a fusion whose second op broadcasts says so here)
+    sample_others: Callable | None = None
     #: as :class:`singa.ops.OpDef`'s, for the graph's memory planning and rematerialisation
     #: (a fused node would otherwise lose what its ops allowed): inputs whose memory the
     #: fused kernel's single output may take over (the kernel reads element i of each before
     #: writing element i), and whether the fused node may run again to rebuild its output
     inplace: tuple = ()
     recompute: bool = False
+    #: ``second`` takes two inputs and is symmetric in them (Mul): first's output may be
+    #: either one, ``link`` or the other. The fused kernel's inputs are the same both ways
+    #: (first's inputs, then the other operand), and it must give bitwise what ``second``
+    #: gives in either order (the conformance kit checks both)
+    commutes: bool = False
     random = False  # not fields: fused kernels are deterministic
     state = ()  # and update no running state
 
@@ -90,6 +100,23 @@ def _pool_attrs(g, shape):
     return g.choice(fit) if fit else None
 
 
+def _broadcast_target(g, shape):
+    """``shape``, or a larger shape that ``shape`` broadcasts to (its sides of 1 grown, a
+    leading axis added), at most 16 times its size and about 4 million elements: what a
+    (N, C, 1, 1) gate multiplies, its (N, C, H, W) map."""
+    if not g.booleans():  # shrinks toward the same shape
+        return shape
+    size = max(1, math.prod(shape))
+    room = max(1, min(16, (4 << 20) // size))
+    out = []
+    for d in shape:
+        grow = g.integers(1, min(6, room)) if d == 1 and room > 1 else 1
+        room //= grow
+        out.append(d * grow)
+    lead = g.integers(1, min(3, room)) if room > 1 and g.booleans() else 1
+    return ((lead,) if lead > 1 else ()) + tuple(out)
+
+
 _declare("Conv2d", "ReLU", 0,
          "A convolution (bias included) and the ReLU of its output: the ReLU is applied to each "
          "chunk of the output as it is computed.")
@@ -101,9 +128,11 @@ _declare("Add", "ReLU", 0,
          "A sum and the ReLU of it (a residual block's join, a bias and its activation): "
          "one pass over the elements instead of two.", inplace=(0, 1), recompute=True)
 _declare("Sigmoid", "Mul", 1,
-         "A sigmoid and the product of another tensor with it, a * sigmoid(x): SiLU (x * "
-         "sigmoid(x), EfficientNet's activation) and sigmoid gates; one pass over the "
-         "elements instead of two.", inplace=(0, 1), recompute=True)
+         "A sigmoid and the product of another tensor with it, a * sigmoid(x) or sigmoid(x) * "
+         "a: SiLU (x * sigmoid(x), EfficientNet's activation) and sigmoid gates (a "
+         "squeeze-excitation block's (N, C, 1, 1) gate times its (N, C, H, W) map); one pass "
+         "over the elements instead of two.", inplace=(0, 1), recompute=True, commutes=True,
+         sample_others=lambda g, shape: [_broadcast_target(g, shape)])
 _declare("Pooling2dBackward", "ReLUBackward", 0,
          "The gradient of a max/average pooling, masked by the ReLU before it: "
          "dx = pool_backward(dy, x) * (y > 0), written once.")

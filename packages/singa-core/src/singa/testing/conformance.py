@@ -76,8 +76,10 @@ else the op's ``dtypes``); test ids read ``test_forward[Add-float32]``:
 ``test_fused``
     fused kernels (``singa.ops.FUSIONS``, used by graph mode): inputs drawn by the sampler of
     the op the fusion starts from, the second op's attributes by the fusion's sampler and its
-    other inputs random or an input of the first op (aliasing); the fused kernel must give
-    bitwise what the device's own kernels give one after the other.
+    other inputs random (of the shapes the fusion's ``sample_others`` draws: a larger shape
+    the first op's output broadcasts to) or an input of the first op (aliasing); the fused
+    kernel must give bitwise what the device's own kernels give one after the other, in both
+    operand orders for a fusion whose second op ``commutes``.
 ``test_bound``
     kernels with a ``bind`` attribute (graph-mode specialisation; see
     :mod:`singa.ops._registry`), ops and fusions: bound once to a drawn case's arrays, run on
@@ -516,9 +518,11 @@ def test_inplace(kernel_case, singa_device, request):
     _hypothesis(request, case, "inplace", body)
 
 
-def _compose(name: str, ins, attrs) -> list:
+def _compose(name: str, ins, attrs, swapped: bool = False) -> list:
     """Outputs of op or fusion ``name`` computed with the device's unfused kernels, one op
-    after the other (see :mod:`singa.ops._fusion` for the fused calling convention)."""
+    after the other (see :mod:`singa.ops._fusion` for the fused calling convention); with
+    ``swapped``, the first op's output goes into the other input of a ``commutes`` fusion's
+    second op than ``link``."""
     if name in OPS:
         return run(OPS[name], ins, attrs)
     fd = FUSIONS[name]
@@ -527,7 +531,7 @@ def _compose(name: str, ins, attrs) -> list:
     first_attrs = {k: v for k, v in attrs.items() if k != "second"}
     (mid,) = _compose(fd.first, ins[:n_first], first_attrs)
     b_ins = list(ins[n_first:])
-    b_ins.insert(fd.link, mid)
+    b_ins.insert(1 - fd.link if swapped else fd.link, mid)
     outs = run(second, b_ins, attrs.get("second", {}))
     return [mid, *outs] if fd.keep else outs
 
@@ -546,16 +550,18 @@ def _fused_case(g, case: KernelCase, dev):
         assume(s_attrs is not None)
         attrs = {**attrs, "second": s_attrs}
     mid_np = mid.to_numpy()
+    shapes = iter(fd.sample_others(g, mid.shp) if fd.sample_others is not None else ())
     others = []
     for j in range(second.nin):
         if j == fd.link:
             continue
-        same = [x for x in ins if x.shp == mid.shp and x.dt == mid.dt]
+        shp = tuple(next(shapes, mid.shp))
+        same = [x for x in ins if x.shp == shp and x.dt == mid.dt]
         if same and g.booleans():  # the second op reads an input of the first one
             note(f"second op's input {j} is an input of the first op")
             others.append(g.choice(same))
         else:
-            others.append(checks.upload(g.array(mid.shp, mid_np.dtype), dev))
+            others.append(checks.upload(g.array(shp, mid_np.dtype), dev))
     return arrays, [*ins, *others], attrs
 
 
@@ -594,10 +600,15 @@ def test_fused(kernel_case, singa_device, request):
         expected = _compose(fd.name, f_ins, attrs)
         got = _general_outputs(case, singa_device, f_ins, attrs,
                                [(e.shp, e.dt) for e in expected])
-        for k, (o, e) in enumerate(zip(got, expected)):
-            _assert_bitwise(o, e.to_numpy(),
-                            f"fused kernel {fd.name} on {singa_device.name}, output {k}: "
-                            "differs from its ops run one after the other", arrays, attrs)
+        for swapped in (False, True) if fd.commutes else (False,):
+            if swapped:  # the other operand order of a symmetric second op
+                expected = _compose(fd.name, f_ins, attrs, swapped=True)
+            order = " (first's output as the other operand)" if swapped else ""
+            for k, (o, e) in enumerate(zip(got, expected)):
+                _assert_bitwise(o, e.to_numpy(),
+                                f"fused kernel {fd.name} on {singa_device.name}, output {k}: "
+                                f"differs from its ops run one after the other{order}",
+                                arrays, attrs)
 
     _hypothesis(request, case, "fused", body)
 

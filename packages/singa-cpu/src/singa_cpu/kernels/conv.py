@@ -6,7 +6,8 @@
 2. **1x1, stride 1, unpadded** (:func:`_is_pointwise`): the NCHW data already is the column
    matrix; one GEMM per image, or one over the batch on 1x1 maps (squeeze-excitation), in all
    three passes, on maps of every size; only the weight gradient of several images on maps
-   under ``PER_IMAGE_MIN_HW`` pixels (but 1x1) takes the packed im2col layout below.
+   under ``PER_IMAGE_MIN_HW`` pixels (but 1x1) takes the packed im2col layout below. In graph
+   mode the forward is bound to the replay's arrays at every batch size (``bind``).
 3. **Direct grouped kernels** (:mod:`.grouped`) for depthwise and other narrow grouped
    layers (at most ``grouped.MAX_GROUP_WIDTH`` input channels per group): per output plane,
    one multiply-add per tap over whole rows, no GEMM.
@@ -38,7 +39,7 @@ from singa.backend import EMPTY, conv2d_geometry, kernel_attrs, pool2d_geometry
 
 from . import _threads, grouped, pool, winograd
 from ._float16 import via_float32
-from ._parallel import pjit
+from ._parallel import PARALLEL_MIN_ITEMS, pjit
 from ._threads import ThreadSums, chunk_spans, run_chunks, run_ranges, single_threaded_blas
 from ._workspace import Workspace
 from .elementwise import KERNELS as _ELEMENTWISE
@@ -220,6 +221,40 @@ def _pointwise(a, b, out, n):
     run_ranges(lambda lo, hi: np.matmul(a, b[lo:hi], out=out[lo:hi]), n)
 
 
+def _pointwise_forward(x, w, b, y, g, relu):
+    """The forward of a 1x1 layer (:func:`_is_pointwise` geometry ``g``) on exactly these
+    arrays, as a function of no arguments: the GEMM over the channels straight into y (one
+    image: ``W @ x[0]``; 1x1 maps: ``x @ W.T`` over the batch; else one per image), then the
+    bias and ``relu`` in one pass. The views, the GEMM's form and the epilogue's compilation
+    are resolved here; the general kernel builds it per call, a graph's bound kernel once (the
+    weights' values change between replays, so nothing is computed from them here)."""
+    hw = g.ho * g.wo
+    w2 = w.reshape(g.o, g.c)
+    y3 = y.reshape(g.n, g.o, hw)
+    if hw == 1:  # y[n, o] = sum_c x[n, c] w[o, c]: one GEMM over the batch
+        a, m, out = x.reshape(g.n, g.c), w2.T, y.reshape(g.n, g.o)
+    elif g.n == 1:  # split across the threads when big (see _threads.matmul)
+        a, m, out = w2, x.reshape(g.c, hw), y.reshape(g.o, hw)
+    else:
+        a, m, out = w2, x.reshape(g.n, g.c, hw), y3
+    per_image = hw > 1 and g.n > 1
+    has_bias = b is not None
+    bias = b if has_bias else np.zeros(1, x.dtype)
+    epilogue = (has_bias or relu) and (
+        _epilogue if y.size >= PARALLEL_MIN_ITEMS else _epilogue.serial())
+
+    def run():
+        if per_image:
+            with single_threaded_blas():  # bound, it runs without the kernel's decorator
+                _pointwise(a, m, out, g.n)
+        else:
+            _threads.matmul(a, m, out)
+        if epilogue:
+            epilogue(y3, bias, 0, hw, has_bias, relu)
+
+    return run
+
+
 def _is_pointwise(g) -> bool:
     """1x1, stride 1, no padding, one group: the NCHW data is already the column matrix, on
     maps of every size. On small maps a narrow GEMM per image still beats im2col's packed
@@ -331,10 +366,11 @@ def _lean_forward(ws, x, w, b, y, g, relu, pooled):
     return run
 
 
-def _bind_lean(ws, ins, outs, attrs, relu, pooled):
-    """The lean forward (:func:`_lean_forward`) bound to exactly these arrays, or None when the
-    general kernel takes another path (see ``bind`` in docs/plugin-authoring.md): the same code as
-    the general kernel's, so the same bits."""
+def _bind_forward(ws, ins, outs, attrs, relu, pooled):
+    """The forward bound to exactly these arrays (see ``bind`` in docs/plugin-authoring.md):
+    a 1x1 layer's (:func:`_pointwise_forward`, unpooled) or the lean one
+    (:func:`_lean_forward`), or None when the general kernel takes another path. The same
+    code as the general kernel's, so the same bits."""
     x, w, y = ins[0], ins[1], outs[0]
     b = ins[2] if len(ins) > 2 else None
     dt = x.dtype
@@ -342,6 +378,9 @@ def _bind_lean(ws, ins, outs, attrs, relu, pooled):
             or not all(a.flags.c_contiguous for a in (*ins, *outs))):
         return None
     g = conv2d_geometry("Conv2d", x.shape, w.shape, attrs)
+    if _is_pointwise(g) and pooled is None:
+        run = _pointwise_forward(x, w, b, y, g, relu)
+        return lambda _ins, _outs, _attrs: run()
     if winograd.eligible(g) or _is_pointwise(g) or not _lean(g, x.itemsize):
         return None
     if pooled is not None and not pool.is_2x2_max(
@@ -374,16 +413,8 @@ def kernels(device) -> dict:
             grouped.forward(x, w, b, y, g, relu)
             relu = False
         elif _is_pointwise(g):
-            hw = g.ho * g.wo
-            y3 = y.reshape(g.n, g.o, hw)
-            if hw == 1:  # y[n, o] = sum_c x[n, c] w[o, c]: one GEMM over the batch
-                _threads.matmul(x.reshape(g.n, g.c), w2.T, y.reshape(g.n, g.o))
-            else:
-                _pointwise(w2, x.reshape(g.n, g.c, hw), y3, g.n)
-            if b is not None or relu:
-                _epilogue(y3, b if b is not None else np.zeros(1, x.dtype), 0, hw,
-                          b is not None, relu)
-                relu = False
+            _pointwise_forward(x, w, b, y, g, relu)()
+            relu = False
         else:  # im2col: what the chunks can do, they do in cache
             chunk_pool = pooled is not None and pool.is_2x2_max(
                 pool2d_geometry("Pooling2d", y.shape, pool_attrs))
@@ -496,9 +527,9 @@ def kernels(device) -> dict:
         pooling's."""
         forward(ins, outs[:1], attrs, True, outs[1])
 
-    conv2d.bind = lambda ins, outs, attrs: _bind_lean(ws, ins, outs, attrs, False, None)
-    conv2d_relu.bind = lambda ins, outs, attrs: _bind_lean(ws, ins, outs, attrs, True, None)
-    conv2d_relu_pool.bind = lambda ins, outs, attrs: _bind_lean(
+    conv2d.bind = lambda ins, outs, attrs: _bind_forward(ws, ins, outs, attrs, False, None)
+    conv2d_relu.bind = lambda ins, outs, attrs: _bind_forward(ws, ins, outs, attrs, True, None)
+    conv2d_relu_pool.bind = lambda ins, outs, attrs: _bind_forward(
         ws, ins, outs[:1], attrs, True, outs[1])
 
     @kernel_attrs(contiguous_inputs=True)

@@ -267,6 +267,65 @@ def _add(ins, outs, attrs):
     np.add(ins[0], ins[1], out=outs[0])
 
 
+@njit(nogil=True)
+def _scale_rows_loop(a, s, out):
+    """out[r, k] = a[r, k] * s[r] over C-contiguous 2-D arrays: one multiply per element,
+    rounded as numpy's broadcast product rounds it."""
+    hw = U(a.shape[1])
+    fa, fo = a.reshape(-1), out.reshape(-1)
+    for r in range(a.shape[0]):
+        v = s[r]
+        b = U(r) * hw
+        for k in range(hw):
+            fo[b + k] = fa[b + k] * v
+
+
+@njit(nogil=True)
+def _scale_rows_in_place(a, s):
+    """a[r, k] *= s[r]: the loop above when the output is the map itself (graph mode runs
+    the gate in place), with one array argument, so that LLVM's overlap check does not send
+    it to its scalar loop (8 x 1152 x 7x7 floats: 130 us through the two-array loop in
+    place, 45 us out of place or like this)."""
+    hw = U(a.shape[1])
+    fa = a.reshape(-1)
+    for r in range(a.shape[0]):
+        v = s[r]
+        b = U(r) * hw
+        for k in range(hw):
+            fa[b + k] *= v
+
+
+def _gate_rows(a, s, out) -> int:
+    """How many rows ``s`` scales when it broadcasts over ``a`` as a gate (s's shape is a's
+    first axes, then sides of 1: a (N, C, 1, 1) gate over its (N, C, H, W) map), with a and
+    out C-contiguous float arrays of one shape and s contiguous of their dtype; 0 when not."""
+    if (s.ndim != a.ndim or s.size >= a.size or s.dtype != a.dtype
+            or not s.flags.c_contiguous or not _flat(a, out)):
+        return 0
+    k = s.ndim
+    while k and s.shape[k - 1] == 1:
+        k -= 1
+    return s.size if s.shape[:k] == a.shape[:k] else 0
+
+
+def _mul(ins, outs, attrs):
+    """a * b; a gate times its map (squeeze-excitation: a (N, C, 1, 1) gate over an
+    (N, C, H, W) map, in either order) as one numba pass over the rows: numpy's broadcast
+    loop runs one short inner loop per row (1152 x 7x7 at batch 8: 126 -> 51 us; 240 x
+    14x14: 84 -> 39 us, AMD Zen 4, 1 thread)."""
+    a, b = ins
+    out = outs[0]
+    for x, gate in ((a, b), (b, a)):
+        rows = _gate_rows(x, gate, out)
+        if rows:
+            if x.ctypes.data == out.ctypes.data:  # in place (one shape: the same elements)
+                _scale_rows_in_place(out.reshape(rows, -1), gate.reshape(-1))
+            else:
+                _scale_rows_loop(x.reshape(rows, -1), gate.reshape(-1), out.reshape(rows, -1))
+            return
+    np.multiply(a, b, out=out, casting="unsafe")
+
+
 def _pow(ins, outs, attrs):
     """x ** e; an exponent of one element equal to 2 or 3 (GELU's tanh form, exported as
     ``Pow(x, 3.0)``) as products, as onnxruntime computes them: numpy's power with an array
@@ -285,7 +344,7 @@ def _pow(ins, outs, attrs):
 
 
 BINARY = {
-    "Add": _add, "Sub": _binary(np.subtract), "Mul": _binary(np.multiply),
+    "Add": _add, "Sub": _binary(np.subtract), "Mul": _mul,
     "Div": _binary(np.divide), "Pow": _pow, "LT": _binary(np.less),
     "LE": _binary(np.less_equal), "GT": _binary(np.greater), "GE": _binary(np.greater_equal),
     "EQ": _binary(np.equal), "NE": _binary(np.not_equal), "Maximum": _binary(np.maximum),
@@ -451,9 +510,10 @@ def _hard_swish_backward(ins, out, attrs):
 
 def _sigmoid_mul(ins, outs, attrs):
     """The fused Sigmoid+Mul of graph mode, a * sigmoid(x) (SiLU, x * sigmoid(x), when a is
-    x): one pass for flat float32 operands of one shape, else the Sigmoid kernel into a
-    scratch array and numpy's product (broadcasting, other dtypes): either way bitwise what
-    the two kernels give."""
+    x; a squeeze-excitation gate, sigmoid(x) * a, x of shape (N, C, 1, 1)): one pass for flat
+    float32 operands of one shape, else the Sigmoid kernel into a scratch array and the Mul
+    kernel (a gate over its map, other broadcasts, other dtypes): either way bitwise what
+    the two kernels give, in either order (the product of two numbers commutes)."""
     x, a = ins
     out = outs[0]
     if x.dtype == _F32 and _flat(x, a, out):
@@ -461,7 +521,7 @@ def _sigmoid_mul(ins, outs, attrs):
         return
     s = np.empty(x.shape, x.dtype)
     _SIGMOID([x], [s], attrs)
-    np.multiply(a, s, out=out)
+    _mul([a, s], outs, attrs)
 
 
 def _clip(ins, outs, attrs):

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+import math
+
 import numpy as np
 
 from ._float16 import via_float32
@@ -42,21 +45,38 @@ def _sum_outer(x, axes, out) -> bool:
             or x.dtype not in (np.float32, np.float64) or not x.flags.c_contiguous
             or not out.flags.c_contiguous):
         return False
-    lead = int(np.prod(x.shape[:kept[0]], dtype=np.int64))
-    mid = int(np.prod(x.shape[kept[0]:kept[-1] + 1], dtype=np.int64))
+    lead = math.prod(x.shape[:kept[0]])  # math.prod: np.prod of a tuple costs ~3 us
+    mid = math.prod(x.shape[kept[0]:kept[-1] + 1])
     tail = x.size // max(1, lead * mid)
     if x.size == 0 or tail < 2:
         return False
-    rows = np.empty(lead * mid, x.dtype)
+    # one leading row (global average pooling at batch 1): the product is the sum itself
+    rows = out.reshape(mid) if lead == 1 else np.empty(lead * mid, x.dtype)
     with single_threaded_blas():
-        np.matmul(x.reshape(lead * mid, tail), np.ones(tail, x.dtype), out=rows)
-    np.sum(rows.reshape(lead, mid), axis=0, out=out.reshape(mid))
+        np.matmul(x.reshape(lead * mid, tail), _ones(tail, x.dtype), out=rows)
+    if lead > 1:
+        np.sum(rows.reshape(lead, mid), axis=0, out=out.reshape(mid))
     return True
 
 
+@functools.lru_cache(maxsize=64)
+def _ones(n: int, dtype) -> np.ndarray:
+    """A read-only vector of ``n`` ones (the reductions' matrix-vector products)."""
+    v = np.ones(n, dtype)
+    v.flags.writeable = False
+    return v
+
+
 def _mean(ins, outs, attrs):
+    """mean = sum / count. Over trailing axes (global average pooling, (N, C, H, W) over
+    (2, 3), and a squeeze-excitation block's squeeze) the sum is :func:`_sum_outer`'s
+    matrix-vector product with ones: numpy's mean runs one short reduction per row (1152 x
+    7x7 floats 35 -> 11 us, 32 x 112x112 71 -> 32 us, AMD Zen 4, 1 thread)."""
     x, out = ins[0], outs[0]
-    axes = _axes(x, attrs)
+    axes = tuple(a % x.ndim for a in _axes(x, attrs)) if x.ndim else ()
+    if x.dtype != np.float16 and out.size and _sum_outer(x, axes, out):
+        np.divide(out, x.size // out.size, out=out)
+        return
     out[...] = np.mean(x, axis=axes, keepdims=attrs.get("keepdims", False),
                        dtype=np.float32 if x.dtype == np.float16 else None)
 
