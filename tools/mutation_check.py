@@ -128,8 +128,8 @@ MUTANTS = [
     Mutant(
         "adam-bias-correction", "Adam's bias correction uses step + 2 (off by one)",
         "packages/singa-core/src/singa/opt.py",
-        "_math.as_type(self.step_counter.data, p.dt), 1.0)",
-        "_math.as_type(self.step_counter.data, p.dt), 2.0)",
+        "_math.as_type(self.step_counter.data, p.dtype_code), 1.0)",
+        "_math.as_type(self.step_counter.data, p.dtype_code), 2.0)",
         ("tests/nn/test_opt.py", "-k", "adam or Adam"), needs=("torch",)),
     Mutant(
         "remat-stale-input", "rematerialisation recomputes from an input changed since the "

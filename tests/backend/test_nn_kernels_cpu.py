@@ -506,7 +506,7 @@ def test_batchnorm_updates_running_stats_in_place(dev, rng, dtype):
     scale, bias, rm = randn(rng, (16,), dtype), randn(rng, (16,), dtype), randn(rng, (16,), dtype)
     rv = (rng.random(16) + 0.5).astype(dtype)
     ins = [upload(dev, a) for a in (x, scale, bias, rm, rv)]
-    outs = [CTensor(shape, dev, ins[0].dt)] + [CTensor((16,), dev, ins[0].dt)
+    outs = [CTensor(shape, dev, ins[0].dtype_code)] + [CTensor((16,), dev, ins[0].dtype_code)
                                                for _ in range(2)] + ins[3:]
     res = run(OPS["BatchNormTrain"], ins, {"momentum": 0.7, "eps": 1e-5}, outs)
     assert res[3] is ins[3] and res[4] is ins[4]

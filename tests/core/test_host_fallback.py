@@ -37,9 +37,9 @@ class HostDev(Device):
                             "Add": lambda i, o, a: np.add(i[0], i[1], out=o[0])})
 
     def native(self, ct):
-        isz = ITEMSIZE[ct.dt]
-        return np.ndarray(ct.shp, NP_DTYPE[ct.dt], ct.block.data, ct.off * isz,
-                          tuple(s * isz for s in ct.strd))
+        isz = ITEMSIZE[ct.dtype_code]
+        return np.ndarray(ct.dims, NP_DTYPE[ct.dtype_code], ct.block.data, ct.offset * isz,
+                          tuple(s * isz for s in ct.strides))
 
     def native_to_numpy(self, arr):
         return np.array(arr)

@@ -46,8 +46,8 @@ class BytesDevice(Device):
         super().__init__("bytes", 0, RecordingAllocator())
 
     def native(self, ct):
-        arr = np.frombuffer(ct.block.data, np.float32, ct.size, ct.off * 4)
-        return arr.reshape(ct.shp)
+        arr = np.frombuffer(ct.block.data, np.float32, ct.size, ct.offset * 4)
+        return arr.reshape(ct.dims)
 
     def native_to_numpy(self, arr):
         return np.array(arr)

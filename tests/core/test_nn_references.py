@@ -37,8 +37,8 @@ class Meta:
 
     def __init__(self, a):
         a = np.asarray(a)
-        self.shp = tuple(a.shape)
-        self.dt = _dtype.code_of(a.dtype)
+        self.dims = tuple(a.shape)
+        self.dtype_code = _dtype.code_of(a.dtype)
 
 
 def infer(name, *arrays, **attrs):

@@ -60,7 +60,7 @@ def test_the_kit_keeps_undefined_broadcasts_contiguous(monkeypatch):
     real_run = conformance.run
 
     def run(op, ins, attrs, outs=None):
-        given.append(["contiguous" if t.contig else t.strd for t in ins])
+        given.append(["contiguous" if t.contig else t.strides for t in ins])
         return real_run(op, ins, attrs, outs)
 
     monkeypatch.setattr(conformance, "run", run)

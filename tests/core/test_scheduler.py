@@ -44,7 +44,7 @@ class FakeDevice(Device):
         super().__init__("fake", 0, allocator or _Alloc())
 
     def native(self, ct):
-        return ct.block.data.view(np.float64)[: ct.size].reshape(ct.shp)
+        return ct.block.data.view(np.float64)[: ct.size].reshape(ct.dims)
 
     def native_to_numpy(self, arr):
         return np.array(arr)

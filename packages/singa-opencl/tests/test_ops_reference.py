@@ -44,7 +44,7 @@ def test_kernel_matches_reference(cl_device, name, dt):
         for k, (o, w) in enumerate(zip(outs, want)):
             got = o.to_numpy()
             w = np.asarray(w).astype(got.dtype) if got.dtype.kind in "iu" else w
-            assert_close(got, w, o.dt, op, f"{name} case {i} output {k} attrs={attrs} "
+            assert_close(got, w, o.dtype_code, op, f"{name} case {i} output {k} attrs={attrs} "
                          f"shapes={[a.shape for a in arrays]}")
 
 

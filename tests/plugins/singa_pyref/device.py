@@ -33,7 +33,7 @@ class PyRefDevice(Device):
         self.rng = random.Random()
 
     def native(self, ct) -> PyView:
-        return PyView(ct.block.data, ct.dt, ct.shp, ct.strd, ct.off)
+        return PyView(ct.block.data, ct.dtype_code, ct.dims, ct.strides, ct.offset)
 
     def native_to_numpy(self, arr: PyView):
         return np.array(arr.read(), dtype=NP_DTYPE[arr.code]).reshape(arr.shape)

@@ -24,9 +24,10 @@ class FakeDevice(Device):
         super().__init__(backend, index, _Alloc())
 
     def native(self, ct):
-        isz = ITEMSIZE[ct.dt]
+        isz = ITEMSIZE[ct.dtype_code]
         return np.ndarray(
-            ct.shp, NP_DTYPE[ct.dt], ct.block.data, ct.off * isz, tuple(s * isz for s in ct.strd)
+            ct.dims, NP_DTYPE[ct.dtype_code], ct.block.data, ct.offset * isz,
+            tuple(s * isz for s in ct.strides)
         )
 
     def native_to_numpy(self, arr):

@@ -19,7 +19,7 @@ class TemplateDevice(Device):
     def make_native(self, ct, buf) -> View:
         # buf is the CTensor's Buffer from Allocator; shp, strd and off are in elements. Core's
         # Device.native keeps the view on the tensor until its block holds another buffer.
-        return View(buf, ct.dt, ct.shp, ct.strd, ct.off)
+        return View(buf, ct.dtype_code, ct.dims, ct.strides, ct.offset)
 
     def native_to_numpy(self, arr: View) -> np.ndarray:
         return np.array(arr.host_array())  # device -> host copy

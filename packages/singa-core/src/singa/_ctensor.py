@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 
 import numpy as np
 
@@ -117,10 +118,34 @@ def _check_fits(shape: tuple, dt: int, dev) -> int:
     return nbytes
 
 
-class CTensor:
-    """A strided view of device memory. Constructed as ``CTensor(shape[, device][, dtype])``."""
 
-    __slots__ = ("shp", "strd", "dt", "dev", "off", "block", "contig", "_view", "_vbuf",
+def _renamed(old: str, new: str) -> None:
+    warnings.warn(f"CTensor.{old} is deprecated and will be removed with backend API version 2; "
+                  f"read CTensor.{new}", DeprecationWarning, stacklevel=3)
+
+class CTensor:
+    """A strided view of device memory. Constructed as ``CTensor(shape[, device][, dtype])``.
+
+    Fields (what a backend's ``make_native`` reads):
+
+    dims : tuple of int
+        The shape (SINGA's ``shape()`` method returns it).
+    strides : tuple of int
+        Strides **in elements**, not bytes; 0 along a broadcast dimension.
+    offset : int
+        Element 0's offset from the start of the block, in elements.
+    dtype_code : int
+        The dtype code (``singa.tensor.float32`` ...; ``np_dtype`` is numpy's).
+    dev, block, contig
+        The device, the ref-counted :class:`~singa.memory.Block`, and whether ``strides``
+        are the row-major strides of ``dims``.
+
+    ``shp``, ``strd``, ``off`` and ``dt``, the names before, still read these with a
+    DeprecationWarning.
+    """
+
+    __slots__ = ("dims", "strides", "dtype_code", "dev", "offset", "block", "contig", "_view",
+                 "_vbuf",
                  "__weakref__")
 
     def __init__(self, shape=(), device=None, dtype=_dtype.kFloat32):
@@ -135,11 +160,11 @@ class CTensor:
         shape = _check_shape(shape)
         dt = _dtype.code_of(dtype)
         dev = device if device is not None else _default_device()
-        self.shp = shape
-        self.strd = contiguous_strides(shape)
-        self.dt = dt
+        self.dims = shape
+        self.strides = contiguous_strides(shape)
+        self.dtype_code = dt
         self.dev = dev
-        self.off = 0
+        self.offset = 0
         self.contig = True
         self._vbuf = None
         blk = dev.new_block(_check_fits(shape, dt, dev))
@@ -150,11 +175,11 @@ class CTensor:
     def _new(cls, shape: tuple, dev, dt: int) -> CTensor:
         """Fast constructor for a fresh contiguous tensor (no argument checking)."""
         t = object.__new__(cls)
-        t.shp = shape
-        t.strd = contiguous_strides(shape)
-        t.dt = dt
+        t.dims = shape
+        t.strides = contiguous_strides(shape)
+        t.dtype_code = dt
         t.dev = dev
-        t.off = 0
+        t.offset = 0
         t.contig = True
         t._vbuf = None
         n = 1
@@ -171,11 +196,11 @@ class CTensor:
     def _view_as(self, shape: tuple, strides: tuple, off: int | None = None) -> CTensor:
         """A new CTensor sharing this block with other shape/strides/offset."""
         t = object.__new__(CTensor)
-        t.shp = shape
-        t.strd = strides
-        t.dt = self.dt
+        t.dims = shape
+        t.strides = strides
+        t.dtype_code = self.dtype_code
         t.dev = self.dev
-        t.off = self.off if off is None else off
+        t.offset = self.offset if off is None else off
         t.contig = strides == contiguous_strides(shape)
         t._vbuf = None
         blk = self.block
@@ -189,22 +214,49 @@ class CTensor:
         except AttributeError:  # construction failed before the block was set
             pass
 
+    # ------------------------------------------------------------------ former field names
+    # Backends written against the surface of stop 35 and before read the fields by these
+    # names; they keep working, with a DeprecationWarning naming the new field.
+    @property
+    def shp(self) -> tuple:
+        """Deprecated: :attr:`dims`."""
+        _renamed("shp", "dims")
+        return self.dims
+
+    @property
+    def strd(self) -> tuple:
+        """Deprecated: :attr:`strides`."""
+        _renamed("strd", "strides")
+        return self.strides
+
+    @property
+    def dt(self) -> int:
+        """Deprecated: :attr:`dtype_code`."""
+        _renamed("dt", "dtype_code")
+        return self.dtype_code
+
+    @property
+    def off(self) -> int:
+        """Deprecated: :attr:`offset`."""
+        _renamed("off", "offset")
+        return self.offset
+
     # ------------------------------------------------------------------ SWIG-style introspection
     def shape(self, i: int | None = None):
         """The shape tuple, or dimension ``i``."""
-        return self.shp if i is None else self.shp[i]
+        return self.dims if i is None else self.dims[i]
 
     def nDim(self) -> int:
-        return len(self.shp)
+        return len(self.dims)
 
     def Size(self) -> int:
-        return math.prod(self.shp)
+        return math.prod(self.dims)
 
     def MemSize(self) -> int:
-        return self.Size() * _dtype.ITEMSIZE[self.dt]
+        return self.Size() * _dtype.ITEMSIZE[self.dtype_code]
 
     def data_type(self) -> int:
-        return self.dt
+        return self.dtype_code
 
     def device(self):
         return self.dev
@@ -221,18 +273,18 @@ class CTensor:
         return not self.contig
 
     def stride(self) -> tuple:
-        return self.strd
+        return self.strides
 
     @property
     def size(self) -> int:
-        return math.prod(self.shp)
+        return math.prod(self.dims)
 
     @property
     def np_dtype(self):
-        return _dtype.NP_DTYPE[self.dt]
+        return _dtype.NP_DTYPE[self.dtype_code]
 
     def __repr__(self) -> str:
-        return (f"<CTensor shape={self.shp} dtype={_dtype.name_of(self.dt)} "
+        return (f"<CTensor shape={self.dims} dtype={_dtype.name_of(self.dtype_code)} "
                 f"device={self.dev.name}>")
 
     # ------------------------------------------------------------------ host transfer
@@ -261,9 +313,9 @@ class CTensor:
             if arr.size != n:
                 raise ShapeError(
                     f"copy_from_numpy: array has {arr.size} elements {arr.shape}, tensor has "
-                    f"{n} {self.shp}; reshape the array or create a tensor of shape {arr.shape}"
+                    f"{n} {self.dims}; reshape the array or create a tensor of shape {arr.shape}"
                 )
-            self._write_host(arr.reshape(self.shp))
+            self._write_host(arr.reshape(self.dims))
             return
         self._write_range(arr.reshape(-1), offset)
 
@@ -276,10 +328,10 @@ class CTensor:
                 f"copy_from_numpy: {flat.size} values at offset {offset} do not fit the "
                 f"tensor's {n} elements"
             )
-        self._view_as((flat.size,), (1,), self.off + offset)._write_host(flat, extra_reads=True)
+        self._view_as((flat.size,), (1,), self.offset + offset)._write_host(flat, extra_reads=True)
 
     def _write_host(self, arr: np.ndarray, extra_reads: bool = False) -> None:
-        np_dt = np.dtype(_dtype.NP_DTYPE[self.dt])
+        np_dt = np.dtype(_dtype.NP_DTYPE[self.dtype_code])
         src = np.ascontiguousarray(host_array(arr, np_dt), dtype=np_dt)
         if src is arr:
             src = src.copy()  # the op may run later (graph); never alias the caller's array
@@ -326,7 +378,7 @@ class CTensor:
 
     def CopyData(self, other: CTensor) -> None:
         if other.Size() != self.Size():
-            raise ShapeError(f"CopyData: sizes differ ({other.shp} vs {self.shp})")
+            raise ShapeError(f"CopyData: sizes differ ({other.dims} vs {self.dims})")
         _m().copy_into(self, other)
 
     def AsType(self, dtype) -> CTensor:
@@ -352,8 +404,9 @@ class CTensor:
         self.block.ref_count -= 1
         other.block.ref_count += 1
         self.block = other.block
-        self.shp, self.strd, self.off, self.contig = other.shp, other.strd, other.off, other.contig
-        self.dt = other.dt
+        self.dims, self.strides = other.dims, other.strides
+        self.offset, self.contig = other.offset, other.contig
+        self.dtype_code = other.dtype_code
         self.dev = other.dev
         self._vbuf = None
 
@@ -364,7 +417,7 @@ class CTensor:
         return _m().repeat(self, repeats, axis)
 
     def ResetLike(self, t: CTensor) -> None:
-        self._adopt(CTensor._new(t.shp, t.dev, t.dt))
+        self._adopt(CTensor._new(t.dims, t.dev, t.dtype_code))
 
     def L1(self) -> float:
         return float(_m().l1(self))

@@ -269,8 +269,9 @@ class Device:
 
     def make_native(self, ct: Any, buf: Any) -> Any:
         """A new native view of CTensor ``ct`` over ``buf`` (its block's allocator buffer):
-        ``ct.shp`` elements of dtype ``ct.dt`` starting ``ct.off`` elements in, ``ct.strd``
-        elements apart (``ct.contig``: row-major). Called by :meth:`native` on a cache miss."""
+        ``ct.dims`` elements of dtype ``ct.dtype_code`` starting ``ct.offset`` elements in,
+        ``ct.strides`` elements apart (``ct.contig``: row-major). Called by :meth:`native` on a
+        cache miss."""
         raise NotImplementedError(
             f"{type(self).__name__} implements neither make_native(ct, buf) nor native(ct)")
 

@@ -65,7 +65,7 @@ def start_all_reduce(comm, cts, op, half, inplace, overlap) -> Work:
     if half:
         specs = [(total, _dtype.kFloat16), (n * total, _dtype.kFloat16)]  # send, recv
     else:
-        specs = [] if own else [(total, cts[0].dt)]
+        specs = [] if own else [(total, cts[0].dtype_code)]
     bufs = ([CTensor._new((m,), dev, d) for m, d in specs]
             if specs and comm._device_arrays_usable(dev) else [])
     state: dict = {}

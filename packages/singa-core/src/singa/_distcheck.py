@@ -63,7 +63,7 @@ class Call:
 
 def describe_tensors(cts) -> tuple[tuple[str, tuple[int, ...]], ...]:
     """``Call.tensors`` of CTensors."""
-    return tuple((name_of(c.dt), tuple(c.shp)) for c in cts)
+    return tuple((name_of(c.dtype_code), tuple(c.dims)) for c in cts)
 
 
 def _tensors_text(tensors) -> str:

@@ -45,10 +45,10 @@ def _sum_out(x: CTensor, letters: str, keep: set) -> tuple[CTensor, str]:
 
 def einsum2(spec: str, a: CTensor, b: CTensor) -> CTensor:
     la, lb, lo = _parse(spec)
-    if len(la) != len(a.shp) or len(lb) != len(b.shp):
-        raise ShapeError(f"einsum {spec!r}: operands have shapes {a.shp} and {b.shp}")
+    if len(la) != len(a.dims) or len(lb) != len(b.dims):
+        raise ShapeError(f"einsum {spec!r}: operands have shapes {a.dims} and {b.dims}")
     size = {}
-    for letters, shape in ((la, a.shp), (lb, b.shp)):
+    for letters, shape in ((la, a.dims), (lb, b.dims)):
         for c, d in zip(letters, shape):
             if size.setdefault(c, d) != d:
                 raise ShapeError(f"einsum {spec!r}: index {c!r} has sizes {size[c]} and {d}")
@@ -78,24 +78,24 @@ def einsum2(spec: str, a: CTensor, b: CTensor) -> CTensor:
 
 def tensordot2(a: CTensor, b: CTensor, axes=2) -> CTensor:
     if isinstance(axes, int):
-        if axes < 0 or axes > min(len(a.shp), len(b.shp)):
-            raise ShapeError(f"tensordot: axes={axes} is invalid for shapes {a.shp}, {b.shp}")
-        ax_a = list(range(len(a.shp) - axes, len(a.shp)))
+        if axes < 0 or axes > min(len(a.dims), len(b.dims)):
+            raise ShapeError(f"tensordot: axes={axes} is invalid for shapes {a.dims}, {b.dims}")
+        ax_a = list(range(len(a.dims) - axes, len(a.dims)))
         ax_b = list(range(axes))
     else:
         ax_a, ax_b = axes
         ax_a = [ax_a] if isinstance(ax_a, int) else list(ax_a)
         ax_b = [ax_b] if isinstance(ax_b, int) else list(ax_b)
-        ax_a = [x % len(a.shp) for x in ax_a]
-        ax_b = [x % len(b.shp) for x in ax_b]
-    if len(ax_a) != len(ax_b) or any(a.shp[i] != b.shp[j] for i, j in zip(ax_a, ax_b)):
-        raise ShapeError(f"tensordot: contracted axes {ax_a} of {a.shp} and {ax_b} of {b.shp} "
+        ax_a = [x % len(a.dims) for x in ax_a]
+        ax_b = [x % len(b.dims) for x in ax_b]
+    if len(ax_a) != len(ax_b) or any(a.dims[i] != b.dims[j] for i, j in zip(ax_a, ax_b)):
+        raise ShapeError(f"tensordot: contracted axes {ax_a} of {a.dims} and {ax_b} of {b.dims} "
                          "must have equal sizes")
-    free_a = [i for i in range(len(a.shp)) if i not in ax_a]
-    free_b = [j for j in range(len(b.shp)) if j not in ax_b]
-    k = math.prod(a.shp[i] for i in ax_a)
-    fa = [a.shp[i] for i in free_a]
-    fb = [b.shp[j] for j in free_b]
+    free_a = [i for i in range(len(a.dims)) if i not in ax_a]
+    free_b = [j for j in range(len(b.dims)) if j not in ax_b]
+    k = math.prod(a.dims[i] for i in ax_a)
+    fa = [a.dims[i] for i in free_a]
+    fb = [b.dims[j] for j in free_b]
     at = _math.reshape(_math.transpose(a, free_a + ax_a), (math.prod(fa), k))
     bt = _math.reshape(_math.transpose(b, ax_b + free_b), (k, math.prod(fb)))
     return _math.reshape(_math.matmul(at, bt), tuple(fa + fb))

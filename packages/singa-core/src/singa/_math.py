@@ -54,7 +54,7 @@ def _unary(decl):
 
 
 def _scalar_value(x: CTensor, value):
-    if x.dt == _dtype.kInt:
+    if x.dtype_code == _dtype.kInt:
         return value
     return float(value)
 
@@ -64,23 +64,27 @@ def _promote_pair(op_name: str, a: CTensor, b: CTensor, out: CTensor | None):
     when the result is written there and numpy would allow it (a ``same_kind`` cast: a float
     result into an int tensor is refused). The conversion is an AsType op, so it runs on
     every backend and is recorded in graphs like any other op."""
-    dt = _dtype.PROMOTE[a.dt, b.dt]
-    if out is not None and out.dt != dt:
-        if not np.can_cast(_dtype.NP_DTYPE[dt], _dtype.NP_DTYPE[out.dt], "same_kind"):
+    dt = _dtype.PROMOTE[a.dtype_code, b.dtype_code]
+    if out is not None and out.dtype_code != dt:
+        if not np.can_cast(_dtype.NP_DTYPE[dt], _dtype.NP_DTYPE[out.dtype_code], "same_kind"):
             raise DtypeMismatchError(
-                f"{op_name}: the result of {_dtype.name_of(a.dt)} and {_dtype.name_of(b.dt)} "
+                f"{op_name}: the result of {_dtype.name_of(a.dtype_code)} and "
+                f"{_dtype.name_of(b.dtype_code)} "
                 f"operands is {_dtype.name_of(dt)}, which cannot be written into a "
-                f"{_dtype.name_of(out.dt)} tensor in place (numpy and PyTorch refuse it too); "
+                f"{_dtype.name_of(out.dtype_code)} tensor in place (numpy and PyTorch refuse it "
+                "too); "
                 "write to a new tensor (x = x + y) or convert first with y.as_type(x.dtype)")
-        dt = out.dt
-    return (a if a.dt == dt else as_type(a, dt)), (b if b.dt == dt else as_type(b, dt))
+        dt = out.dtype_code
+    return ((a if a.dtype_code == dt else as_type(a, dt)),
+            (b if b.dtype_code == dt else as_type(b, dt)))
 
 
 def _promote_scalar(a: CTensor, value, out: CTensor | None) -> CTensor:
     """``a`` as an op with a Python or numpy scalar computes on it: the tensor's dtype (a
     scalar does not widen a tensor, as in numpy 2 and PyTorch), except that a float scalar
     with an int tensor gives float32 (PyTorch's default float dtype; SINGA's rule too)."""
-    if out is None and a.dt not in _dtype.FLOATS and isinstance(value, (float, np.floating)):
+    if (out is None and a.dtype_code not in _dtype.FLOATS
+            and isinstance(value, (float, np.floating))):
         return as_type(a, _dtype.kFloat32)
     return a
 
@@ -93,13 +97,13 @@ def _binary(decl):
     def f(a: CTensor, b, out: CTensor | None = None) -> CTensor:
         outs = None if out is None else [out]
         if isinstance(b, CTensor):
-            if a.dt != b.dt:
+            if a.dtype_code != b.dtype_code:
                 a, b = _promote_pair(op_name, a, b, out)
             return run(op, [a, b], EMPTY, outs)[0]
         if isinstance(b, (Number, np.number)):
             a = _promote_scalar(a, b, out)
             if sop is None:  # no scalar kernel: broadcast a one-element tensor
-                return run(op, [a, set_value(CTensor._new((), a.dev, a.dt), b)], EMPTY,
+                return run(op, [a, set_value(CTensor._new((), a.dev, a.dtype_code), b)], EMPTY,
                            outs)[0]
             return run(sop, [a], {"value": _scalar_value(a, b)}, outs)[0]
         raise TypeError(f"{op_name}: the second operand must be a tensor or a number, "
@@ -134,7 +138,7 @@ def rsub(a: CTensor, value) -> CTensor:
 
 
 def _as_float(a: CTensor) -> CTensor:
-    return a if a.dt in _dtype.FLOATS else as_type(a, _dtype.kFloat32)
+    return a if a.dtype_code in _dtype.FLOATS else as_type(a, _dtype.kFloat32)
 
 
 def rdiv(a: CTensor, value) -> CTensor:
@@ -149,8 +153,8 @@ def rpow(a: CTensor, value) -> CTensor:
 
 def _inplace(f):
     def g(x: CTensor, y) -> CTensor:
-        if isinstance(y, CTensor) and broadcast_shapes(f.__name__, x.shp, y.shp) != x.shp:
-            raise ShapeError(f"in-place {f.__name__}: {y.shp} does not broadcast to {x.shp}")
+        if isinstance(y, CTensor) and broadcast_shapes(f.__name__, x.dims, y.dims) != x.dims:
+            raise ShapeError(f"in-place {f.__name__}: {y.dims} does not broadcast to {x.dims}")
         return f(x, y, out=x)
 
     return g
@@ -186,21 +190,21 @@ def clip(x: CTensor, min=None, max=None) -> CTensor:  # noqa: A002
 # ---------------------------------------------------------------- fills and random
 def set_value(x: CTensor, value) -> CTensor:
     """Fill x in place with ``value`` (converted to x's dtype); returns x."""
-    run(OPS["SetValue"], [], {"shape": x.shp, "dtype": x.dt, "value": _scalar_value(x, value)},
-        [x])
+    run(OPS["SetValue"], [],
+        {"shape": x.dims, "dtype": x.dtype_code, "value": _scalar_value(x, value)}, [x])
     return x
 
 
 def gaussian(x: CTensor, mean: float, std: float) -> CTensor:
     """Fill x in place with normal samples N(mean, std^2); returns x."""
-    run(OPS["Gaussian"], [], {"shape": x.shp, "dtype": x.dt, "mean": float(mean),
+    run(OPS["Gaussian"], [], {"shape": x.dims, "dtype": x.dtype_code, "mean": float(mean),
                              "std": float(std)}, [x])
     return x
 
 
 def uniform(x: CTensor, low: float, high: float) -> CTensor:
     """Fill x in place with uniform samples on [low, high); returns x."""
-    run(OPS["Uniform"], [], {"shape": x.shp, "dtype": x.dt, "low": float(low),
+    run(OPS["Uniform"], [], {"shape": x.dims, "dtype": x.dtype_code, "low": float(low),
                             "high": float(high)}, [x])
     return x
 
@@ -215,7 +219,7 @@ def bernoulli(x: CTensor, p: float) -> CTensor:
     """
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"bernoulli: probability must be in [0, 1], got {p}")
-    run(OPS["Bernoulli"], [], {"shape": x.shp, "dtype": x.dt, "p": float(p)}, [x])
+    run(OPS["Bernoulli"], [], {"shape": x.dims, "dtype": x.dtype_code, "p": float(p)}, [x])
     return x
 
 
@@ -229,10 +233,10 @@ def copy_into(dst: CTensor, src: CTensor) -> CTensor:
     """Write src's values into dst (same element count; src is reshaped to dst's shape)."""
     if src.dev is not dst.dev:
         src = to_device(src, dst.dev)
-    if src.dt != dst.dt:
-        src = as_type(src, dst.dt)
-    if src.shp != dst.shp:
-        src = reshape(src, dst.shp)
+    if src.dtype_code != dst.dtype_code:
+        src = as_type(src, dst.dtype_code)
+    if src.dims != dst.dims:
+        src = reshape(src, dst.dims)
     run(OPS["Copy"], [src], EMPTY, [dst])
     return dst
 
@@ -252,7 +256,7 @@ def to_device(x: CTensor, dev) -> CTensor:
     """A copy of x on ``dev`` (staged through host memory)."""
     if x.dev is dev:
         return copy(x)
-    out = CTensor._new(x.shp, dev, x.dt)
+    out = CTensor._new(x.dims, dev, x.dtype_code)
     out.copy_from_numpy(x.to_numpy())
     return out
 
@@ -268,7 +272,7 @@ def reshape(x: CTensor, shape) -> CTensor:
     try:
         shape = check_shape(shape, "reshape", infer=True, size=x.size)
     except ShapeError as exc:
-        raise ShapeError(f"{exc} (reshaping a tensor of shape {x.shp}, {x.size} "
+        raise ShapeError(f"{exc} (reshaping a tensor of shape {x.dims}, {x.size} "
                          "elements)") from None
     if not x.contig:
         x = copy(x)
@@ -277,52 +281,52 @@ def reshape(x: CTensor, shape) -> CTensor:
 
 def transpose(x: CTensor, axes=None) -> CTensor:
     """A strided view with permuted axes (reversed when ``axes`` is None)."""
-    nd = len(x.shp)
+    nd = len(x.dims)
     if axes is None:
         axes = tuple(range(nd - 1, -1, -1))
     axes = tuple(as_int(a, "transpose: axis") for a in axes)
     if any(not -nd <= a < nd for a in axes):
         raise ShapeError(f"transpose: axes {axes} name an axis outside [-{nd}, {nd}) of the "
-                         f"{nd}-D tensor of shape {x.shp}")
+                         f"{nd}-D tensor of shape {x.dims}")
     axes = tuple(a % nd for a in axes)
     if sorted(axes) != list(range(nd)):
-        raise ShapeError(f"transpose: {axes} is not a permutation of the {nd} axes of {x.shp}")
-    return x._view_as(tuple(x.shp[a] for a in axes), tuple(x.strd[a] for a in axes))
+        raise ShapeError(f"transpose: {axes} is not a permutation of the {nd} axes of {x.dims}")
+    return x._view_as(tuple(x.dims[a] for a in axes), tuple(x.strides[a] for a in axes))
 
 
 def broadcast_to(x: CTensor, shape) -> CTensor:
     """A zero-stride view of x broadcast to ``shape``."""
     shape = tuple(shape)
-    if broadcast_shapes("broadcast_to", x.shp, shape) != shape:
-        raise ShapeError(f"broadcast_to: {x.shp} cannot be broadcast to {shape}")
-    pad = len(shape) - len(x.shp)
+    if broadcast_shapes("broadcast_to", x.dims, shape) != shape:
+        raise ShapeError(f"broadcast_to: {x.dims} cannot be broadcast to {shape}")
+    pad = len(shape) - len(x.dims)
     strides = []
     for i, d in enumerate(shape):
         j = i - pad
-        if j < 0 or x.shp[j] == 1 and d != 1:
+        if j < 0 or x.dims[j] == 1 and d != 1:
             strides.append(0)
         else:
-            strides.append(x.strd[j])
+            strides.append(x.strides[j])
     return x._view_as(shape, tuple(strides))
 
 
 def slice_view(x: CTensor, starts, stops, steps=None, axes=None) -> CTensor:
     """A strided view of x[start:stop:step] on the given axes (numpy slice semantics)."""
-    nd = len(x.shp)
+    nd = len(x.dims)
     axes = list(range(len(starts))) if axes is None else [check_axis("slice", a, nd)
                                                           for a in axes]
     steps = [1] * len(axes) if steps is None else list(steps)
-    shape, strides, off = list(x.shp), list(x.strd), x.off
+    shape, strides, off = list(x.dims), list(x.strides), x.offset
     for ax, st, sp, step in zip(axes, starts, stops, steps):
         step = as_int(step, "slice: step")
         if step == 0:
             raise ShapeError("slice: step cannot be zero")
         start, stop, step = slice(as_int(st, "slice: start"), as_int(sp, "slice: stop"),
-                                  step).indices(x.shp[ax])
+                                  step).indices(x.dims[ax])
         n = len(range(start, stop, step))
-        off += start * x.strd[ax] if n else 0
+        off += start * x.strides[ax] if n else 0
         shape[ax] = n
-        strides[ax] = x.strd[ax] * step
+        strides[ax] = x.strides[ax] * step
     return x._view_as(tuple(shape), tuple(strides), off)
 
 
@@ -339,12 +343,12 @@ def squeeze_view(x: CTensor, axes) -> CTensor:
     ShapeError
         One of the axes does not have size 1.
     """
-    axes = normalize_axes("squeeze", axes, len(x.shp))
+    axes = normalize_axes("squeeze", axes, len(x.dims))
     for a in axes:
-        if x.shp[a] != 1:
-            raise ShapeError(f"squeeze: axis {a} of {x.shp} has size {x.shp[a]}, not 1")
-    keep = [i for i in range(len(x.shp)) if i not in axes]
-    return x._view_as(tuple(x.shp[i] for i in keep), tuple(x.strd[i] for i in keep))
+        if x.dims[a] != 1:
+            raise ShapeError(f"squeeze: axis {a} of {x.dims} has size {x.dims[a]}, not 1")
+    keep = [i for i in range(len(x.dims)) if i not in axes]
+    return x._view_as(tuple(x.dims[i] for i in keep), tuple(x.strides[i] for i in keep))
 
 
 # ---------------------------------------------------------------- data movement ops
@@ -359,7 +363,7 @@ def concat(xs, axis: int) -> CTensor:
     xs = list(xs)
     if not xs:
         raise ShapeError("concat: needs at least one tensor")
-    return _one("Concat", xs, {"axis": check_axis("Concat", axis, len(xs[0].shp))})
+    return _one("Concat", xs, {"axis": check_axis("Concat", axis, len(xs[0].dims))})
 
 
 def repeat(x: CTensor, repeats, axis=None) -> CTensor:
@@ -373,12 +377,12 @@ def repeat(x: CTensor, repeats, axis=None) -> CTensor:
         x = reshape(x, (x.size,))
         axis = 0
     return _one("Repeat", [x], {"repeats": repeats, "axis": check_axis("Repeat", axis,
-                                                                       len(x.shp))})
+                                                                       len(x.dims))})
 
 
 def take(x: CTensor, idx: CTensor, axis: int = 0) -> CTensor:
     """numpy.take(x, idx, axis): y has x's shape with ``axis`` replaced by idx's shape."""
-    return _one("Take", [x, idx], {"axis": check_axis("Take", axis, len(x.shp))})
+    return _one("Take", [x, idx], {"axis": check_axis("Take", axis, len(x.dims))})
 
 
 # ---------------------------------------------------------------- reductions
@@ -387,7 +391,7 @@ def _reduce(name):
 
     def f(x: CTensor, axes=None, keepdims: bool = False) -> CTensor:
         if axes is not None:
-            axes = normalize_axes(name, axes, len(x.shp))
+            axes = normalize_axes(name, axes, len(x.dims))
         return run(op, [x], {"axes": axes, "keepdims": bool(keepdims)})[0]
 
     f.__name__ = name.lower()
@@ -402,7 +406,7 @@ reduce_min = _reduce("ReduceMin")
 
 def argmax(x: CTensor, axis: int = -1, keepdims: bool = False) -> CTensor:
     """Index of the first maximum along ``axis``, int32; keepdims keeps that axis as size 1."""
-    return _one("ArgMax", [x], {"axis": check_axis("ArgMax", axis, len(x.shp)),
+    return _one("ArgMax", [x], {"axis": check_axis("ArgMax", axis, len(x.dims)),
                                 "keepdims": bool(keepdims)})
 
 
@@ -462,7 +466,7 @@ def gemm(a: CTensor, b: CTensor, c: CTensor, alpha=1.0, beta=0.0, trans_a=False,
 def axpy(alpha, x: CTensor, y: CTensor) -> CTensor:
     """y += alpha * x in place; alpha is a number or a one-element tensor on y's device."""
     if not isinstance(alpha, CTensor):
-        a = CTensor._new((1,), y.dev, y.dt)
+        a = CTensor._new((1,), y.dev, y.dtype_code)
         set_value(a, float(alpha))
         alpha = a
     return run(OPS["Axpy"], [alpha, x, y], EMPTY, [y])[0]
@@ -471,16 +475,16 @@ def axpy(alpha, x: CTensor, y: CTensor) -> CTensor:
 # ---------------------------------------------------------------- rows and columns
 def as_column(v: CTensor, m: CTensor) -> CTensor:
     """``v`` as an (rows, 1) column of matrix ``m`` (for broadcasting over its columns)."""
-    if v.size != m.shp[0]:
-        raise ShapeError(f"column vector of {v.size} elements for a matrix {m.shp}")
-    return reshape(v, (m.shp[0], 1))
+    if v.size != m.dims[0]:
+        raise ShapeError(f"column vector of {v.size} elements for a matrix {m.dims}")
+    return reshape(v, (m.dims[0], 1))
 
 
 def as_row(v: CTensor, m: CTensor) -> CTensor:
     """``v`` as a (1, cols) row of matrix ``m``."""
-    if v.size != m.shp[-1]:
-        raise ShapeError(f"row vector of {v.size} elements for a matrix {m.shp}")
-    return reshape(v, (1, m.shp[-1]))
+    if v.size != m.dims[-1]:
+        raise ShapeError(f"row vector of {v.size} elements for a matrix {m.dims}")
+    return reshape(v, (1, m.dims[-1]))
 
 
 def scale_add(m: CTensor, v: CTensor, alpha: float, beta: float) -> CTensor:

@@ -407,9 +407,9 @@ class Communicator(ABC):
         """All-reduce a float32 tensor with float16 on the wire (SINGA's ``synchHalf``)."""
         c = _ct(x)
         self._checked("all_reduce_half", [c], op=op)
-        if c.dt != _dtype.kFloat32:
+        if c.dtype_code != _dtype.kFloat32:
             raise DistError(f"all_reduce_half: expects a float32 tensor, got "
-                            f"{_dtype.name_of(c.dt)}; use all_reduce for other dtypes")
+                            f"{_dtype.name_of(c.dtype_code)}; use all_reduce for other dtypes")
         n = self.world_size
 
         def body(arrs):
@@ -431,9 +431,9 @@ class Communicator(ABC):
         grads = [_ct(g) for g in (x if isinstance(x, (list, tuple)) else [x])]
         self._checked("sparse_all_reduce", grads, check, spars=spars, topK=bool(topK))
         for c in grads:
-            if c.dt != _dtype.kFloat32:
+            if c.dtype_code != _dtype.kFloat32:
                 raise DistError("sparse_all_reduce: expects float32 tensors, got "
-                                f"{_dtype.name_of(c.dt)}")
+                                f"{_dtype.name_of(c.dtype_code)}")
         if topK and not 0 < spars <= 1:
             raise ValueError(f"sparse_all_reduce: with topK, spars is the kept fraction in "
                              f"(0, 1], got {spars}")
@@ -441,9 +441,9 @@ class Communicator(ABC):
         cts = list(grads)
         if residual is not None:
             r = _ct(residual)
-            if r.Size() != total or r.dt != _dtype.kFloat32:
+            if r.Size() != total or r.dtype_code != _dtype.kFloat32:
                 raise DistError(f"sparse_all_reduce: residual has {r.Size()} elements "
-                                f"({_dtype.name_of(r.dt)}), the tensors {total} (float32)")
+                                f"({_dtype.name_of(r.dtype_code)}), the tensors {total} (float32)")
             cts.append(r)
         ng = len(grads)
 
@@ -502,7 +502,7 @@ class Communicator(ABC):
 
         c = _ct(x)
         self._checked("all_gather", [c])
-        out = CTensor._new((self.world_size,) + tuple(c.shp), c.dev, c.dt)
+        out = CTensor._new((self.world_size,) + tuple(c.dims), c.dev, c.dtype_code)
 
         def body(arrs):
             self._allgather(self.xp.ascontiguousarray(arrs[0]), arrs[1])
@@ -571,12 +571,12 @@ class Communicator(ABC):
         self._checked("start_all_reduce", cts, check, op=op, half=bool(half))
         if op not in ("sum", "mean"):
             raise ValueError(f"start_all_reduce: op must be 'sum' or 'mean', got {op!r}")
-        dts = sorted({_dtype.name_of(c.dt) for c in cts})
+        dts = sorted({_dtype.name_of(c.dtype_code) for c in cts})
         if len(dts) > 1:
             raise DistError(f"start_all_reduce: the tensors of one call share one buffer and "
                             f"must have one dtype, got {', '.join(dts)}; start one call per "
                             "dtype")
-        if half and cts[0].dt != _dtype.kFloat32:
+        if half and cts[0].dtype_code != _dtype.kFloat32:
             raise DistError(f"start_all_reduce(half=True) expects float32 tensors, got "
                             f"{dts[0]}; use half=False for other dtypes")
         return _distasync.start_all_reduce(self, cts, op, half, inplace, overlap)

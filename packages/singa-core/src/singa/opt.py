@@ -223,7 +223,7 @@ class Optimizer:
         ``hyper(name)`` is :meth:`_hyper_value` for ``p``. :meth:`call` (and DistOpt, per
         step) empties the cache."""
         cache = self.__dict__.setdefault("_derived", {})
-        k = (key, p.dt)
+        k = (key, p.dtype_code)
         v = cache.get(k)
         if v is None:
             v = cache[k] = make(lambda name: self._hyper_value(name, p))
@@ -262,7 +262,7 @@ class Optimizer:
                             f"built with dtype {tensor_mod._dtype.name_of(self.dtype)}")
         self.device_check(p)
         gd = g.data
-        if gd.dt != p.dtype:
+        if gd.dtype_code != p.dtype:
             gd = _math.as_type(gd, p.dtype)
         return p.data, gd
 
@@ -270,7 +270,7 @@ class Optimizer:
         """The current value of hyper-parameter ``name`` (``lr``, ``momentum``, ...) as a
         one-element CTensor of ``p``'s dtype."""
         v = self._values[name].data
-        return v if v.dt == p.dt else _math.as_type(v, p.dt)
+        return v if v.dtype_code == p.dtype_code else _math.as_type(v, p.dtype_code)
 
     #: names of the per-parameter state slots; each is also an attribute, a read-only
     #: mapping from parameter name to state (``sgd.moments``), see :mod:`singa._optstate`
@@ -526,8 +526,8 @@ class Adam(Optimizer):
         _math.axpy(_math.rsub(b1, 1.0), g, m)
         _math.imul(v, b2)
         _math.axpy(_math.rsub(b2, 1.0), _math.square(g), v)
-        t = _math.add(self.step_counter.data if self.step_counter.dtype == p.dt else
-                  _math.as_type(self.step_counter.data, p.dt), 1.0)
+        t = _math.add(self.step_counter.data if self.step_counter.dtype == p.dtype_code else
+                  _math.as_type(self.step_counter.data, p.dtype_code), 1.0)
         bc1 = _math.rsub(_math.pow(b1, t), 1.0)
         bc2 = _math.rsub(_math.pow(b2, t), 1.0)
         mhat = _math.div(m, bc1)

@@ -236,7 +236,7 @@ def MultWithRet(a: CTensor, b: CTensor, ret: CTensor) -> None:
 
 def MultWithScale(alpha: float, a: CTensor, b: CTensor, beta: float, c: CTensor) -> None:
     """c = alpha * a @ b + beta * c."""
-    if len(a.shp) == 2 and len(b.shp) == 2:
+    if len(a.dims) == 2 and len(b.dims) == 2:
         _math.gemm(a, b, c, alpha, beta, out=c)
         return
     prod = _math.matmul(a, b)
@@ -313,12 +313,12 @@ def _dense_target(t: CTensor, p: CTensor) -> CTensor:
     """t as a (N, C) distribution of p's dtype: one-hot rows for int32 class ids."""
     from .ops import OPS, run
 
-    if len(t.shp) == 2 and t.shp == p.shp:
-        return t if t.dt == p.dt else _math.as_type(t, p.dt)
+    if len(t.dims) == 2 and t.dims == p.dims:
+        return t if t.dtype_code == p.dtype_code else _math.as_type(t, p.dtype_code)
     ids = _math.reshape(t, (t.size,))
-    ids = ids if ids.dt == kInt else _math.as_type(ids, kInt)
-    return run(OPS["OneHot"], [ids], {"depth": p.shp[1], "axis": -1, "on_value": 1.0,
-                                      "off_value": 0.0, "dtype": p.dt})[0]
+    ids = ids if ids.dtype_code == kInt else _math.as_type(ids, kInt)
+    return run(OPS["OneHot"], [ids], {"depth": p.dims[1], "axis": -1, "on_value": 1.0,
+                                      "off_value": 0.0, "dtype": p.dtype_code})[0]
 
 
 def CrossEntropyFwd(p: CTensor, t: CTensor) -> CTensor:
@@ -326,7 +326,7 @@ def CrossEntropyFwd(p: CTensor, t: CTensor) -> CTensor:
     of probabilities ``p`` (N, C); returns a (N,) tensor."""
     from .ops import OPS, run
 
-    if t.dt != kInt and t.shp != p.shp:
+    if t.dtype_code != kInt and t.dims != p.dims:
         t = _math.as_type(_math.reshape(t, (t.size,)), kInt)
     return run(OPS["CrossEntropyFwd"], [p, t])[0]
 

@@ -128,7 +128,7 @@ class Tensor:
     # ------------------------------------------------------------------ attributes
     @property
     def shape(self) -> tuple:
-        return self.data.shp
+        return self.data.dims
 
     @property
     def device(self):
@@ -136,7 +136,7 @@ class Tensor:
 
     @property
     def dtype(self) -> int:
-        return self.data.dt
+        return self.data.dtype_code
 
     @property
     def name(self) -> str:
@@ -168,7 +168,7 @@ class Tensor:
 
     def ndim(self) -> int:
         """The number of dimensions, len(self.shape)."""
-        return len(self.data.shp)
+        return len(self.data.dims)
 
     def is_empty(self) -> bool:
         """Whether the tensor is 0-dimensional (``ndim() == 0``)."""
@@ -241,7 +241,7 @@ class Tensor:
         constructor), so values are shared but in-place conversions of one (to_type,
         to_device) leave the other alone."""
         ct = self.data
-        return self._like(ct._view_as(ct.shp, ct.strd))
+        return self._like(ct._view_as(ct.dims, ct.strides))
 
     def repeat(self, repeats, axis) -> Tensor:
         """numpy.repeat: each element repeated along ``axis``.
@@ -572,7 +572,7 @@ class Tensor:
         if isinstance(x, Tensor):
             return self.data, x.data
         if isinstance(x, (Number, np.number)):
-            if self.data.dt == _dtype.kInt and isinstance(x, (float, np.floating)):
+            if self.data.dtype_code == _dtype.kInt and isinstance(x, (float, np.floating)):
                 return _math.as_type(self.data, _dtype.kFloat32), float(x)
             return self.data, x
         raise TypeError(f"unsupported operand type {type(x).__name__} for Tensor arithmetic")
@@ -601,14 +601,14 @@ class Tensor:
             fn(self.data, x.data)
         elif isinstance(x, (Number, np.number)):
             # numbers.Number declares no __float__; the values here are real numbers
-            fn(self.data, x if self.data.dt == _dtype.kInt else float(x))  # type: ignore[arg-type]
+            fn(self.data, x if self.data.dtype_code == _dtype.kInt else float(x))  # type: ignore[arg-type]
         else:
             raise TypeError(f"unsupported operand type {type(x).__name__} for Tensor arithmetic")
         return self
 
     def _compare(self, fn, x):
         r = self._binop(fn, x).data
-        if r.dt == _dtype.kInt:
+        if r.dtype_code == _dtype.kInt:
             r = _math.as_type(r, _dtype.kFloat32)
         return Tensor._wrap(r)
 
@@ -814,8 +814,8 @@ def copy_data_to_from(dst: Tensor, src: Tensor, size: int, dst_offset=0, src_off
     if not d.contig:
         raise ShapeError("copy_data_to_from: the destination must be contiguous")
     dv = _math.slice_view(d._view_as((d.size,), (1,)), [dst_offset], [dst_offset + size])
-    if sv.dt != dv.dt:
-        sv = _math.as_type(sv, dv.dt)
+    if sv.dtype_code != dv.dtype_code:
+        sv = _math.as_type(sv, dv.dtype_code)
     _math.copy_into(dv, sv)
 
 
@@ -905,8 +905,8 @@ def mult(A: Tensor, B: Tensor, C: Tensor | None = None, alpha=1.0, beta=0.0) -> 
         _math.gemm(A.data, B.data, C.data, alpha, beta, out=C.data)
         return C
     prod = _math.matmul(A.data, B.data)
-    if prod.shp != C.shape:
-        raise ShapeError(f"mult: A @ B has shape {prod.shp} but C has shape {C.shape}")
+    if prod.dims != C.shape:
+        raise ShapeError(f"mult: A @ B has shape {prod.dims} but C has shape {C.shape}")
     _math.imul(C.data, float(beta))
     _math.axpy(float(alpha), prod, C.data)
     return C
@@ -922,11 +922,11 @@ def sum(t: Tensor, axis=None, out=None) -> Tensor:  # noqa: A001
     have the result's shape.
     """
     ct = _math.sum(t.data, axis)
-    if not ct.shp:
+    if not ct.dims:
         ct = _math.reshape(ct, (1, 1))
-    if out is not None and tuple(out.shape) != ct.shp:
+    if out is not None and tuple(out.shape) != ct.dims:
         raise ShapeError(f"tensor.sum: out has shape {tuple(out.shape)} but the sum has shape "
-                         f"{ct.shp}; pass an out of that shape or omit it")
+                         f"{ct.dims}; pass an out of that shape or omit it")
     return _ret(out, ct)
 
 

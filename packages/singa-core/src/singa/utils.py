@@ -86,7 +86,7 @@ def handle_odd_pad_bwd(dx, odd_padding):
     from . import _math
 
     t, b, l, r = odd_padding
-    n, c, h, w = dx.shp
+    n, c, h, w = dx.dims
     return _math.copy(_math.slice_view(dx, [t, l], [h - b, w - r], None, [2, 3]))
 
 

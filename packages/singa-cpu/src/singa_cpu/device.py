@@ -38,11 +38,11 @@ class CppCPU(Device):
         self._chains = None
 
     def make_native(self, ct, buf):
-        isz = ITEMSIZE[ct.dt]
+        isz = ITEMSIZE[ct.dtype_code]
         if ct.contig:
-            return np.ndarray(ct.shp, NP_DTYPE[ct.dt], buf, ct.off * isz)
-        return np.ndarray(ct.shp, NP_DTYPE[ct.dt], buf, ct.off * isz,
-                          tuple(s * isz for s in ct.strd))
+            return np.ndarray(ct.dims, NP_DTYPE[ct.dtype_code], buf, ct.offset * isz)
+        return np.ndarray(ct.dims, NP_DTYPE[ct.dtype_code], buf, ct.offset * isz,
+                          tuple(s * isz for s in ct.strides))
 
     @property
     def conv_workspace(self):

@@ -96,9 +96,9 @@ class CudaGPU(Device):
 
     # ------------------------------------------------------------------ Device interface
     def native(self, ct):
-        isz = ITEMSIZE[ct.dt]
-        return self._cupy.ndarray(ct.shp, NP_DTYPE[ct.dt], ct.block.data + ct.off * isz,
-                                  tuple(s * isz for s in ct.strd))
+        isz = ITEMSIZE[ct.dtype_code]
+        return self._cupy.ndarray(ct.dims, NP_DTYPE[ct.dtype_code], ct.block.data + ct.offset * isz,
+                                  tuple(s * isz for s in ct.strides))
 
     def native_to_numpy(self, arr):
         with self.cuda_device, self.stream:

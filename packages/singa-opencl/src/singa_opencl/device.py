@@ -17,14 +17,14 @@ class CLView:
     permuted views with :meth:`with_layout` without touching memory.
     """
 
-    __slots__ = ("buf", "off", "shape", "strides", "dt", "contig")
+    __slots__ = ("buf", "offset", "shape", "strides", "dtype_code", "contig")
 
     def __init__(self, buf, off: int, shape: tuple, strides: tuple, dt: int, contig: bool):
         self.buf = buf
-        self.off = off
+        self.offset = off
         self.shape = shape
         self.strides = strides
-        self.dt = dt
+        self.dtype_code = dt
         self.contig = contig
 
     @property
@@ -37,15 +37,16 @@ class CLView:
 
     @property
     def dtype(self) -> np.dtype:
-        return NP_DTYPE[self.dt]
+        return NP_DTYPE[self.dtype_code]
 
     def with_layout(self, shape, strides, off: int | None = None) -> CLView:
         shape, strides = tuple(shape), tuple(strides)
-        return CLView(self.buf, self.off if off is None else off, shape, strides, self.dt,
-                      strides == _contig(shape))
+        return CLView(self.buf, self.offset if off is None else off, shape, strides,
+                      self.dtype_code, strides == _contig(shape))
 
     def __repr__(self) -> str:
-        return f"<CLView {self.shape} strides={self.strides} off={self.off} dt={self.dt}>"
+        return (f"<CLView {self.shape} strides={self.strides} offset={self.offset} "
+                f"dtype_code={self.dtype_code}>")
 
 
 def _contig(shape) -> tuple:
@@ -114,34 +115,34 @@ class OpenCLDevice(Device):
 
     # ------------------------------------------------------------------ views and transfers
     def make_native(self, ct, buf) -> CLView:
-        return CLView(buf, ct.off, ct.shp, ct.strd, ct.dt, ct.contig)
+        return CLView(buf, ct.offset, ct.dims, ct.strides, ct.dtype_code, ct.contig)
 
     def native_to_numpy(self, arr: CLView) -> np.ndarray:
         import pyopencl as cl
 
-        out = np.empty(arr.shape, NP_DTYPE[arr.dt])
+        out = np.empty(arr.shape, NP_DTYPE[arr.dtype_code])
         if out.size == 0:
             return out
         src = arr if arr.contig else self._packed_copy(arr)
-        cl.enqueue_copy(self.queue, out, src.buf, src_offset=src.off * ITEMSIZE[arr.dt],
+        cl.enqueue_copy(self.queue, out, src.buf, src_offset=src.offset * ITEMSIZE[arr.dtype_code],
                         is_blocking=True)
         return out
 
     def numpy_into_native(self, src, arr: CLView) -> None:
         import pyopencl as cl
 
-        host = np.ascontiguousarray(src, dtype=NP_DTYPE[arr.dt])
+        host = np.ascontiguousarray(src, dtype=NP_DTYPE[arr.dtype_code])
         if host.size == 0:
             return
         if arr.contig:
             # pyopencl keeps `host` alive until the non-blocking write completes
-            cl.enqueue_copy(self.queue, arr.buf, host, dst_offset=arr.off * ITEMSIZE[arr.dt],
-                            is_blocking=False)
+            cl.enqueue_copy(self.queue, arr.buf, host,
+                            dst_offset=arr.offset * ITEMSIZE[arr.dtype_code], is_blocking=False)
             return
         tmp, cls = self.pool.malloc(host.nbytes)
         try:
             cl.enqueue_copy(self.queue, tmp, host, is_blocking=False)
-            staged = CLView(tmp, 0, arr.shape, _contig(arr.shape), arr.dt, True)
+            staged = CLView(tmp, 0, arr.shape, _contig(arr.shape), arr.dtype_code, True)
             from .kernels.elementwise import copy_view
 
             copy_view(self, staged, arr)
@@ -152,9 +153,9 @@ class OpenCLDevice(Device):
         """A contiguous copy of a strided view in a fresh buffer (for reading it back)."""
         from .kernels.elementwise import copy_view
 
-        nbytes = max(arr.size * ITEMSIZE[arr.dt], 4)
+        nbytes = max(arr.size * ITEMSIZE[arr.dtype_code], 4)
         buf = self.pool.allocator.alloc(nbytes)
-        dst = CLView(buf, 0, arr.shape, _contig(arr.shape), arr.dt, True)
+        dst = CLView(buf, 0, arr.shape, _contig(arr.shape), arr.dtype_code, True)
         copy_view(self, arr, dst)
         return dst
 

@@ -19,11 +19,11 @@ from ._engine import Operator, back_broadcast, is_training
 
 
 def _ones_like(x: CTensor) -> CTensor:
-    return _math.set_value(CTensor._new(x.shp, x.dev, x.dt), 1.0)
+    return _math.set_value(CTensor._new(x.dims, x.dev, x.dtype_code), 1.0)
 
 
 def _zeros_like(x: CTensor) -> CTensor:
-    return _math.set_value(CTensor._new(x.shp, x.dev, x.dt), 0.0)
+    return _math.set_value(CTensor._new(x.dims, x.dev, x.dtype_code), 0.0)
 
 
 class _Unary(Operator):
@@ -204,7 +204,7 @@ class Cast(Operator):
 
     def forward(self, x):
         """y = x converted to dtype ``to`` (x's shape); x's dtype is kept for backward."""
-        self.src_dtype = x.dt
+        self.src_dtype = x.dtype_code
         return _math.as_type(x, self.to)
 
     def backward(self, dy):
@@ -236,7 +236,7 @@ class _Binary(Operator):
     def _cache(self, a, b):
         if is_training():
             self.a, self.b = a, b
-            self.shapes = (a.shp, b.shp)
+            self.shapes = (a.dims, b.dims)
 
     def _cached(self):
         if not hasattr(self, "a"):
@@ -251,7 +251,7 @@ class _Binary(Operator):
 
 def _float_pair(a, b):
     """SINGA runs Mul on int inputs in float, then casts back."""
-    if a.dt == _dtype.kInt and b.dt == _dtype.kInt:
+    if a.dtype_code == _dtype.kInt and b.dtype_code == _dtype.kInt:
         return _math.as_type(a, _dtype.kFloat32), _math.as_type(b, _dtype.kFloat32), True
     return a, b, False
 
@@ -286,7 +286,7 @@ def _binary_operator(decl) -> type:
         was_int = False
         if int_as_float:
             a, b, was_int = _float_pair(a, b)
-        self.shapes = (a.shp, b.shp)
+        self.shapes = (a.dims, b.dims)
         y = fn(a, b)
         if is_training():
             if keep_ab:
@@ -298,7 +298,7 @@ def _binary_operator(decl) -> type:
     def backward(self, dy):
         a, b = self._cached() if keep_ab else (None, None)
         da, db = grad(_math, dy, a, b, self.y if keep_y else None)
-        return self._reduce(dy.shp, da, db)
+        return self._reduce(dy.dims, da, db)
 
     body.update(forward=forward, backward=backward)
     return type(name, (_Binary,), body)
@@ -324,7 +324,7 @@ class PRelu(_Binary):
         neg = _math.rsub(pos, 1.0)
         dx = _math.mul(dy, _math.add(pos, _math.mul(neg, slope)))
         dslope = _math.mul(dy, _math.mul(x, neg))
-        return self._reduce(dy.shp, dx, dslope)
+        return self._reduce(dy.dims, dx, dslope)
 
 
 class _Nary(Operator):
@@ -335,11 +335,11 @@ class _Nary(Operator):
 
     def _check(self, xs):
         for x in xs[1:]:
-            if x.shp != xs[0].shp:
+            if x.dims != xs[0].dims:
                 from ..errors import ShapeError
 
                 raise ShapeError(f"{type(self).__name__}: all inputs must have one shape, got "
-                                 f"{[t.shp for t in xs]}")
+                                 f"{[t.dims for t in xs]}")
 
     def _total(self, xs):
         """The sum of the inputs, left to right (and n, for backward)."""

@@ -327,8 +327,8 @@ def backward(y: Tensor, dy=None, retain_graph: bool = True):
                 "y to one element (e.g. a loss)"
             )
         dy = _math.set_value(CTensor._new(y.shape, y.device, y.dtype), 1.0 if dy is None else dy)
-    if dy.shp != y.shape:
-        raise SingaError(f"backward: dy has shape {dy.shp} but y has shape {y.shape}")
+    if dy.dims != y.shape:
+        raise SingaError(f"backward: dy has shape {dy.dims} but y has shape {y.shape}")
     root = y.creator
     if y.stores_grad:
         yield (y, Tensor._wrap(dy, name=root.grad_name(root.y_id2idx.get(id(y), 0))))
@@ -399,7 +399,7 @@ def back_broadcast(y_shape, x_shape, dx: CTensor) -> CTensor:
                                     if d == 1 and y_shape[nd + i] != 1)
     if axes:
         dx = _math.sum(dx, axes)
-    return _math.reshape(dx, x_shape) if dx.shp != x_shape else dx
+    return _math.reshape(dx, x_shape) if dx.dims != x_shape else dx
 
 
 def ctensor2numpy(x: CTensor):

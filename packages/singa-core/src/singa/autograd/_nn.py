@@ -38,9 +38,9 @@ class _Conv2d(Operator):
         if not hasattr(self, "x"):
             self._need_cache()
         x, W = self.x, self.W
-        dx = run(OPS["Conv2dBackwardX"], [dy, W], {**self.attrs, "x_shape": x.shp})[0] \
+        dx = run(OPS["Conv2dBackwardX"], [dy, W], {**self.attrs, "x_shape": x.dims})[0] \
             if self.needs_grad(0) else None
-        dW = run(OPS["Conv2dBackwardW"], [dy, x], {**self.attrs, "w_shape": W.shp})[0] \
+        dW = run(OPS["Conv2dBackwardW"], [dy, x], {**self.attrs, "w_shape": W.dims})[0] \
             if self.needs_grad(1) else None
         if self.has_bias:
             return dx, dW, _math.sum(dy, (0, 2, 3))
@@ -84,15 +84,15 @@ class _BatchNorm2d(Operator):
         self.running_var = running_var.data if hasattr(running_var, "data") else running_var
 
     def forward(self, x, scale, bias):
-        if len(x.shp) not in (2, 4):
-            raise ShapeError(f"BatchNorm2d expects (N, C) or (N, C, H, W) input, got {x.shp}")
+        if len(x.dims) not in (2, 4):
+            raise ShapeError(f"BatchNorm2d expects (N, C) or (N, C, H, W) input, got {x.dims}")
         rm, rv = self.running_mean, self.running_var
         eps = self.handle.eps
         if is_training():
-            c = x.shp[1]
-            mean = CTensor._new((c,), x.dev, x.dt)
-            inv = CTensor._new((c,), x.dev, x.dt)
-            y = CTensor._new(x.shp, x.dev, x.dt)
+            c = x.dims[1]
+            mean = CTensor._new((c,), x.dev, x.dtype_code)
+            inv = CTensor._new((c,), x.dev, x.dtype_code)
+            y = CTensor._new(x.dims, x.dev, x.dtype_code)
             run(OPS["BatchNormTrain"], [x, scale, bias, rm, rv],
                 {"momentum": self.handle.factor, "eps": eps}, [y, mean, inv, rm, rv])
             self.cache = (x, scale, mean, inv)
@@ -127,7 +127,7 @@ class Dropout(Operator):
         if not is_training() or self.ratio == 0.0:
             self.mask = None
             return x
-        mask = _math.bernoulli(CTensor._new(x.shp, x.dev, x.dt), 1.0 - self.ratio)
+        mask = _math.bernoulli(CTensor._new(x.dims, x.dev, x.dtype_code), 1.0 - self.ratio)
         _math.imul(mask, 1.0 / (1.0 - self.ratio))
         self.mask = mask
         return _math.mul(x, mask)
@@ -146,13 +146,13 @@ def _target(t, x: CTensor) -> CTensor:
         raise DeviceMismatchError(f"target is on {t.dev.name} but the logits are on "
                                   f"{x.dev.name}; create the target on the same device (or "
                                   f"move it with t.to_device(x.device))")
-    if len(t.shp) == 1 or (len(t.shp) == 2 and t.shp[1] == 1 and x.shp[1] != 1):
-        ids = _math.reshape(t, (t.shp[0],))
-        return ids if ids.dt == _dtype.kInt else _math.as_type(ids, _dtype.kInt)
-    if t.shp != x.shp:
-        raise ShapeError(f"target shape {t.shp} matches neither ids ({x.shp[0]},) nor the "
-                         f"logits {x.shp}")
-    return t if t.dt == x.dt else _math.as_type(t, x.dt)
+    if len(t.dims) == 1 or (len(t.dims) == 2 and t.dims[1] == 1 and x.dims[1] != 1):
+        ids = _math.reshape(t, (t.dims[0],))
+        return ids if ids.dtype_code == _dtype.kInt else _math.as_type(ids, _dtype.kInt)
+    if t.dims != x.dims:
+        raise ShapeError(f"target shape {t.dims} matches neither ids ({x.dims[0]},) nor the "
+                         f"logits {x.dims}")
+    return t if t.dtype_code == x.dtype_code else _math.as_type(t, x.dtype_code)
 
 
 def _scale_by(g: CTensor, dy) -> CTensor:
@@ -193,11 +193,11 @@ class SoftMaxCrossEntropy(Operator):
         """The loss, shape (1,) mean_n(-sum_c q log softmax(x)) of the (N, C) logits x against the
         target held by the op.
         """
-        if len(x.shp) != 2:
-            raise ShapeError(f"softmax_cross_entropy expects 2-D logits (N, C), got {x.shp}")
+        if len(x.dims) != 2:
+            raise ShapeError(f"softmax_cross_entropy expects 2-D logits (N, C), got {x.dims}")
         self.tc = _target(self.t, x)
         self.live = None
-        if len(self.tc.shp) == 2:
+        if len(self.tc.dims) == 2:
             self.tc, self.live = _rows_summing_to_one(self.tc)
         loss, probs = run(OPS["SoftmaxCrossEntropy"], [x, self.tc])
         self.p = probs
@@ -220,27 +220,27 @@ class CrossEntropy(Operator):
 
     def forward(self, x):
         """The loss, shape (1,) -sum(t log x) / N of the (N, C) probabilities x."""
-        if len(x.shp) != 2:
-            raise ShapeError(f"cross_entropy expects 2-D probabilities (N, C), got {x.shp}")
-        if 0 in x.shp:
-            raise ShapeError(f"cross_entropy: input {x.shp} is empty; a loss needs at least one "
+        if len(x.dims) != 2:
+            raise ShapeError(f"cross_entropy expects 2-D probabilities (N, C), got {x.dims}")
+        if 0 in x.dims:
+            raise ShapeError(f"cross_entropy: input {x.dims} is empty; a loss needs at least one "
                              "sample and one class (check the batch)")
         tc = _target(self.t, x)
-        n = x.shp[0]
-        if len(tc.shp) == 1:
+        n = x.dims[0]
+        if len(tc.dims) == 1:
             # class ids: SINGA's CrossEntropyFwd, whose kernels refuse ids outside [0, C) on
             # every backend (a one-hot of a bad id would be a silent row of zeros)
             per_row = run(OPS["CrossEntropyFwd"], [x, tc])[0]
             self.x = x
-            self.tc = run(OPS["OneHot"], [tc], {"depth": x.shp[1], "axis": -1, "on_value": 1.0,
-                                               "off_value": 0.0, "dtype": x.dt})[0]
+            self.tc = run(OPS["OneHot"], [tc], {"depth": x.dims[1], "axis": -1, "on_value": 1.0,
+                                               "off_value": 0.0, "dtype": x.dtype_code})[0]
             return _math.reshape(_math.mul(_math.sum(per_row), 1.0 / n), (1,))
         self.x, self.tc = x, tc
         return _math.reshape(_math.mul(_math.sum(_math.mul(tc, _math.log(x))), -1.0 / n), (1,))
 
     def backward(self, dy=1.0):
         """dx = -t / (x N) * dy, shape (N, C)."""
-        g = _math.mul(_math.div(self.tc, self.x), -1.0 / self.x.shp[0])
+        g = _math.mul(_math.div(self.tc, self.x), -1.0 / self.x.dims[0])
         return _scale_by(g, dy)
 
 
@@ -256,21 +256,21 @@ class BinaryCrossEntropy(Operator):
     def forward(self, x):
         """The loss, shape (1,) -sum(t log(x + eps) + (1 - t) log(1 - x + eps)) / N, eps = 1e-4."""
         t = self.t.data if hasattr(self.t, "data") else self.t
-        if t.shp != x.shp:
-            raise ShapeError(f"binary_cross_entropy: target {t.shp} must match x {x.shp}")
-        t = t if t.dt == x.dt else _math.as_type(t, x.dt)
+        if t.dims != x.dims:
+            raise ShapeError(f"binary_cross_entropy: target {t.dims} must match x {x.dims}")
+        t = t if t.dtype_code == x.dtype_code else _math.as_type(t, x.dtype_code)
         self.x, self.tc = x, t
         e = self.eps
         pos = _math.mul(t, _math.log(_math.add(x, e)))
         neg = _math.mul(_math.rsub(t, 1.0), _math.log(_math.add(_math.rsub(x, 1.0), e)))
-        return _math.reshape(_math.mul(_math.sum(_math.add(pos, neg)), -1.0 / x.shp[0]), (1,))
+        return _math.reshape(_math.mul(_math.sum(_math.add(pos, neg)), -1.0 / x.dims[0]), (1,))
 
     def backward(self, dy=1.0):
         """dx = -(t / (x + eps) - (1 - t) / (1 - x + eps)) / N * dy, of x's shape."""
         x, t, e = self.x, self.tc, self.eps
         g = _math.sub(_math.div(t, _math.add(x, e)),
                       _math.div(_math.rsub(t, 1.0), _math.add(_math.rsub(x, 1.0), e)))
-        return _scale_by(_math.mul(g, -1.0 / x.shp[0]), dy)
+        return _scale_by(_math.mul(g, -1.0 / x.dims[0]), dy)
 
 
 class MeanSquareError(Operator):
@@ -291,10 +291,10 @@ class MeanSquareError(Operator):
         """
         self.two_inputs = t is not None
         t = t if t is not None else (self.t.data if hasattr(self.t, "data") else self.t)
-        if t.shp != x.shp:
-            raise ShapeError(f"mse_loss: target {t.shp} must match x {x.shp}")
+        if t.dims != x.dims:
+            raise ShapeError(f"mse_loss: target {t.dims} must match x {x.dims}")
         if x.size == 0:
-            raise ShapeError(f"mse_loss: x {x.shp} is empty; the mean of no squared errors is "
+            raise ShapeError(f"mse_loss: x {x.dims} is empty; the mean of no squared errors is "
                              "undefined (check the batch)")
         self.diff = _math.sub(x, t)
         return _math.reshape(_math.mul(_math.sum(_math.square(self.diff)), 1.0 / x.size), (1,))
@@ -314,8 +314,8 @@ class RankingLoss(Operator):
 
     def forward(self, pos, neg):
         """The loss, shape (1,) mean(max(0, M - pos + neg)) of two same-shape CTensors."""
-        if pos.shp != neg.shp:
-            raise ShapeError(f"ranking_loss: pos {pos.shp} and neg {neg.shp} must have one "
+        if pos.dims != neg.dims:
+            raise ShapeError(f"ranking_loss: pos {pos.dims} and neg {neg.dims} must have one "
                              "shape (one score per pair)")
         z = _math.add(_math.sub(neg, pos), self.M)
         self.active = _math.gt(z, 0.0)

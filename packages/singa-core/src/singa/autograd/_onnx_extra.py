@@ -28,23 +28,23 @@ class _ReduceExtreme(Operator):
         self.axes, self.keepdims = axes, bool(keepdims)
 
     def forward(self, x):
-        axes = normalize_axes(type(self).__name__, self.axes, len(x.shp))
+        axes = normalize_axes(type(self).__name__, self.axes, len(x.dims))
         y = type(self).fn(x, axes, True)
         self.norm_axes = axes
         if is_training():
             self.x, self.y_kept, self.ax = x, y, axes
         if self.keepdims:
             return y
-        return _math.reshape(y, tuple(d for i, d in enumerate(x.shp) if i not in axes))
+        return _math.reshape(y, tuple(d for i, d in enumerate(x.dims) if i not in axes))
 
     def backward(self, dy):
         if not hasattr(self, "x"):
             self._need_cache()
         x, y = self.x, self.y_kept
-        mask = _math.as_type(_math.eq(x, _math.broadcast_to(y, x.shp)), x.dt)
+        mask = _math.as_type(_math.eq(x, _math.broadcast_to(y, x.dims)), x.dtype_code)
         count = _math.sum(mask, self.ax, True)
-        g = _math.div(_math.reshape(dy, y.shp), count)
-        return _math.mul(mask, _math.broadcast_to(g, x.shp))
+        g = _math.div(_math.reshape(dy, y.dims), count)
+        return _math.mul(mask, _math.broadcast_to(g, x.dims))
 
 
 class ReduceMax(_ReduceExtreme):
@@ -71,7 +71,7 @@ class ArgMax(Operator):
         keepdims).
         """
         y = _math.argmax(x, self.axis, self.keepdims)
-        return y if y.dt == _dtype.kInt else _math.as_type(y, _dtype.kInt)
+        return y if y.dtype_code == _dtype.kInt else _math.as_type(y, _dtype.kInt)
 
     def backward(self, dy):
         """None: an index has no gradient."""
@@ -117,7 +117,7 @@ class ConvTranspose2d(Operator):
         """
         y = run(OPS["Conv2dBackwardX"], [x, W], {**self.attrs, "x_shape": self.out_shape})[0]
         if b is not None:
-            y = _math.add(y, _math.reshape(b, (1, b.shp[0], 1, 1)))
+            y = _math.add(y, _math.reshape(b, (1, b.dims[0], 1, 1)))
         if is_training():
             self.x, self.W, self.has_bias = x, W, b is not None
         return y
@@ -127,7 +127,7 @@ class ConvTranspose2d(Operator):
         if not hasattr(self, "x"):
             self._need_cache()
         dx = run(OPS["Conv2d"], [dy, self.W], self.attrs)[0] if self.needs_grad(0) else None
-        dW = run(OPS["Conv2dBackwardW"], [self.x, dy], {**self.attrs, "w_shape": self.W.shp})[0] \
+        dW = run(OPS["Conv2dBackwardW"], [self.x, dy], {**self.attrs, "w_shape": self.W.dims})[0] \
             if self.needs_grad(1) else None
         if self.has_bias:
             return dx, dW, _math.sum(dy, (0, 2, 3))

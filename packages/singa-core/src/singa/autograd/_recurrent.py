@@ -22,7 +22,7 @@ def has_seq_kernel(x, op: str) -> bool:
 
 
 def _zeros_like(x: CTensor) -> CTensor:
-    return _math.set_value(CTensor._new(x.shp, x.dev, x.dt), 0.0)
+    return _math.set_value(CTensor._new(x.dims, x.dev, x.dtype_code), 0.0)
 
 
 class LSTMSeq(Operator):
@@ -39,7 +39,7 @@ class LSTMSeq(Operator):
     def forward(self, xw, r, h0, c0):
         """CTensors xw (T, B, 4H), r (4H, H), h0 and c0 (B, H) -> y and c, both (T, B, H)."""
         y, c, gates = run(OPS["LSTMSeq"], [xw, r, h0, c0], self.attrs)
-        self.seq_len, self.hidden_size = y.shp[0], y.shp[2]  # for exporters (singa-onnx)
+        self.seq_len, self.hidden_size = y.dims[0], y.dims[2]  # for exporters (singa-onnx)
         if is_training():
             self.saved = (gates, c, y, h0, c0, r)
         return y, c
@@ -70,7 +70,7 @@ class GRUSeq(Operator):
     def forward(self, xw, rw, rb, h0):
         """CTensors xw (T, B, 3H), rw (3H, H), rb (3H,), h0 (B, H) -> y (T, B, H)."""
         y, gates, q = run(OPS["GRUSeq"], [xw, rw, rb, h0], self.attrs)
-        self.seq_len, self.hidden_size = y.shp[0], y.shp[2]  # for exporters (singa-onnx)
+        self.seq_len, self.hidden_size = y.dims[0], y.dims[2]  # for exporters (singa-onnx)
         if is_training():
             self.saved = (gates, q, y, h0, rw)
         return y

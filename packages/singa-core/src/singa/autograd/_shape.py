@@ -19,7 +19,7 @@ from ._engine import Operator, back_broadcast, is_training
 
 
 def _swap_last(x: CTensor) -> CTensor:
-    nd = len(x.shp)
+    nd = len(x.dims)
     return _math.transpose(x, list(range(nd - 2)) + [nd - 1, nd - 2])
 
 
@@ -42,20 +42,20 @@ class Matmul(Operator):
 
     def forward(self, a, b):
         """y = a @ b (numpy matmul, batched with broadcasting) of two CTensors."""
-        if not a.shp or not b.shp:
-            raise ShapeError(f"matmul: operands must have at least one axis, got {a.shp} and "
-                             f"{b.shp} (numpy's rule; use mul for scalars)")
-        a2 = a if len(a.shp) > 1 else _math.reshape(a, (1, a.shp[0]))
-        b2 = b if len(b.shp) > 1 else _math.reshape(b, (b.shp[0], 1))
+        if not a.dims or not b.dims:
+            raise ShapeError(f"matmul: operands must have at least one axis, got {a.dims} and "
+                             f"{b.dims} (numpy's rule; use mul for scalars)")
+        a2 = a if len(a.dims) > 1 else _math.reshape(a, (1, a.dims[0]))
+        b2 = b if len(b.dims) > 1 else _math.reshape(b, (b.dims[0], 1))
         y2 = _math.matmul(a2, b2)
         if is_training():
-            self.a2, self.b2, self.shapes = a2, b2, (a.shp, b.shp)
-        self.y2_shape = y2.shp
-        if len(a.shp) == 1 or len(b.shp) == 1:
-            shape = y2.shp
-            if len(a.shp) == 1:
+            self.a2, self.b2, self.shapes = a2, b2, (a.dims, b.dims)
+        self.y2_shape = y2.dims
+        if len(a.dims) == 1 or len(b.dims) == 1:
+            shape = y2.dims
+            if len(a.dims) == 1:
                 shape = shape[:-2] + shape[-1:]
-            if len(b.shp) == 1:
+            if len(b.dims) == 1:
                 shape = shape[:-1]
             return _math.reshape(y2, shape)
         return y2
@@ -68,10 +68,10 @@ class Matmul(Operator):
         sa, sb = self.shapes
         da = db = None
         if self.needs_grad(0):
-            da = _math.reshape(back_broadcast(dy2.shp[:-2] + self.a2.shp[-2:], self.a2.shp,
+            da = _math.reshape(back_broadcast(dy2.dims[:-2] + self.a2.dims[-2:], self.a2.dims,
                                           _math.matmul(dy2, _swap_last(self.b2))), sa)
         if self.needs_grad(1):
-            db = _math.reshape(back_broadcast(dy2.shp[:-2] + self.b2.shp[-2:], self.b2.shp,
+            db = _math.reshape(back_broadcast(dy2.dims[:-2] + self.b2.dims[-2:], self.b2.dims,
                                           _math.matmul(_swap_last(self.a2), dy2)), sb)
         return da, db
 
@@ -91,13 +91,13 @@ class AddBias(Operator):
         if self.axis not in (0, 1):
             raise ShapeError(f"AddBias: axis must be 0 (add b to every row) or 1 (to every "
                              f"column), got {self.axis!r}")
-        if len(x.shp) != 2:
-            raise ShapeError(f"AddBias: x must be 2-D, got {x.shp}")
-        n = x.shp[1] if self.axis == 0 else x.shp[0]
+        if len(x.dims) != 2:
+            raise ShapeError(f"AddBias: x must be 2-D, got {x.dims}")
+        n = x.dims[1] if self.axis == 0 else x.dims[0]
         if b.size != n:
             raise ShapeError(f"AddBias(axis={self.axis}): bias has {b.size} elements, "
-                             f"expected {n} for x {x.shp}")
-        self.b_shape = b.shp
+                             f"expected {n} for x {x.dims}")
+        self.b_shape = b.dims
         bb = _math.reshape(b, (1, n) if self.axis == 0 else (n, 1))
         return _math.add(x, bb)
 
@@ -124,7 +124,7 @@ class Gemm(Operator):
             y = _math.mul(y, self.alpha)
         self.c_shape = None
         if C is not None:
-            self.c_shape = C.shp
+            self.c_shape = C.dims
             y = _math.add(y, _math.mul(C, self.beta) if self.beta != 1.0 else C)
         if is_training():
             self.a, self.b = a, b
@@ -143,7 +143,7 @@ class Gemm(Operator):
         dB = _math.contiguous(_math.transpose(db)) if self.transB else db
         if self.c_shape is None:
             return dA, dB
-        dC = back_broadcast(dy.shp, self.c_shape, _math.mul(dy, self.beta)
+        dC = back_broadcast(dy.dims, self.c_shape, _math.mul(dy, self.beta)
                             if self.beta != 1.0 else dy)
         return dA, dB, dC
 
@@ -202,9 +202,9 @@ class _Reduce(Operator):
         self.keepdims = bool(keepdims)
 
     def forward(self, x):
-        self.x_shape = x.shp
-        axes = normalize_axes(type(self).__name__, self.axes, len(x.shp))
-        self.n = math.prod(x.shp[a] for a in axes)
+        self.x_shape = x.dims
+        axes = normalize_axes(type(self).__name__, self.axes, len(x.dims))
+        self.n = math.prod(x.dims[a] for a in axes)
         self.norm_axes = axes
         f = _math.reduce_mean if self.mean else _math.sum
         return f(x, axes, self.keepdims)
@@ -236,7 +236,7 @@ class GlobalAveragePool(Operator):
 
     def forward(self, x):
         """y = the mean of x over its spatial axes, kept as size 1."""
-        nd = len(x.shp)
+        nd = len(x.dims)
         axes = tuple(range(2, nd)) if self.data_format == "channels_first" else \
             tuple(range(1, nd - 1))
         self.inner = _Reduce(axes, 1)
@@ -269,11 +269,11 @@ class Reshape(_View):
 
     def forward(self, x):
         """y = x reshaped (0 copies x's dimension, -1 is inferred); dx reshapes back."""
-        self.x_shape = x.shp
-        if any(d == 0 for d in self.shape[len(x.shp):]):
+        self.x_shape = x.dims
+        if any(d == 0 for d in self.shape[len(x.dims):]):
             raise ShapeError(f"Reshape: shape {self.shape} has a 0 at a position the input "
-                             f"{x.shp} does not have (0 copies the input's dimension there)")
-        shape = [x.shp[i] if d == 0 else int(d) for i, d in enumerate(self.shape)]
+                             f"{x.dims} does not have (0 copies the input's dimension there)")
+        shape = [x.dims[i] if d == 0 else int(d) for i, d in enumerate(self.shape)]
         return _math.reshape(x, shape)
 
 
@@ -286,12 +286,12 @@ class Flatten(_View):
 
     def forward(self, x):
         """y = x reshaped to (prod(shape[:axis]), prod(shape[axis:]))."""
-        self.x_shape = x.shp
-        nd = len(x.shp)
+        self.x_shape = x.dims
+        nd = len(x.dims)
         ax = self.axis + nd if self.axis < 0 else self.axis
         if not 0 <= ax <= nd:
-            raise ShapeError(f"Flatten: axis {self.axis} out of range for {x.shp}")
-        return _math.reshape(x, (math.prod(x.shp[:ax]), math.prod(x.shp[ax:])))
+            raise ShapeError(f"Flatten: axis {self.axis} out of range for {x.dims}")
+        return _math.reshape(x, (math.prod(x.dims[:ax]), math.prod(x.dims[ax:])))
 
 
 class Unsqueeze(_View):
@@ -304,15 +304,15 @@ class Unsqueeze(_View):
 
     def forward(self, x):
         """y = x with size-1 axes inserted at ``axis``."""
-        self.x_shape = x.shp
-        nd = len(x.shp) + len(self.axis)
+        self.x_shape = x.dims
+        nd = len(x.dims) + len(self.axis)
         if any(not -nd <= a < nd for a in self.axis):
             raise ShapeError(f"Unsqueeze: axes {self.axis} must lie in [-{nd}, {nd}) for a "
-                             f"{len(x.shp)}-D input with {len(self.axis)} new axes")
+                             f"{len(x.dims)}-D input with {len(self.axis)} new axes")
         axes = sorted(a + nd if a < 0 else a for a in self.axis)
         if len(set(axes)) != len(axes):
             raise ShapeError(f"Unsqueeze: axes {self.axis} name one position twice")
-        shape = list(x.shp)
+        shape = list(x.dims)
         for a in axes:
             shape.insert(a, 1)
         return _math.reshape(x, shape)
@@ -329,18 +329,18 @@ class Squeeze(_View):
 
     def forward(self, x):
         """y = x without the size-1 axes ``axis`` (all size-1 axes when empty)."""
-        self.x_shape = x.shp
+        self.x_shape = x.dims
         if self.axis:
-            if not x.shp:  # normalize_axes lets axis 0 through for a 0-d tensor
+            if not x.dims:  # normalize_axes lets axis 0 through for a 0-d tensor
                 raise ShapeError(f"Squeeze: a 0-d tensor has no axis {self.axis}; "
                                  "squeeze it without axes (or not at all)")
-            axes = normalize_axes("Squeeze", self.axis, len(x.shp))
+            axes = normalize_axes("Squeeze", self.axis, len(x.dims))
             for a in axes:
-                if x.shp[a] != 1:
-                    raise ShapeError(f"Squeeze: axis {a} of {x.shp} is not 1")
+                if x.dims[a] != 1:
+                    raise ShapeError(f"Squeeze: axis {a} of {x.dims} is not 1")
         else:
-            axes = tuple(i for i, d in enumerate(x.shp) if d == 1)
-        return _math.reshape(x, [d for i, d in enumerate(x.shp) if i not in axes])
+            axes = tuple(i for i, d in enumerate(x.dims) if d == 1)
+        return _math.reshape(x, [d for i, d in enumerate(x.dims) if i not in axes])
 
 
 class Transpose(Operator):
@@ -352,9 +352,9 @@ class Transpose(Operator):
 
     def forward(self, x):
         """y = x with its axes permuted by ``perm`` (a strided view)."""
-        perm = self.perm if self.perm is not None else list(range(len(x.shp)))[::-1]
+        perm = self.perm if self.perm is not None else list(range(len(x.dims)))[::-1]
         y = _math.transpose(x, perm)  # validates perm (a permutation of x's axes)
-        self.inv = list(np.argsort([a % len(x.shp) for a in perm])) if x.shp else []
+        self.inv = list(np.argsort([a % len(x.dims) for a in perm])) if x.dims else []
         return y
 
     def backward(self, dy):
@@ -371,8 +371,8 @@ class Concat(Operator):
 
     def forward(self, *xs):
         """y = the CTensors xs joined along ``axis``."""
-        ax = check_axis("Concat", self.axis, len(xs[0].shp))
-        self.ax, self.sizes = ax, [x.shp[ax] for x in xs]
+        ax = check_axis("Concat", self.axis, len(xs[0].dims))
+        self.ax, self.sizes = ax, [x.dims[ax] for x in xs]
         return _math.concat(xs, ax)
 
     def backward(self, dy):
@@ -400,8 +400,8 @@ class Split(Operator):
 
     def forward(self, x):
         """The tuple of pieces of x along ``axis`` (sizes ``parts`` or equal pieces)."""
-        ax = check_axis("Split", self.axis, len(x.shp))
-        n = x.shp[ax]
+        ax = check_axis("Split", self.axis, len(x.dims))
+        n = x.dims[ax]
         parts = self.parts
         if parts is None or isinstance(parts, int) and self.num_output is not None:
             k = self.num_output or parts
@@ -415,8 +415,9 @@ class Split(Operator):
         if any(p < 0 for p in parts):
             raise ShapeError(f"Split: part sizes must be non-negative, got {parts}")
         if sum(parts) != n:
-            raise ShapeError(f"Split: parts {parts} do not sum to {n} (axis {ax} of {x.shp})")
-        self.ax, self.sizes, self.x_shape, self.dt, self.dev = ax, list(parts), x.shp, x.dt, x.dev
+            raise ShapeError(f"Split: parts {parts} do not sum to {n} (axis {ax} of {x.dims})")
+        self.ax, self.sizes, self.x_shape = ax, list(parts), x.dims
+        self.dtype_code, self.dev = x.dtype_code, x.dev
         out, start = [], 0
         for p in parts:
             out.append(_math.copy(_math.slice_view(x, [start], [start + p], None, [ax])))
@@ -430,7 +431,7 @@ class Split(Operator):
             if dy is None:
                 shape = list(self.x_shape)
                 shape[self.ax] = p
-                dy = _math.set_value(CTensor._new(tuple(shape), self.dev, self.dt), 0.0)
+                dy = _math.set_value(CTensor._new(tuple(shape), self.dev, self.dtype_code), 0.0)
             parts.append(dy)
         return _math.concat(parts, self.ax)
 
@@ -468,16 +469,16 @@ class Slice(Operator):
 
     def forward(self, x):
         """y = x[starts:ends:steps] on ``axes`` (a copy)."""
-        self.args = _normalize_slice(x.shp, self.starts, self.ends, self.axes, self.steps)
-        self.x_shape, self.dt, self.dev = x.shp, x.dt, x.dev
+        self.args = _normalize_slice(x.dims, self.starts, self.ends, self.axes, self.steps)
+        self.x_shape, self.dtype_code, self.dev = x.dims, x.dtype_code, x.dev
         view = _math.slice_view(x, *self.args)
-        if 0 in view.shp:
-            raise ShapeError(f"Slice: empty result {view.shp} is not supported")
+        if 0 in view.dims:
+            raise ShapeError(f"Slice: empty result {view.dims} is not supported")
         return _math.copy(view)
 
     def backward(self, dy):
         """dx = zeros of x's shape with dy written into the sliced cells."""
-        dx = _math.set_value(CTensor._new(self.x_shape, self.dev, self.dt), 0.0)
+        dx = _math.set_value(CTensor._new(self.x_shape, self.dev, self.dtype_code), 0.0)
         _math.copy_into(_math.slice_view(dx, *self.args), dy)
         return dx
 
@@ -491,13 +492,13 @@ class Gather(Operator):
 
     def forward(self, x):
         """y = take(x, indices, axis)."""
-        ax = check_axis("Gather", self.axis, len(x.shp))
+        ax = check_axis("Gather", self.axis, len(x.dims))
         idx = integer_indices("Gather", self.indices.to_numpy()
                               if hasattr(self.indices, "to_numpy") else self.indices)
-        check_indices("Gather", idx, x.shp[ax])  # before -k becomes n - k: -n-1 stays wrong
-        idx = np.where(idx < 0, idx + x.shp[ax], idx).astype(np.int32)
+        check_indices("Gather", idx, x.dims[ax])  # before -k becomes n - k: -n-1 stays wrong
+        idx = np.where(idx < 0, idx + x.dims[ax], idx).astype(np.int32)
         self.idx = _as_ctensor(idx, x.dev)
-        self.ax, self.x_shape = ax, x.shp
+        self.ax, self.x_shape = ax, x.dims
         return _math.take(x, self.idx, ax)
 
     def backward(self, dy):
@@ -524,10 +525,10 @@ class Tile(Operator):
     def forward(self, x):
         """y = numpy.tile(x, repeats)."""
         reps = self.repeats
-        if len(reps) < len(x.shp):
-            reps = [1] * (len(x.shp) - len(reps)) + reps
-        shape = (1,) * (len(reps) - len(x.shp)) + x.shp
-        self.x_shape, self.reps, self.full = x.shp, reps, shape
+        if len(reps) < len(x.dims):
+            reps = [1] * (len(x.dims) - len(reps)) + reps
+        shape = (1,) * (len(reps) - len(x.dims)) + x.dims
+        self.x_shape, self.reps, self.full = x.dims, reps, shape
         inter = [v for d in shape for v in (1, d)]
         big = [v for r, d in zip(reps, shape) for v in (r, d)]
         y = _math.copy(_math.broadcast_to(_math.reshape(x, inter), big))
@@ -549,13 +550,13 @@ class Expand(Operator):
 
     def forward(self, x):
         """y = x broadcast against ``shape``."""
-        out = broadcast_shapes("Expand", x.shp, tuple(self.shape))
-        self.x_shape = x.shp
+        out = broadcast_shapes("Expand", x.dims, tuple(self.shape))
+        self.x_shape = x.dims
         return _math.copy(_math.broadcast_to(x, out))
 
     def backward(self, dy):
         """dx = dy summed over the broadcast axes, of x's shape."""
-        return back_broadcast(dy.shp, self.x_shape, dy)
+        return back_broadcast(dy.dims, self.x_shape, dy)
 
 
 def _reflect_source(n: int, lo: int, hi: int) -> np.ndarray:
@@ -585,18 +586,18 @@ class Pad(Operator):
 
     def forward(self, x):
         """y = x padded by ``pads`` (ONNX order) in ``mode``."""
-        self.x_shape = x.shp
+        self.x_shape = x.dims
         pads, self.gathers = list(self.pads), []
-        nd = len(x.shp)
+        nd = len(x.dims)
         if self.mode == "reflect" and len(pads) == 2 * nd and min(pads, default=0) >= 0:
-            for ax, n in enumerate(x.shp):
+            for ax, n in enumerate(x.dims):
                 lo, hi = pads[ax], pads[nd + ax]
                 if max(lo, hi) > n - 1 and n > 0:
                     self.gathers.append((ax, _as_ctensor(_reflect_source(n, lo, hi), x.dev)))
                     pads[ax] = pads[nd + ax] = 0
         for ax, idx in self.gathers:
             x = _math.take(x, idx, ax)
-        self.inner_pads, self.inner_shape = tuple(pads), x.shp
+        self.inner_pads, self.inner_shape = tuple(pads), x.dims
         if not any(pads) and self.gathers:
             return x
         return run(OPS["Pad"], [x], {"pads": self.inner_pads, "mode": self.mode,
@@ -608,7 +609,7 @@ class Pad(Operator):
             dy = run(OPS["PadBackward"], [dy], {"pads": self.inner_pads, "mode": self.mode,
                                                 "x_shape": self.inner_shape})[0]
         for ax, idx in reversed(self.gathers):
-            shape = list(dy.shp)
+            shape = list(dy.dims)
             shape[ax] = self.x_shape[ax]
             dy = run(OPS["ScatterAdd"], [idx, dy], {"shape": tuple(shape), "axis": ax})[0]
         return dy
@@ -628,7 +629,7 @@ class UpSample(Operator):
 
     def forward(self, x):
         """y = x with each cell repeated ``scales[i]`` times along axis i."""
-        self.x_shape = x.shp
+        self.x_shape = x.dims
         return run(OPS["UpsampleNearest"], [x], {"scales": self.scales})[0]
 
     def backward(self, dy):
@@ -644,8 +645,8 @@ class _Rearrange(Operator):
         raise NotImplementedError
 
     def forward(self, x):
-        mid, perm, out = self._plan(x.shp)
-        self.x_shape, self.mid, self.perm = x.shp, mid, perm
+        mid, perm, out = self._plan(x.dims)
+        self.x_shape, self.mid, self.perm = x.dims, mid, perm
         return _math.reshape(_math.transpose(_math.reshape(x, mid), perm), out)
 
     def backward(self, dy):
@@ -698,9 +699,9 @@ class Where(Operator):
 
     def forward(self, a, b):
         """y = a where condition else b, broadcast."""
-        self.cond = _as_ctensor(self.condition, a.dev, a.dt) if not isinstance(
+        self.cond = _as_ctensor(self.condition, a.dev, a.dtype_code) if not isinstance(
             self.condition, CTensor) else self.condition
-        self.shapes = (a.shp, b.shp)
+        self.shapes = (a.dims, b.dims)
         return run(OPS["Where"], [self.cond, a, b])[0]
 
     def backward(self, dy):
@@ -709,7 +710,7 @@ class Where(Operator):
         da = run(OPS["Where"], [self.cond, dy, zero])[0]
         db = run(OPS["Where"], [self.cond, zero, dy])[0]
         sa, sb = self.shapes
-        return back_broadcast(dy.shp, sa, da), back_broadcast(dy.shp, sb, db)
+        return back_broadcast(dy.dims, sa, da), back_broadcast(dy.dims, sb, db)
 
 
 class ScatterElements(Operator):
@@ -722,8 +723,8 @@ class ScatterElements(Operator):
     def forward(self, x):
         """y = x with ``updates`` written at ``indices`` along ``axis``."""
         self.idx = _as_ctensor(self.indices, x.dev)
-        self.upd = _as_ctensor(self.updates, x.dev, x.dt)
-        self.attrs = {"axis": check_axis("ScatterElements", self.axis, len(x.shp)),
+        self.upd = _as_ctensor(self.updates, x.dev, x.dtype_code)
+        self.attrs = {"axis": check_axis("ScatterElements", self.axis, len(x.dims)),
                       "reduction": "none"}
         return run(OPS["ScatterElements"], [x, self.idx, self.upd], self.attrs)[0]
 
@@ -743,7 +744,7 @@ class Shape(Operator):
 
     def forward(self, x):
         """The shape of x as a 1-D int32 CTensor."""
-        return _as_ctensor(np.asarray(x.shp, np.int32), x.dev)
+        return _as_ctensor(np.asarray(x.dims, np.int32), x.dev)
 
     def backward(self, dy):
         """None inside :func:`backward`; a direct call returns ``list(dy.shape)`` (SINGA's
@@ -751,7 +752,7 @@ class Shape(Operator):
         """
         if self.__dict__.get("_in_engine"):
             return None
-        return list(dy.shp)
+        return list(dy.dims)
 
 
 class ConstantOfShape(Operator):
@@ -793,14 +794,14 @@ class OneHot(Operator):
         self.depth = int(np.asarray(depth.to_numpy() if hasattr(depth, "to_numpy")
                                     else depth).reshape(-1)[0])
         vals = np.asarray(values.to_numpy() if hasattr(values, "to_numpy") else values)
-        self.off, self.on = (float(v) for v in vals.reshape(-1)[:2])
+        self.offset, self.on = (float(v) for v in vals.reshape(-1)[:2])
 
     def forward(self, indices):
         """y = on where the class id of ``indices`` matches, off elsewhere, along axis."""
-        if indices.dt != _dtype.kInt:
+        if indices.dtype_code != _dtype.kInt:
             indices = _math.as_type(indices, _dtype.kInt)
         return run(OPS["OneHot"], [indices], {"depth": self.depth, "axis": self.axis,
-                                              "on_value": self.on, "off_value": self.off,
+                                              "on_value": self.on, "off_value": self.offset,
                                               "dtype": _dtype.kFloat32})[0]
 
     def backward(self, dy):
@@ -813,8 +814,8 @@ class CosSim(Operator):
 
     def forward(self, a, b):
         """y_i = a_i . b_i / (|a_i| |b_i|) for the rows of the (N, D) a and b; y (N,)."""
-        if len(a.shp) != 2 or a.shp != b.shp:
-            raise ShapeError(f"CosSim: a and b must be equal 2-D shapes, got {a.shp}, {b.shp}")
+        if len(a.dims) != 2 or a.dims != b.dims:
+            raise ShapeError(f"CosSim: a and b must be equal 2-D shapes, got {a.dims}, {b.dims}")
         dot = _math.sum(_math.mul(a, b), 1)
         na = _math.sqrt(_math.sum(_math.square(a), 1))
         nb = _math.sqrt(_math.sum(_math.square(b), 1))
@@ -828,7 +829,7 @@ class CosSim(Operator):
         if not hasattr(self, "cache"):
             self._need_cache()
         a, b, na, nb, y = self.cache
-        n = a.shp[0]
+        n = a.dims[0]
 
         def col(v):
             return _math.reshape(v, (n, 1))
@@ -852,20 +853,21 @@ class Embedding(Operator):
 
     def forward(self, x, w):
         """y = the rows of w (V, D) at the integer ids x; y (*x.shape, D)."""
-        if np.dtype(_dtype.NP_DTYPE[x.dt]).kind not in "iu":
+        if np.dtype(_dtype.NP_DTYPE[x.dtype_code]).kind not in "iu":
             raise DtypeMismatchError(
-                f"Embedding: ids must be an integer tensor, got {_dtype.name_of(x.dt)} ids of "
-                f"shape {x.shp}; a float id would be truncated (1.9 to 1): pass int32 ids "
+                f"Embedding: ids must be an integer tensor, got "
+                f"{_dtype.name_of(x.dtype_code)} ids of "
+                f"shape {x.dims}; a float id would be truncated (1.9 to 1): pass int32 ids "
                 "(tensor.from_numpy(ids.astype(np.int32)), or ids.as_type(tensor.int32) when "
                 "the float values are whole numbers)")
-        ids = x if x.dt == _dtype.kInt else _math.as_type(x, _dtype.kInt)
-        self.ids, self.w_shape = ids, w.shp
+        ids = x if x.dtype_code == _dtype.kInt else _math.as_type(x, _dtype.kInt)
+        self.ids, self.w_shape = ids, w.dims
         return _math.take(w, ids, 0)
 
     def backward(self, dy):
         """(dx, dw): dx zeros of the ids' shape, dw = scatter-add of dy by id."""
         dw = run(OPS["ScatterAdd"], [self.ids, dy], {"shape": self.w_shape, "axis": 0})[0] \
             if self.needs_grad(1) else None
-        dx = _math.set_value(CTensor._new(self.ids.shp, dy.dev, dy.dt), 0.0) \
+        dx = _math.set_value(CTensor._new(self.ids.dims, dy.dev, dy.dtype_code), 0.0) \
             if self.needs_grad(0) else None
         return dx, dw

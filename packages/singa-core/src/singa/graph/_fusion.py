@@ -82,7 +82,7 @@ def _fuse_pass(seq, planned, by_first, kernels, device):
             b = seq[q]
             fn, contig, dtypes = kernels[fd.name]
             ins = [*a.fn.ins, *(x for j, x in enumerate(b.fn.ins) if j != link)]
-            if (dtypes is not None and a.fn.outs[0].dt not in dtypes) or (
+            if (dtypes is not None and a.fn.outs[0].dtype_code not in dtypes) or (
                     contig and not all(x.contig for x in ins)):
                 continue
             k = id(a.fn.outs[0].block)
@@ -183,17 +183,17 @@ def _chain_key(node, compiler, planned):
             or len(fn.outs) != 1 or len(node.writes) != 1):
         return None
     out = fn.outs[0]
-    if out.dt not in compiler.dtypes or not whole(out) or id(out.block) in planned:
+    if out.dtype_code not in compiler.dtypes or not whole(out) or id(out.block) in planned:
         return None
     n = out.size
     for x in fn.ins:
-        if x.dt != out.dt or (x.size == 1 < n and x.block is out.block):
+        if x.dtype_code != out.dtype_code or (x.size == 1 < n and x.block is out.block):
             return None
-        if x.size == n and n > 1 and not (whole(x) and x.shp == out.shp):
+        if x.size == n and n > 1 and not (whole(x) and x.dims == out.dims):
             return None
         if x.size not in (1, n):
             return None
-    return (n, out.dt)
+    return (n, out.dtype_code)
 
 
 def _chain_node(members, dtype, compiler, device) -> Node:
@@ -250,7 +250,8 @@ def _fusable(fd, p, a, seq, planned, readers, writers, merged) -> tuple[int, int
     if fd.commutes and len(b.fn.ins) == 2 and b.fn.ins[link].block is not xa.block:
         link = 1 - link  # a symmetric op reading a's output as its other operand
     xb = b.fn.ins[link]
-    if (xb.block is not xa.block or not whole(xb) or xb.shp != xa.shp or xb.dt != xa.dt
+    if (xb.block is not xa.block or not whole(xb) or xb.dims != xa.dims
+            or xb.dtype_code != xa.dtype_code
             or any(x.block is xa.block for j, x in enumerate(b.fn.ins) if j != link)
             or xa.block in b.writes):
         return None

@@ -112,9 +112,10 @@ def inplace_input(node: Node, planned: set[int],
         x = fn.ins[j]
         xb = x.block
         k = id(xb)
-        if (k in planned and xb is not ob and xb.nbytes == ob.nbytes and x.dt == out.dt
-                and x.shp == out.shp and dies(k) and xb not in node.writes
-                and all(whole(v) and v.shp == out.shp for v in fn.ins if v.block is xb)):
+        if (k in planned and xb is not ob and xb.nbytes == ob.nbytes
+                and x.dtype_code == out.dtype_code
+                and x.dims == out.dims and dies(k) and xb not in node.writes
+                and all(whole(v) and v.dims == out.dims for v in fn.ins if v.block is xb)):
             return k
     return None
 

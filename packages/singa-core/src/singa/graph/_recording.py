@@ -99,7 +99,7 @@ def take_views(nodes: Iterable[Node]) -> list[CTensor]:
         v = views.get(id(ct))
         if v is None:
             originals.append(ct)
-            v = views[id(ct)] = ct._view_as(ct.shp, ct.strd, ct.off)
+            v = views[id(ct)] = ct._view_as(ct.dims, ct.strides, ct.offset)
         return v
 
     def owned(x: Any) -> Any:
@@ -128,7 +128,7 @@ def take_views(nodes: Iterable[Node]) -> list[CTensor]:
 
 def whole(ct: CTensor) -> bool:
     """Whether CTensor ``ct`` is a contiguous view of all of its block."""
-    return ct.contig and ct.off == 0 and ct.size * ITEMSIZE[ct.dt] == ct.block.nbytes
+    return ct.contig and ct.offset == 0 and ct.size * ITEMSIZE[ct.dtype_code] == ct.block.nbytes
 
 
 class Recording:

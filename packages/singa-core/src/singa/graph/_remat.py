@@ -276,7 +276,7 @@ def choose(seq: Sequence[Node], planned: set[int], blocks: dict[int, Block],
 
 def _view_on(ct, blk):
     """A CTensor viewing ``blk`` exactly as ``ct`` views its own block."""
-    t = ct._view_as(ct.shp, ct.strd, ct.off)
+    t = ct._view_as(ct.dims, ct.strides, ct.offset)
     t.block.ref_count -= 1
     blk.ref_count += 1
     t.block = blk

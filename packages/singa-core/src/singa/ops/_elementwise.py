@@ -35,7 +35,7 @@ __all__ = ["Onnx", "Unary", "Binary", "UNARY", "BINARY", "RecordDoc", "zero_grad
 
 def zero_grad(ops, dy, x, y):
     """The gradient of a piecewise-constant function: zero almost everywhere."""
-    return ops.set_value(CTensor._new(dy.shp, dy.dev, dy.dt), 0.0)
+    return ops.set_value(CTensor._new(dy.dims, dy.dev, dy.dtype_code), 0.0)
 
 
 @functools.cache  # a handful of dtype tuples (NUM, FHD), named in every docstring

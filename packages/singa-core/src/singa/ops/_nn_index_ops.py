@@ -26,9 +26,9 @@ _INT = _dtype.kInt
 
 
 def _check_index(op: str, what: str, t) -> None:
-    if t.dt != _INT:
+    if t.dtype_code != _INT:
         raise DtypeMismatchError(
-            f"{op}: {what} must be int32, got {_dtype.name_of(t.dt)}; convert with "
+            f"{op}: {what} must be int32, got {_dtype.name_of(t.dtype_code)}; convert with "
             "idx.as_type(tensor.int32)"
         )
 
@@ -62,13 +62,13 @@ def _scatter_add_infer(ins, attrs):
     if not shape:
         raise ShapeError("ScatterAdd: the output shape must have at least one axis")
     ax = rules.check_axis("ScatterAdd", attrs.get("axis", 0), len(shape))
-    want = shape[:ax] + idx.shp + shape[ax + 1:]
-    if src.shp != want:
+    want = shape[:ax] + idx.dims + shape[ax + 1:]
+    if src.dims != want:
         raise ShapeError(
-            f"ScatterAdd: src has shape {src.shp} but output {shape} with idx {idx.shp} on axis "
+            f"ScatterAdd: src has shape {src.dims} but output {shape} with idx {idx.dims} on axis "
             f"{ax} needs src of shape {want} (out.shape with axis {ax} replaced by idx.shape)"
         )
-    return [(shape, src.dt)]
+    return [(shape, src.dtype_code)]
 
 
 def _scatter_add_sample(g, dtype):
@@ -141,8 +141,8 @@ def _pad_backward_ref(dy, pads, x_shape, mode="constant", value=0.0):
 
 def _pad_infer(ins, attrs):
     x = ins[0]
-    widths = _pad_widths("Pad", x.shp, attrs.get("pads", ()), attrs.get("mode", "constant"))
-    return [(tuple(d + lo + hi for d, (lo, hi) in zip(x.shp, widths)), x.dt)]
+    widths = _pad_widths("Pad", x.dims, attrs.get("pads", ()), attrs.get("mode", "constant"))
+    return [(tuple(d + lo + hi for d, (lo, hi) in zip(x.dims, widths)), x.dtype_code)]
 
 
 def _pad_backward_infer(ins, attrs):
@@ -153,12 +153,12 @@ def _pad_backward_infer(ins, attrs):
     widths = _pad_widths("PadBackward", x_shape, attrs.get("pads", ()),
                          attrs.get("mode", "constant"))
     want = tuple(d + lo + hi for d, (lo, hi) in zip(x_shape, widths))
-    if dy.shp != want:
+    if dy.dims != want:
         raise ShapeError(
-            f"PadBackward: dy has shape {dy.shp} but padding x_shape {x_shape} by "
+            f"PadBackward: dy has shape {dy.dims} but padding x_shape {x_shape} by "
             f"{attrs.get('pads')} gives {want}; pass Pad's attrs unchanged"
         )
-    return [(x_shape, dy.dt)]
+    return [(x_shape, dy.dtype_code)]
 
 
 def _sample_pad(g):
@@ -208,13 +208,15 @@ def _where_ref(cond, a, b):
 
 def _where_infer(ins, attrs):
     cond, a, b = ins
-    if a.dt != b.dt:
+    if a.dtype_code != b.dtype_code:
         raise DtypeMismatchError(
-            f"Where: a is {_dtype.name_of(a.dt)} but b is {_dtype.name_of(b.dt)}; they must "
+            f"Where: a is {_dtype.name_of(a.dtype_code)} but b is "
+            f"{_dtype.name_of(b.dtype_code)}; they must "
             "match (convert one with as_type)"
         )
-    shape = rules.broadcast_shapes("Where", rules.broadcast_shapes("Where", cond.shp, a.shp), b.shp)
-    return [(shape, a.dt)]
+    shape = rules.broadcast_shapes("Where", rules.broadcast_shapes("Where", cond.dims, a.dims),
+                                   b.dims)
+    return [(shape, a.dtype_code)]
 
 
 def _where_sample(g, dtype):
@@ -245,14 +247,14 @@ def _onehot_infer(ins, attrs):
     depth = attrs.get("depth")
     if depth is None or int(depth) < 1:
         raise ShapeError(f"OneHot: attribute depth={depth!r} must be a positive int")
-    r = len(idx.shp)
+    r = len(idx.dims)
     ax = attrs.get("axis", -1)
     if not -(r + 1) <= ax <= r:
         raise ShapeError(f"OneHot: axis {ax} is out of range for {r}-D indices (use "
                          f"{-(r + 1)}..{r})")
     ax %= r + 1
     dt = _dtype.code_of(attrs.get("dtype", _dtype.kFloat32))
-    return [(idx.shp[:ax] + (int(depth),) + idx.shp[ax:], dt)]
+    return [(idx.dims[:ax] + (int(depth),) + idx.dims[ax:], dt)]
 
 
 def _onehot_sample(g, dtype):
@@ -303,13 +305,13 @@ def _gather_elements_ref(x, indices, axis=0):
 
 def _check_elements(op: str, x, idx, axis) -> int:
     _check_index(op, "indices", idx)
-    if len(idx.shp) != len(x.shp):
-        raise ShapeError(f"{op}: indices {idx.shp} must have the rank of x {x.shp}")
-    ax = rules.check_axis(op, axis, len(x.shp))
-    for d, (ni, nx) in enumerate(zip(idx.shp, x.shp)):
+    if len(idx.dims) != len(x.dims):
+        raise ShapeError(f"{op}: indices {idx.dims} must have the rank of x {x.dims}")
+    ax = rules.check_axis(op, axis, len(x.dims))
+    for d, (ni, nx) in enumerate(zip(idx.dims, x.dims)):
         if d != ax and ni > nx:
             raise ShapeError(
-                f"{op}: indices {idx.shp} is larger than x {x.shp} on axis {d} (only axis "
+                f"{op}: indices {idx.dims} is larger than x {x.dims} on axis {d} (only axis "
                 f"{ax}, the indexed one, may differ freely)"
             )
     return ax
@@ -318,23 +320,23 @@ def _check_elements(op: str, x, idx, axis) -> int:
 def _scatter_elements_infer(ins, attrs):
     x, idx, upd = ins
     _check_elements("ScatterElements", x, idx, attrs.get("axis", 0))
-    if upd.shp != idx.shp:
-        raise ShapeError(f"ScatterElements: updates {upd.shp} must have the shape of indices "
-                         f"{idx.shp}")
-    if upd.dt != x.dt:
+    if upd.dims != idx.dims:
+        raise ShapeError(f"ScatterElements: updates {upd.dims} must have the shape of indices "
+                         f"{idx.dims}")
+    if upd.dtype_code != x.dtype_code:
         raise DtypeMismatchError(
-            f"ScatterElements: x is {_dtype.name_of(x.dt)} but updates are "
-            f"{_dtype.name_of(upd.dt)}; convert updates with as_type"
+            f"ScatterElements: x is {_dtype.name_of(x.dtype_code)} but updates are "
+            f"{_dtype.name_of(upd.dtype_code)}; convert updates with as_type"
         )
     if attrs.get("reduction", "none") not in ("none", "add"):
         raise ShapeError(f"ScatterElements: reduction={attrs['reduction']!r}; use 'none' or 'add'")
-    return [(x.shp, x.dt)]
+    return [(x.dims, x.dtype_code)]
 
 
 def _gather_elements_infer(ins, attrs):
     x, idx = ins
     _check_elements("GatherElements", x, idx, attrs.get("axis", 0))
-    return [(idx.shp, x.dt)]
+    return [(idx.dims, x.dtype_code)]
 
 
 def _sample_elements(g, dtype, unique: bool):
@@ -427,8 +429,8 @@ def _upsample_backward_ref(dy, scales, x_shape):
 
 def _upsample_infer(ins, attrs):
     x = ins[0]
-    s = _scales("UpsampleNearest", attrs.get("scales"), len(x.shp))
-    return [(tuple(d * k for d, k in zip(x.shp, s)), x.dt)]
+    s = _scales("UpsampleNearest", attrs.get("scales"), len(x.dims))
+    return [(tuple(d * k for d, k in zip(x.dims, s)), x.dtype_code)]
 
 
 def _upsample_backward_infer(ins, attrs):
@@ -438,10 +440,10 @@ def _upsample_backward_infer(ins, attrs):
     x_shape = tuple(int(d) for d in attrs["x_shape"])
     s = _scales("UpsampleNearestBackward", attrs.get("scales"), len(x_shape))
     want = tuple(d * k for d, k in zip(x_shape, s))
-    if dy.shp != want:
-        raise ShapeError(f"UpsampleNearestBackward: dy has shape {dy.shp}, expected {want} "
+    if dy.dims != want:
+        raise ShapeError(f"UpsampleNearestBackward: dy has shape {dy.dims}, expected {want} "
                          f"(x_shape {x_shape} times scales {s})")
-    return [(x_shape, dy.dt)]
+    return [(x_shape, dy.dtype_code)]
 
 
 def _upsample_sample(g, dtype):

@@ -234,10 +234,10 @@ def _conv2d_infer(ins, attrs):
         raise ShapeError(f"Conv2d: takes (x, W) or (x, W, b), got {len(ins)} inputs")
     dt = _check_float("Conv2d", ins)
     x, w = ins[0], ins[1]
-    g = conv2d_geometry("Conv2d", x.shp, w.shp, attrs)
-    if len(ins) == 3 and ins[2].shp != (g.o,):
+    g = conv2d_geometry("Conv2d", x.dims, w.dims, attrs)
+    if len(ins) == 3 and ins[2].dims != (g.o,):
         raise ShapeError(
-            f"Conv2d: bias has shape {ins[2].shp} but W {w.shp} has {g.o} output channels; "
+            f"Conv2d: bias has shape {ins[2].dims} but W {w.dims} has {g.o} output channels; "
             f"bias must have shape ({g.o},)"
         )
     return [((g.n, g.o, g.ho, g.wo), dt)]
@@ -262,8 +262,8 @@ def _conv2d_backward_x_infer(ins, attrs):
     dt = _check_float("Conv2dBackwardX", ins)
     dy, w = ins
     x_shape = _attr_shape("Conv2dBackwardX", attrs, "x_shape")
-    g = conv2d_geometry("Conv2dBackwardX", x_shape, w.shp, attrs)
-    _check_dy("Conv2dBackwardX", dy.shp, g, g.o)
+    g = conv2d_geometry("Conv2dBackwardX", x_shape, w.dims, attrs)
+    _check_dy("Conv2dBackwardX", dy.dims, g, g.o)
     return [(x_shape, dt)]
 
 
@@ -271,8 +271,8 @@ def _conv2d_backward_w_infer(ins, attrs):
     dt = _check_float("Conv2dBackwardW", ins)
     dy, x = ins
     w_shape = _attr_shape("Conv2dBackwardW", attrs, "w_shape")
-    g = conv2d_geometry("Conv2dBackwardW", x.shp, w_shape, attrs)
-    _check_dy("Conv2dBackwardW", dy.shp, g, g.o)
+    g = conv2d_geometry("Conv2dBackwardW", x.dims, w_shape, attrs)
+    _check_dy("Conv2dBackwardW", dy.dims, g, g.o)
     return [(w_shape, dt)]
 
 
@@ -546,18 +546,18 @@ def _pooling2d_backward_ref(dy, x, y, kernel, stride=None, pads=None, mode="max"
 
 def _pooling2d_infer(ins, attrs):
     dt = _check_float("Pooling2d", ins)
-    g = pool2d_geometry("Pooling2d", ins[0].shp, attrs)
+    g = pool2d_geometry("Pooling2d", ins[0].dims, attrs)
     return [((g.n, g.c, g.ho, g.wo), dt)]
 
 
 def _pooling2d_backward_infer(ins, attrs):
     dt = _check_float("Pooling2dBackward", ins)
     dy, x, y = ins
-    g = pool2d_geometry("Pooling2dBackward", x.shp, attrs)
-    _check_dy("Pooling2dBackward", dy.shp, g, g.c)
-    if y.shp != dy.shp:
-        raise ShapeError(f"Pooling2dBackward: y {y.shp} must have dy's shape {dy.shp}")
-    return [(x.shp, dt)]
+    g = pool2d_geometry("Pooling2dBackward", x.dims, attrs)
+    _check_dy("Pooling2dBackward", dy.dims, g, g.c)
+    if y.dims != dy.dims:
+        raise ShapeError(f"Pooling2dBackward: y {y.dims} must have dy's shape {dy.dims}")
+    return [(x.dims, dt)]
 
 
 def _sample_pool(g, dtype):
@@ -667,16 +667,16 @@ def _batchnorm_backward_ref(dy, x, scale, saved_mean, saved_inv_std):
 def _bn_check(op: str, ins, names):
     dt = _check_float(op, ins)
     x = ins[0]
-    if len(x.shp) < 2:
-        raise ShapeError(f"{op}: x must be (N, C) or (N, C, H, W), got shape {x.shp}")
-    c = x.shp[1]
+    if len(x.dims) < 2:
+        raise ShapeError(f"{op}: x must be (N, C) or (N, C, H, W), got shape {x.dims}")
+    c = x.dims[1]
     for name, t in zip(names, ins):
-        if name and t.shp != (c,):
+        if name and t.dims != (c,):
             raise ShapeError(
-                f"{op}: {name} has shape {t.shp} but x {x.shp} has {c} channels (axis 1); "
+                f"{op}: {name} has shape {t.dims} but x {x.dims} has {c} channels (axis 1); "
                 f"{name} must have shape ({c},)"
             )
-    return dt, x.shp, c
+    return dt, x.dims, c
 
 
 def _batchnorm_train_infer(ins, attrs):
@@ -694,8 +694,8 @@ def _batchnorm_infer_infer(ins, attrs):
 def _batchnorm_backward_infer(ins, attrs):
     dt, shape, c = _bn_check("BatchNormBackward", ins[1:],
                              (None, "scale", "saved_mean", "saved_inv_std"))
-    if ins[0].shp != shape or ins[0].dt != dt:
-        raise ShapeError(f"BatchNormBackward: dy {ins[0].shp} must match x {shape} in shape "
+    if ins[0].dims != shape or ins[0].dtype_code != dt:
+        raise ShapeError(f"BatchNormBackward: dy {ins[0].dims} must match x {shape} in shape "
                          "and dtype")
     return [(shape, dt), ((c,), dt), ((c,), dt)]
 
@@ -793,29 +793,29 @@ defop("BatchNormBackward", 5, _batchnorm_backward_infer, _batchnorm_backward_ref
 # ============================================================== losses
 def _target_kind(op: str, logits, target) -> str:
     """'ids' for int32 class ids (N,), 'dense' for a (N, C) float target."""
-    if len(logits.shp) != 2:
-        raise ShapeError(f"{op}: input must be 2-D (N, C), got shape {logits.shp}; flatten it "
+    if len(logits.dims) != 2:
+        raise ShapeError(f"{op}: input must be 2-D (N, C), got shape {logits.dims}; flatten it "
                          "first, e.g. x.reshape((N, -1))")
-    n = logits.shp[0]
-    if n == 0 or logits.shp[1] == 0:
-        raise ShapeError(f"{op}: input {logits.shp} is empty; a loss needs at least one sample "
+    n = logits.dims[0]
+    if n == 0 or logits.dims[1] == 0:
+        raise ShapeError(f"{op}: input {logits.dims} is empty; a loss needs at least one sample "
                          "and one class (check the batch and the layer producing the logits)")
-    if target.dt == _dtype.kInt:
-        if target.shp != (n,):
+    if target.dtype_code == _dtype.kInt:
+        if target.dims != (n,):
             raise ShapeError(
-                f"{op}: int32 target has shape {target.shp}; class ids must have shape ({n},) "
-                f"for input {logits.shp}"
+                f"{op}: int32 target has shape {target.dims}; class ids must have shape ({n},) "
+                f"for input {logits.dims}"
             )
         return "ids"
-    if target.dt != logits.dt:
+    if target.dtype_code != logits.dtype_code:
         raise DtypeMismatchError(
-            f"{op}: input is {_dtype.name_of(logits.dt)} but the target is "
-            f"{_dtype.name_of(target.dt)}; pass int32 class ids or a dense target of the "
+            f"{op}: input is {_dtype.name_of(logits.dtype_code)} but the target is "
+            f"{_dtype.name_of(target.dtype_code)}; pass int32 class ids or a dense target of the "
             "input's dtype (t.as_type(x.dtype))"
         )
-    if target.shp != logits.shp:
+    if target.dims != logits.dims:
         raise ShapeError(
-            f"{op}: dense target has shape {target.shp} but the input is {logits.shp}; it must "
+            f"{op}: dense target has shape {target.dims} but the input is {logits.dims}; it must "
             "match (or pass int32 class ids of shape (N,))"
         )
     return "dense"
@@ -858,21 +858,21 @@ def _softmax_ce_infer(ins, attrs):
     x, t = ins
     _check_float("SoftmaxCrossEntropy", [x])
     _target_kind("SoftmaxCrossEntropy", x, t)
-    return [((1,), x.dt), (x.shp, x.dt)]
+    return [((1,), x.dtype_code), (x.dims, x.dtype_code)]
 
 
 def _softmax_ce_backward_infer(ins, attrs):
     p, t = ins
     _check_float("SoftmaxCrossEntropyBackward", [p])
     _target_kind("SoftmaxCrossEntropyBackward", p, t)
-    return [(p.shp, p.dt)]
+    return [(p.dims, p.dtype_code)]
 
 
 def _cross_entropy_fwd_infer(ins, attrs):
     p, t = ins
     _check_float("CrossEntropyFwd", [p])
     _target_kind("CrossEntropyFwd", p, t)
-    return [((p.shp[0],), p.dt)]
+    return [((p.dims[0],), p.dtype_code)]
 
 
 def _softmax_np(z):

@@ -25,22 +25,23 @@ def _sigmoid(a):
 
 def _check(op, ins, shapes, dims):
     """Every input floating point, of one dtype, and of the shape ``shapes`` over ``dims``."""
-    dt = ins[0].dt
+    dt = ins[0].dtype_code
     for i, (x, want) in enumerate(zip(ins, shapes)):
-        if x.dt != dt:
-            raise DtypeMismatchError(f"{op}: input {i} is {_dtype.name_of(x.dt)}, input 0 is "
-                                     f"{_dtype.name_of(dt)}; convert with x.as_type(...)")
+        if x.dtype_code != dt:
+            raise DtypeMismatchError(f"{op}: input {i} is {_dtype.name_of(x.dtype_code)}, "
+                                     f"input 0 is {_dtype.name_of(dt)}; convert with "
+                                     "x.as_type(...)")
         want = tuple(dims[k] if isinstance(k, str) else k for k in want)
-        if tuple(x.shp) != want:
-            raise ShapeError(f"{op}: input {i} has shape {tuple(x.shp)}, expected {want} "
+        if tuple(x.dims) != want:
+            raise ShapeError(f"{op}: input {i} has shape {tuple(x.dims)}, expected {want} "
                              f"(T steps, B batch, H hidden: {dims})")
     return dt
 
 
 def _dims(op, xw, gates):
-    if len(xw.shp) != 3 or xw.shp[2] % gates:
-        raise ShapeError(f"{op}: xw must be (T, B, {gates}*H), got {tuple(xw.shp)}")
-    t, b, gh = xw.shp
+    if len(xw.dims) != 3 or xw.dims[2] % gates:
+        raise ShapeError(f"{op}: xw must be (T, B, {gates}*H), got {tuple(xw.dims)}")
+    t, b, gh = xw.dims
     return {"T": t, "B": b, "H": gh // gates}
 
 

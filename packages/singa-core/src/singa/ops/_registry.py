@@ -168,13 +168,13 @@ def run(op: OpDef, ins: list, attrs: dict = EMPTY, outs: list | None = None) -> 
     entry = dev.kernels.get(op.name)
     fn, contig, dtypes = entry if entry is not None else dev.kernel(op)
     if dtypes is not None:
-        dt = (ins[0] if ins else outs[0]).dt
+        dt = (ins[0] if ins else outs[0]).dtype_code
         if dt not in dtypes:
             _unsupported_dtype(op, dev, dt, dtypes)
     if contig:
         ins = [x if x.contig else _materialize(x) for x in ins]
         if not all(o.contig for o in outs):
-            tmp = [CTensor._new(o.shp, dev, o.dt) for o in outs]
+            tmp = [CTensor._new(o.dims, dev, o.dtype_code) for o in outs]
             run(op, ins, attrs, tmp)
             for o, t in zip(outs, tmp):
                 run(OPS["Copy"], [t], EMPTY, [o])
@@ -182,7 +182,7 @@ def run(op: OpDef, ins: list, attrs: dict = EMPTY, outs: list | None = None) -> 
     reads = [x.block for x in ins]
     if given:
         for o in outs:  # a partial write keeps the rest of the block: it reads it too
-            if o.size * ITEMSIZE[o.dt] != o.block.nbytes:
+            if o.size * ITEMSIZE[o.dtype_code] != o.block.nbytes:
                 reads.append(o.block)
     dev.exec(KernelCall(dev, fn, ins, outs, attrs), reads, [o.block for o in outs], op.name)
     return outs

@@ -10,7 +10,7 @@ from ..errors import DtypeMismatchError, ShapeError
 def same(ins, attrs):
     """Output has the first input's shape and dtype."""
     x = ins[0]
-    return [(x.shp, x.dt)]
+    return [(x.dims, x.dtype_code)]
 
 
 def same_float(name: str):
@@ -19,12 +19,13 @@ def same_float(name: str):
 
     def rule(ins, attrs):
         x = ins[0]
-        if x.dt not in _dtype.FLOATS:
+        if x.dtype_code not in _dtype.FLOATS:
             raise DtypeMismatchError(
-                f"{name}: input is {_dtype.name_of(x.dt)}, but {name} is defined on float32, "
+                f"{name}: input is {_dtype.name_of(x.dtype_code)}, but {name} is defined on "
+                "float32, "
                 "float16 and float64; convert first with x.as_type(tensor.float32)"
             )
-        return [(x.shp, x.dt)]
+        return [(x.dims, x.dtype_code)]
 
     return rule
 
@@ -51,12 +52,12 @@ def broadcast_shapes(op: str, a: tuple, b: tuple) -> tuple:
 
 
 def check_dtypes(op: str, ins) -> int:
-    dt = ins[0].dt
+    dt = ins[0].dtype_code
     for i, x in enumerate(ins[1:], 1):
-        if x.dt != dt:
+        if x.dtype_code != dt:
             raise DtypeMismatchError(
                 f"{op}: input 0 is {_dtype.name_of(dt)} but input {i} is "
-                f"{_dtype.name_of(x.dt)}; convert one first, e.g. x.as_type(tensor.float32)"
+                f"{_dtype.name_of(x.dtype_code)}; convert one first, e.g. x.as_type(tensor.float32)"
             )
     return dt
 
@@ -64,7 +65,7 @@ def check_dtypes(op: str, ins) -> int:
 def binary(name: str):
     def infer(ins, attrs):
         dt = check_dtypes(name, ins)
-        return [(broadcast_shapes(name, ins[0].shp, ins[1].shp), dt)]
+        return [(broadcast_shapes(name, ins[0].dims, ins[1].dims), dt)]
 
     return infer
 
@@ -98,9 +99,9 @@ def reduced_shape(shape: tuple, axes: tuple, keepdims: bool) -> tuple:
 def reduce_rule(name: str, out_dtype=None):
     def infer(ins, attrs):
         x = ins[0]
-        axes = normalize_axes(name, attrs.get("axes"), len(x.shp))
-        shape = reduced_shape(x.shp, axes, attrs.get("keepdims", False))
-        return [(shape, x.dt if out_dtype is None else out_dtype)]
+        axes = normalize_axes(name, attrs.get("axes"), len(x.dims))
+        shape = reduced_shape(x.dims, axes, attrs.get("keepdims", False))
+        return [(shape, x.dtype_code if out_dtype is None else out_dtype)]
 
     return infer
 

@@ -175,7 +175,7 @@ defop("Copy", 1, rules.same, lambda x: np.array(x), _copy_sample, dtypes=NUM + (
 
 
 def _astype_infer(ins, attrs):
-    return [(ins[0].shp, attrs["dtype"])]
+    return [(ins[0].dims, attrs["dtype"])]
 
 
 def _astype_ref(x, dtype):
@@ -278,8 +278,8 @@ defop("ReduceMin", 1, rules.reduce_rule("ReduceMin"),
 
 def _argmax_infer(ins, attrs):
     x = ins[0]
-    ax = rules.check_axis("ArgMax", attrs["axis"], len(x.shp))
-    return [(rules.reduced_shape(x.shp, (ax,), attrs.get("keepdims", False)), _dtype.kInt)]
+    ax = rules.check_axis("ArgMax", attrs["axis"], len(x.dims))
+    return [(rules.reduced_shape(x.dims, (ax,), attrs.get("keepdims", False)), _dtype.kInt)]
 
 
 def _argmax_sample(g, dtype):
@@ -293,7 +293,7 @@ defop("ArgMax", 1, _argmax_infer,
 
 
 def _norm_infer(ins, attrs):
-    return [((), ins[0].dt)]
+    return [((), ins[0].dtype_code)]
 
 
 def _norm_sample(g, dtype):
@@ -331,9 +331,9 @@ def _softmax_infer(name):
     float_rule = rules.same_float(name)
 
     def infer(ins, attrs):
-        ax = rules.check_axis(name, attrs.get("axis", -1), len(ins[0].shp))
-        if ins[0].shp[ax] == 0:
-            raise ShapeError(f"{name}: axis {ax} of {ins[0].shp} is empty; a softmax over no "
+        ax = rules.check_axis(name, attrs.get("axis", -1), len(ins[0].dims))
+        if ins[0].dims[ax] == 0:
+            raise ShapeError(f"{name}: axis {ax} of {ins[0].dims} is empty; a softmax over no "
                              "values is undefined")
         return float_rule(ins, attrs)
 
@@ -369,7 +369,7 @@ defop("SoftmaxBackward", 2, _softmax_infer("SoftmaxBackward"), _softmax_bwd_ref,
 def _matmul_infer(ins, attrs):
     a, b = ins
     dt = rules.check_dtypes("Matmul", ins)
-    sa, sb = a.shp, b.shp
+    sa, sb = a.dims, b.dims
     if not sa or not sb:
         raise ShapeError("Matmul: operands must have at least one dimension")
     ka = sa[-1]
@@ -426,12 +426,12 @@ defop("Matmul", 2, _matmul_infer, np.matmul, _matmul_sample, dtypes=FHD,
 def _gemm_infer(ins, attrs):
     a, b, c = ins
     dt = rules.check_dtypes("GEMM", ins)
-    sa = a.shp[::-1] if attrs.get("transA") else a.shp
-    sb = b.shp[::-1] if attrs.get("transB") else b.shp
+    sa = a.dims[::-1] if attrs.get("transA") else a.dims
+    sb = b.dims[::-1] if attrs.get("transB") else b.dims
     if len(sa) != 2 or len(sb) != 2 or sa[1] != sb[0]:
         raise ShapeError(f"GEMM: cannot multiply op(A) {sa} by op(B) {sb}")
     out = (sa[0], sb[1])
-    rules.broadcast_shapes("GEMM", c.shp, out)
+    rules.broadcast_shapes("GEMM", c.dims, out)
     return [(out, dt)]
 
 
@@ -464,9 +464,9 @@ defop("GEMM", 3, _gemm_infer, _gemm_ref, _gemm_sample, dtypes=FHD, acc_bound=_ge
 def _axpy_infer(ins, attrs):
     a, x, y = ins
     rules.check_dtypes("Axpy", ins)
-    if x.shp != y.shp or a.size != 1:
-        raise ShapeError(f"Axpy: x {x.shp} and y {y.shp} must match and alpha be one element")
-    return [(y.shp, y.dt)]
+    if x.dims != y.dims or a.size != 1:
+        raise ShapeError(f"Axpy: x {x.dims} and y {y.dims} must match and alpha be one element")
+    return [(y.dims, y.dtype_code)]
 
 
 def _axpy_sample(g, dtype):
@@ -482,11 +482,11 @@ defop("Axpy", 3, _axpy_infer, lambda a, x, y: a.reshape(()) * x + y, _axpy_sampl
 
 def _concat_infer(ins, attrs):
     dt = rules.check_dtypes("Concat", ins)
-    first = ins[0].shp
+    first = ins[0].dims
     ax = rules.check_axis("Concat", attrs["axis"], len(first))
     total = 0
     for i, x in enumerate(ins):
-        s = x.shp
+        s = x.dims
         if len(s) != len(first) or s[:ax] + s[ax + 1:] != first[:ax] + first[ax + 1:]:
             raise ShapeError(
                 f"Concat: input {i} has shape {s}, which differs from input 0 {first} "
@@ -513,18 +513,18 @@ defop("Concat", -1, _concat_infer, lambda *xs, axis: np.concatenate(xs, axis), _
 
 def _repeat_infer(ins, attrs):
     x = ins[0]
-    ax = rules.check_axis("Repeat", attrs["axis"], len(x.shp))
+    ax = rules.check_axis("Repeat", attrs["axis"], len(x.dims))
     reps = attrs["repeats"]
     if len(reps) == 1:
-        n = x.shp[ax] * reps[0]
-    elif len(reps) == x.shp[ax]:
+        n = x.dims[ax] * reps[0]
+    elif len(reps) == x.dims[ax]:
         n = sum(reps)
     else:
         raise ShapeError(
-            f"Repeat: {len(reps)} repeat counts for axis {ax} of length {x.shp[ax]}; give one "
+            f"Repeat: {len(reps)} repeat counts for axis {ax} of length {x.dims[ax]}; give one "
             "count or one per element"
         )
-    return [(x.shp[:ax] + (n,) + x.shp[ax + 1:], x.dt)]
+    return [(x.dims[:ax] + (n,) + x.dims[ax + 1:], x.dtype_code)]
 
 
 def _repeat_sample(g, dtype):
@@ -545,10 +545,10 @@ defop("Repeat", 1, _repeat_infer,
 
 def _take_infer(ins, attrs):
     x, idx = ins
-    if idx.dt != _dtype.kInt:
+    if idx.dtype_code != _dtype.kInt:
         raise ShapeError("Take: indices must be an int32 tensor")
-    ax = rules.check_axis("Take", attrs["axis"], len(x.shp))
-    return [(x.shp[:ax] + idx.shp + x.shp[ax + 1:], x.dt)]
+    ax = rules.check_axis("Take", attrs["axis"], len(x.dims))
+    return [(x.dims[:ax] + idx.dims + x.dims[ax + 1:], x.dtype_code)]
 
 
 def _take_sample(g, dtype):

@@ -283,7 +283,7 @@ def _strided_ct(g, shape: tuple, code: int, dev, layout: str, fill: np.ndarray |
         to_view(base_np)[...] = fill
     base = upload(base_np, dev)
     view = make_view(base)
-    assert view.shp == tuple(shape), (view.shp, shape)
+    assert view.dims == tuple(shape), (view.dims, shape)
     return view, base, to_view
 
 
@@ -317,7 +317,7 @@ def output_view(g, shape: tuple, code: int, dev, layout: str):
     """
     np_dt = _dtype.NP_DTYPE[code]
     view, base, to_view = _strided_ct(g, tuple(shape), code, dev, layout, None)
-    outside = np.ones(base.shp, bool)
+    outside = np.ones(base.dims, bool)
     to_view(outside)[...] = False
 
     def check_untouched(what: str) -> None:
@@ -328,7 +328,7 @@ def output_view(g, shape: tuple, code: int, dev, layout: str):
             raise AssertionError(
                 f"{what}: the kernel wrote {int((~intact).sum())} element(s) outside its "
                 f"strided output view (layout {layout!r}, view shape {tuple(shape)}, block "
-                f"shape {base.shp})"
+                f"shape {base.dims})"
             )
 
     return view, check_untouched

@@ -334,7 +334,7 @@ def _compare(case: KernelCase, outs, arrays, attrs, what: str, special=None) -> 
     if len(refs) != len(outs):
         raise AssertionError(f"{what}: {len(outs)} outputs but the reference returns {len(refs)}")
     with np.errstate(all="ignore"):
-        slack = checks.accumulation_slack(case.op, arrays, attrs, outs[0].dt if outs else 0)
+        slack = checks.accumulation_slack(case.op, arrays, attrs, outs[0].dtype_code if outs else 0)
     for k, (o, r) in enumerate(zip(outs, refs)):
         label = f"{what}, output {k}" if len(outs) > 1 else what
         label = f"{label} ({checks.describe_case(arrays, attrs)})"
@@ -455,10 +455,10 @@ def _run_layout(g, case: KernelCase, dev, arrays, attrs, plan) -> None:
             view, check = checks.output_view(g, shape, dt, dev, layout)
             outs.append(view)
             untouched.append(check)
-    strides = [t.strd if not t.contig else "contiguous" for t in ins]
+    strides = [t.strides if not t.contig else "contiguous" for t in ins]
     what = (
         f"{case.op.name} on {dev.name} with strided views (input strides {strides}, "
-        f"offsets {[t.off for t in ins]}; outputs {out_layouts})"
+        f"offsets {[t.offset for t in ins]}; outputs {out_layouts})"
     )
     run(case.op, ins, attrs, outs)
     _compare(case, outs, values, attrs, what)
@@ -505,7 +505,7 @@ def test_inplace(kernel_case, singa_device, request):
         arrays, attrs = _draw_case(g, case)
         ins = [checks.upload(a, singa_device) for a in arrays]
         ((shape, dt),) = case.op.infer(ins, attrs)
-        fits = [i for i, t in enumerate(ins) if t.shp == tuple(shape) and t.dt == dt]
+        fits = [i for i, t in enumerate(ins) if t.dims == tuple(shape) and t.dtype_code == dt]
         fixed = FIXED_INPLACE.get(case.op.name)
         cands = [i for i in fits if fixed is None or i == fixed]
         declared = [i for i in case.op.inplace if i in fits]
@@ -546,17 +546,17 @@ def _fused_case(g, case: KernelCase, dev):
     ins = [checks.upload(a, dev) for a in arrays]
     (mid,) = _compose(fd.first, ins, attrs)
     if fd.sample_second is not None:
-        s_attrs = fd.sample_second(g, mid.shp)
+        s_attrs = fd.sample_second(g, mid.dims)
         assume(s_attrs is not None)
         attrs = {**attrs, "second": s_attrs}
     mid_np = mid.to_numpy()
-    shapes = iter(fd.sample_others(g, mid.shp) if fd.sample_others is not None else ())
+    shapes = iter(fd.sample_others(g, mid.dims) if fd.sample_others is not None else ())
     others = []
     for j in range(second.nin):
         if j == fd.link:
             continue
-        shp = tuple(next(shapes, mid.shp))
-        same = [x for x in ins if x.shp == shp and x.dt == mid.dt]
+        shp = tuple(next(shapes, mid.dims))
+        same = [x for x in ins if x.dims == shp and x.dtype_code == mid.dtype_code]
         if same and g.booleans():  # the second op reads an input of the first one
             note(f"second op's input {j} is an input of the first op")
             others.append(g.choice(same))
@@ -599,7 +599,7 @@ def test_fused(kernel_case, singa_device, request):
         arrays, f_ins, attrs = _fused_case(g, case, singa_device)
         expected = _compose(fd.name, f_ins, attrs)
         got = _general_outputs(case, singa_device, f_ins, attrs,
-                               [(e.shp, e.dt) for e in expected])
+                               [(e.dims, e.dtype_code) for e in expected])
         for swapped in (False, True) if fd.commutes else (False,):
             if swapped:  # the other operand order of a symmetric second op
                 expected = _compose(fd.name, f_ins, attrs, swapped=True)
@@ -623,15 +623,15 @@ def test_bound(kernel_case, singa_device, request):
     def body(g):
         if case.fusion is not None:
             arrays, ins, attrs = _fused_case(g, case, dev)
-            shapes = [(o.shp, o.dt) for o in _compose(case.fusion.name, ins, attrs)]
+            shapes = [(o.dims, o.dtype_code) for o in _compose(case.fusion.name, ins, attrs)]
         else:
             arrays, attrs = _draw_case(g, case)
             ins = [checks.upload(a, dev) for a in arrays]
             shapes = case.op.infer(ins, attrs)
         outs = [CTensor(shp, dev, dt) for shp, dt in shapes]
         for o in outs:  # allocated, and filled with what a kernel that wrote nothing leaves
-            np_dt = np.dtype(_dtype.NP_DTYPE[o.dt])
-            o.copy_from_numpy(np.full(o.shp, checks.sentinel(np_dt), np_dt))
+            np_dt = np.dtype(_dtype.NP_DTYPE[o.dtype_code])
+            o.copy_from_numpy(np.full(o.dims, checks.sentinel(np_dt), np_dt))
         nat_in = [dev.native(x) for x in ins]
         nat_out = [dev.native(o) for o in outs]
         bound = case.kernel.bind(nat_in, nat_out, attrs)
@@ -644,7 +644,7 @@ def test_bound(kernel_case, singa_device, request):
             if round_ != "the case's contents":  # each input's values, shuffled
                 for x in {id(x): x for x in ins}.values():
                     x.copy_from_numpy(rng.permutation(x.to_numpy().reshape(-1))
-                                      .reshape(x.shp))
+                                      .reshape(x.dims))
             want = _general_outputs(case, dev, ins, attrs, shapes)
             bound(nat_in, nat_out, attrs)
             dev.synchronize()

@@ -50,9 +50,10 @@ def make_kernel(device, op_name: str, body, dtypes=None, contiguous_inputs: bool
     @functools.wraps(body)
     def kernel(ins, outs, attrs):
         first = outs[0] if check_output or not ins else ins[0]
-        if first.dt not in allowed:
+        if first.dtype_code not in allowed:
             raise KernelError(
-                f"{op_name}: dtype {sb.dtype_name(first.dt)} is not supported by the OpenCL "
+                f"{op_name}: dtype {sb.dtype_name(first.dtype_code)} is not supported by the "
+                "OpenCL "
                 f"kernel on {device.name} (supported: "
                 f"{', '.join(sb.dtype_name(d) for d in dts)}); convert first, e.g. "
                 "x.as_type(tensor.float32)"

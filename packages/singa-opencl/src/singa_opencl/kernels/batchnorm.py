@@ -27,40 +27,42 @@ def kernels(device) -> dict:
         x, scale, bias, rm, rv = ins
         y, mean, inv, new_rm, new_rv = outs
         n, c, s = _ncs(x)
-        prg = nn_program(device, "BatchNormTrain", "batchnorm.cl", x.dt)
-        sc = CL_TYPES[x.dt].scalar
+        prg = nn_program(device, "BatchNormTrain", "batchnorm.cl", x.dtype_code)
+        sc = CL_TYPES[x.dtype_code].scalar
         ks = progs.kernel(prg, "bn_stats", [I, I, I, sc, sc] + [None, I] * 7)
         launch_1d(device, ks, c, n, c, s, float(attrs.get("momentum", 0.9)),
-                  float(attrs.get("eps", 1e-5)), x.buf, x.off, rm.buf, rm.off, rv.buf, rv.off,
-                  mean.buf, mean.off, inv.buf, inv.off, new_rm.buf, new_rm.off, new_rv.buf,
-                  new_rv.off)
+                  float(attrs.get("eps", 1e-5)), x.buf, x.offset, rm.buf, rm.offset, rv.buf,
+                  rv.offset,
+                  mean.buf, mean.offset, inv.buf, inv.offset, new_rm.buf, new_rm.offset, new_rv.buf,
+                  new_rv.offset)
         ka = progs.kernel(prg, "bn_apply", [I, I, I, sc] + [None, I] * 6)
-        _launch_planes(device, ka, n, c, s, c, s, 0, 0.0, x.buf, x.off, mean.buf, mean.off,
-                  inv.buf, inv.off, scale.buf, scale.off, bias.buf, bias.off, y.buf, y.off)
+        _launch_planes(device, ka, n, c, s, c, s, 0, 0.0, x.buf, x.offset, mean.buf, mean.offset,
+                       inv.buf, inv.offset, scale.buf, scale.offset, bias.buf, bias.offset, y.buf,
+                       y.offset)
 
     def infer(ins, outs, attrs):
         x, scale, bias, rm, rv = ins
         y = outs[0]
         n, c, s = _ncs(x)
-        prg = nn_program(device, "BatchNormInfer", "batchnorm.cl", x.dt)
-        sc = CL_TYPES[x.dt].scalar
+        prg = nn_program(device, "BatchNormInfer", "batchnorm.cl", x.dtype_code)
+        sc = CL_TYPES[x.dtype_code].scalar
         ka = progs.kernel(prg, "bn_apply", [I, I, I, sc] + [None, I] * 6)
         _launch_planes(device, ka, n, c, s, c, s, 1, float(attrs.get("eps", 1e-5)), x.buf,
-                  x.off, rm.buf, rm.off, rv.buf, rv.off, scale.buf, scale.off, bias.buf,
-                  bias.off, y.buf, y.off)
+                  x.offset, rm.buf, rm.offset, rv.buf, rv.offset, scale.buf, scale.offset, bias.buf,
+                  bias.offset, y.buf, y.offset)
 
     def backward(ins, outs, attrs):
         dy, x, scale, mean, inv = ins
         dx, dscale, dbias = outs
         n, c, s = _ncs(x)
-        prg = nn_program(device, "BatchNormBackward", "batchnorm.cl", x.dt)
+        prg = nn_program(device, "BatchNormBackward", "batchnorm.cl", x.dtype_code)
         ks = progs.kernel(prg, "bn_bwd_stats", [I, I, I] + [None, I] * 6)
-        launch_1d(device, ks, c, n, c, s, dy.buf, dy.off, x.buf, x.off, mean.buf, mean.off,
-                  inv.buf, inv.off, dscale.buf, dscale.off, dbias.buf, dbias.off)
+        launch_1d(device, ks, c, n, c, s, dy.buf, dy.offset, x.buf, x.offset, mean.buf, mean.offset,
+                  inv.buf, inv.offset, dscale.buf, dscale.offset, dbias.buf, dbias.offset)
         ka = progs.kernel(prg, "bn_bwd_apply", [I, I, I] + [None, I] * 8)
-        _launch_planes(device, ka, n, c, s, c, s, n * s, dy.buf, dy.off, x.buf, x.off,
-                  scale.buf, scale.off, mean.buf, mean.off, inv.buf, inv.off, dscale.buf,
-                  dscale.off, dbias.buf, dbias.off, dx.buf, dx.off)
+        _launch_planes(device, ka, n, c, s, c, s, n * s, dy.buf, dy.offset, x.buf, x.offset,
+                  scale.buf, scale.offset, mean.buf, mean.offset, inv.buf, inv.offset, dscale.buf,
+                  dscale.offset, dbias.buf, dbias.offset, dx.buf, dx.offset)
 
     return {
         "BatchNormTrain": make_kernel(device, "BatchNormTrain", train, contiguous_inputs=True),

@@ -66,21 +66,21 @@ def kernels(device) -> dict:
         g = conv2d_geometry("Conv2d", x.shape, w.shape, attrs)
         G, og, cg = g.group, g.o // g.group, g.c // g.group
         kc, P = cg * g.kh * g.kw, g.ho * g.wo
-        gp = gemm_program(device, "Conv2d", CL_TYPES[y.dt])
+        gp = gemm_program(device, "Conv2d", CL_TYPES[y.dtype_code])
         nr = gp.nr
         geo = _geom_struct(g)
         pk = progs.kernel(gp.program, "pack_b_im2col", [_I] * 3 + [None, None, _I, None])
         nn = _chunk(g.n, G * kc * roundup(P, nr) * 4)
         for n0 in range(0, g.n, nn):
             cnt = min(nn, g.n - n0)
-            yv = y.with_layout(y.shape, y.strides, y.off + n0 * g.o * P)
+            yv = y.with_layout(y.shape, y.strides, y.offset + n0 * g.o * P)
             # batch (image, group); B's strides only mark both dims as varying
             batch = Batch("Conv2d", (cnt, G),
                           [(g.o * P, og * P), (0, og * kc), (G, 1), (0, og)])
 
             def pack_b(bp, k, n, count, nd, lay, n0=n0):
                 total = count * -(-n // nr) * k
-                _launch(device, pk, total, k, n, n0, geo, x.buf, x.off, bp)
+                _launch(device, pk, total, k, n, n0, geo, x.buf, x.offset, bp)
 
             gemm_call(device, "Conv2d", gp, yv, (P, 1), og, P, kc, batch,
                       pack_matrix_a(device, gp, w, (kc, 1)), pack_b, 1.0,
@@ -90,7 +90,7 @@ def kernels(device) -> dict:
         dy, w = ins
         dx = outs[0]
         g = conv2d_geometry("Conv2dBackwardX", tuple(attrs["x_shape"]), w.shape, attrs)
-        t = CL_TYPES[dx.dt]
+        t = CL_TYPES[dx.dtype_code]
         gp = gemm_program(device, "Conv2dBackwardX", t)
         if g.sh == 1 and g.sw == 1 and _flipped_is_cheaper(g):
             _backward_x_as_conv(gp, g, dy, w, dx)
@@ -107,16 +107,16 @@ def kernels(device) -> dict:
         geo = _flipped_geom_struct(g)
         pk = progs.kernel(gp.program, "pack_b_im2col", [_I] * 3 + [None, None, _I, None])
         # A[c, (o, r)] = W[g*og + o, c, khw - 1 - r]: a two-level K with a reversed inner part
-        wf = w.with_layout(w.shape, w.strides, w.off + khw - 1)
+        wf = w.with_layout(w.shape, w.strides, w.offset + khw - 1)
         nn = _chunk(g.n, G * og * khw * roundup(hw, nr) * 4)
         for n0 in range(0, g.n, nn):
             cnt = min(nn, g.n - n0)
-            yv = dx.with_layout(dx.shape, dx.strides, dx.off + n0 * g.c * hw)
+            yv = dx.with_layout(dx.shape, dx.strides, dx.offset + n0 * g.c * hw)
             batch = Batch("Conv2dBackwardX", (cnt, G),
                           [(g.c * hw, cg * hw), (0, og * cg * khw), (G, 1), (0, 0)])
 
             def pack_b(bp, k, n, count, nd, lay, n0=n0):
-                _launch(device, pk, count * -(-n // nr) * k, k, n, n0, geo, dy.buf, dy.off,
+                _launch(device, pk, count * -(-n // nr) * k, k, n, n0, geo, dy.buf, dy.offset,
                         bp)
 
             gemm_call(device, "Conv2dBackwardX", gp, yv, (hw, 1), cg, hw, og * khw, batch,
@@ -133,8 +133,8 @@ def kernels(device) -> dict:
         cols, free = device.workspace(nn * G * kc * P * isz)
         for n0 in range(0, g.n, nn):
             cnt = min(nn, g.n - n0)
-            colv = CLView(cols, 0, (cnt, G, kc, P), (G * kc * P, kc * P, P, 1), dx.dt, True)
-            dyv = dy.with_layout(dy.shape, dy.strides, dy.off + n0 * g.o * P)
+            colv = CLView(cols, 0, (cnt, G, kc, P), (G * kc * P, kc * P, P, 1), dx.dtype_code, True)
+            dyv = dy.with_layout(dy.shape, dy.strides, dy.offset + n0 * g.o * P)
             batch = Batch("Conv2dBackwardX", (cnt, G),
                           [(G * kc * P, kc * P), (0, og * kc), (g.o * P, og * P), (0, 0)])
             gemm_call(device, "Conv2dBackwardX", gp, colv, (P, 1), kc, P, og, batch,
@@ -143,7 +143,7 @@ def kernels(device) -> dict:
             total = cnt * g.c * g.h * g.w
             ls = device.local_size
             device.launch(c2i, (roundup(total, ls),), (ls,), cnt, n0, geo, cols, dx.buf,
-                          dx.off)
+                          dx.offset)
         free()
 
     def conv2d_backward_w(ins, outs, attrs):
@@ -152,7 +152,7 @@ def kernels(device) -> dict:
         g = conv2d_geometry("Conv2dBackwardW", x.shape, tuple(attrs["w_shape"]), attrs)
         G, og, cg = g.group, g.o // g.group, g.c // g.group
         kc, P = cg * g.kh * g.kw, g.ho * g.wo
-        gp = gemm_program(device, "Conv2dBackwardW", CL_TYPES[dw.dt])
+        gp = gemm_program(device, "Conv2dBackwardW", CL_TYPES[dw.dtype_code])
         nr = gp.nr
         geo = _geom_struct(g)
         pk = progs.kernel(gp.program, "pack_b_im2col_t", [_I] * 4 + [None, None, _I, None])
@@ -160,12 +160,12 @@ def kernels(device) -> dict:
         for n0 in range(0, g.n, nn):
             cnt = min(nn, g.n - n0)
             first = n0 == 0
-            dyv = dy.with_layout(dy.shape, dy.strides, dy.off + n0 * g.o * P)
+            dyv = dy.with_layout(dy.shape, dy.strides, dy.offset + n0 * g.o * P)
             batch = Batch("Conv2dBackwardW", (G,), [(og * kc,), (og * P,), (1,), (og * kc,)])
 
             def pack_b(bp, k, n, count, nd, lay, n0=n0):
                 total = count * -(-n // nr) * k
-                _launch(device, pk, total, k, n, P, n0, geo, x.buf, x.off, bp)
+                _launch(device, pk, total, k, n, P, n0, geo, x.buf, x.offset, bp)
 
             gemm_call(device, "Conv2dBackwardW", gp, dw, (kc, 1), og, kc, cnt * P, batch,
                       pack_matrix_a(device, gp, dyv, (P, 1), P, g.o * P), pack_b,

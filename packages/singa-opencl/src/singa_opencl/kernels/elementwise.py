@@ -151,15 +151,15 @@ def launch_ew(device, op: str, name: str, in_t, out_t, y, a=None, b=None, c=None
     ls = device.local_size
     bufs = []
     for x in operands:
-        bufs += [x.buf, x.off]
+        bufs += [x.buf, x.offset]
     if len(cshape) <= 1:
         st = [s[0] if s else 0 for s in cst]
         if st[0] == 1 and all(s == 1 or x is None for s, x in zip(st[1:], (a, b, c))):
             k = device.programs.kernel(prg, name + "_contig", _scalar_types("contig", sc))
-            device.launch_exact(k, n, y.buf, y.off, *bufs, v, w)
+            device.launch_exact(k, n, y.buf, y.offset, *bufs, v, w)
             return
         k = device.programs.kernel(prg, name + "_flat", _scalar_types("flat", sc))
-        device.launch_exact(k, n, st[0], st[1], st[2], st[3], y.buf, y.off, *bufs, v, w)
+        device.launch_exact(k, n, st[0], st[1], st[2], st[3], y.buf, y.offset, *bufs, v, w)
         return
     nd = len(cshape)
     if nd > EW_MAXD:
@@ -173,14 +173,14 @@ def launch_ew(device, op: str, name: str, in_t, out_t, y, a=None, b=None, c=None
         lay[field][:nd] = s
     k = device.programs.kernel(prg, name + "_nd", _scalar_types("nd", sc))
     items = n // cshape[-1] * -(-cshape[-1] // EW_SEG)
-    device.launch(k, (roundup(items, ls),), (ls,), n, nd, lay, y.buf, y.off, *bufs, v, w)
+    device.launch(k, (roundup(items, ls),), (ls,), n, nd, lay, y.buf, y.offset, *bufs, v, w)
 
 
 def copy_view(device, src, dst) -> None:
     """dst[...] = src (same shape, or src broadcast), moving raw bits of any dtype."""
     if _copy_tiles(device, src, dst):
         return
-    t = BITS_TYPES[sb.ITEMSIZE[dst.dt]]
+    t = BITS_TYPES[sb.ITEMSIZE[dst.dtype_code]]
     launch_ew(device, "Copy", "Copy", t, t, dst, src, names=("Copy",))
 
 
@@ -200,19 +200,19 @@ def _copy_tiles(device, src, dst) -> bool:
         cshape, yst, xst = (1,) + cshape, (0,) + yst, (0,) + xst
     from .movement import _program as movement_program
 
-    prg = movement_program(device, "Copy", sb.ITEMSIZE[dst.dt])
+    prg = movement_program(device, "Copy", sb.ITEMSIZE[dst.dtype_code])
     k = device.programs.kernel(prg, "copy_tiles", [np.int32] * 9 + [None, np.int32,
                                                                     None, np.int32])
     b, r, c = cshape
     items = b * -(-r // _TILE) * -(-c // _TILE)
     ls = min(device.local_size, 64)
     device.launch(k, (roundup(items, ls),), (ls,), b, r, c, yst[0], yst[1], yst[2], xst[0],
-                  xst[1], xst[2], dst.buf, dst.off, src.buf, src.off)
+                  xst[1], xst[2], dst.buf, dst.offset, src.buf, src.offset)
     return True
 
 
 def fill_view(device, dst, value) -> None:
-    t = CL_TYPES[dst.dt]
+    t = CL_TYPES[dst.dtype_code]
     launch_ew(device, "SetValue", "Fill", t, t, dst, v=t.scalar(value), names=("Fill",))
 
 
@@ -222,7 +222,7 @@ def kernels(device) -> dict:
     def ew(name, f_expr_only: bool, scalar_attr=None):
         def body(ins, outs, attrs):
             y = outs[0]
-            t = CL_TYPES[y.dt]
+            t = CL_TYPES[y.dtype_code]
             v = attrs["value"] if scalar_attr else 0
             launch_ew(device, name, name, t, t, y, *ins, v=t.scalar(v))
 
@@ -236,7 +236,7 @@ def kernels(device) -> dict:
 
     def clip(ins, outs, attrs):
         y = outs[0]
-        t = CL_TYPES[y.dt]
+        t = CL_TYPES[y.dtype_code]
         lo, hi = attrs.get("min"), attrs.get("max")
         launch_ew(device, "Clip", "Clip", t, t, y, ins[0],
                   v=t.scalar(-np.inf if lo is None else lo),
@@ -245,7 +245,7 @@ def kernels(device) -> dict:
     def axpy(ins, outs, attrs):
         alpha, x, yin = ins
         y = outs[0]
-        t = CL_TYPES[y.dt]
+        t = CL_TYPES[y.dtype_code]
         launch_ew(device, "Axpy", "Axpy", t, t, y, alpha.with_layout((), ()), x, yin)
 
     def copy(ins, outs, attrs):
@@ -253,16 +253,16 @@ def kernels(device) -> dict:
 
     def astype(ins, outs, attrs):
         x, y = ins[0], outs[0]
-        if x.dt == y.dt:
+        if x.dtype_code == y.dtype_code:
             copy_view(device, x, y)
             return
-        out_dt = y.dt
+        out_dt = y.dtype_code
         if out_dt not in CL_TYPES or (out_dt == sb.kDouble and not device.has_fp64):
             from singa.backend import KernelError
 
             raise KernelError(f"AsType: cannot cast to {sb.dtype_name(out_dt)} on "
                               f"{device.name}")
-        launch_ew(device, "AsType", "Copy", CL_TYPES[x.dt], CL_TYPES[out_dt], y, x,
+        launch_ew(device, "AsType", "Copy", CL_TYPES[x.dtype_code], CL_TYPES[out_dt], y, x,
                   names=("Copy",))
 
     def set_value(ins, outs, attrs):
@@ -272,7 +272,7 @@ def kernels(device) -> dict:
         """An op of the OTHER table whose scalars v, w are the attributes of these names."""
         def body(ins, outs, attrs):
             y = outs[0]
-            t = CL_TYPES[y.dt]
+            t = CL_TYPES[y.dtype_code]
             launch_ew(device, name, name, t, t, y, *ins,
                       v=t.scalar(attrs[v_attr] if v_attr else 0),
                       w=t.scalar(attrs[w_attr] if w_attr else 0))

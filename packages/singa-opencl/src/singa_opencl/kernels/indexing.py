@@ -64,11 +64,11 @@ def kernels(device) -> dict:
         cshape, cst = collapse(shape, [y.strides, bcast_strides(cond, shape),
                                        bcast_strides(a, shape), bcast_strides(b, shape)])
         lay = _layout("Where", cshape, sy=cst[0], sa=cst[1], sb=cst[2], sc=cst[3])
-        k = progs.kernel(program("Where", y.dt, cond.dt), "where_nd",
+        k = progs.kernel(program("Where", y.dtype_code, cond.dtype_code), "where_nd",
                          [I, I, None] + [None, I] * 4)
         n = math.prod(shape)
-        launch_1d(device, k, n, n, len(cshape), lay, y.buf, y.off, cond.buf, cond.off,
-                  a.buf, a.off, b.buf, b.off)
+        launch_1d(device, k, n, n, len(cshape), lay, y.buf, y.offset, cond.buf, cond.offset,
+                  a.buf, a.offset, b.buf, b.offset)
 
     def pad(ins, outs, attrs):
         x, y = ins[0], outs[0]
@@ -76,12 +76,12 @@ def kernels(device) -> dict:
         pads = tuple(int(p) for p in attrs.get("pads", ()))
         mode = _PAD_MODES[attrs.get("mode", "constant")]
         lay = _layout("Pad", y.shape, sy=x.shape, sa=x.strides, sb=pads[:nd])
-        t = CL_TYPES[y.dt]
-        k = progs.kernel(program("Pad", y.dt), "pad_fwd", [I, I, None, I, t.scalar, None, I,
+        t = CL_TYPES[y.dtype_code]
+        k = progs.kernel(program("Pad", y.dtype_code), "pad_fwd", [I, I, None, I, t.scalar, None, I,
                                                            None, I])
         n = math.prod(y.shape)
         launch_1d(device, k, n, n, nd, lay, mode, t.scalar(attrs.get("value", 0)), x.buf,
-                  x.off, y.buf, y.off)
+                  x.offset, y.buf, y.offset)
 
     def pad_backward(ins, outs, attrs):
         dy, dx = ins[0], outs[0]
@@ -91,17 +91,17 @@ def kernels(device) -> dict:
         mode = attrs.get("mode", "constant")
         lo, hi = pads[:nd], pads[nd:]
         if mode == "constant":  # the adjoint of zero padding is a crop
-            off = dy.off + sum(p * s for p, s in zip(lo, dy.strides))
+            off = dy.offset + sum(p * s for p, s in zip(lo, dy.strides))
             copy_view(device, dy.with_layout(x_shape, dy.strides, off), dx)
             return
         axes = [d for d in range(nd) if lo[d] or hi[d]]
         if not axes:
             copy_view(device, dy, dx)
             return
-        k = progs.kernel(program("PadBackward", dx.dt), "pad_fold",
+        k = progs.kernel(program("PadBackward", dx.dtype_code), "pad_fold",
                          [I] * 6 + [None, I, None, I])
         cur, cur_shape, frees = dy, list(dy.shape), []
-        isz = sb.ITEMSIZE[dx.dt]
+        isz = sb.ITEMSIZE[dx.dtype_code]
         for pos, d in enumerate(axes):
             new_shape = cur_shape[:d] + [x_shape[d]] + cur_shape[d + 1:]
             if pos == len(axes) - 1:
@@ -114,7 +114,7 @@ def kernels(device) -> dict:
             n = math.prod(new_shape)
             post = math.prod(cur_shape[d + 1:])
             launch_1d(device, k, n, n, x_shape[d], post, lo[d], hi[d], _PAD_MODES[mode],
-                      cur.buf, cur.off, dst.buf, dst.off)
+                      cur.buf, cur.offset, dst.buf, dst.offset)
             cur, cur_shape = dst, new_shape
         for free in frees:
             free()
@@ -125,13 +125,13 @@ def kernels(device) -> dict:
         r = idx.ndim
         ax = attrs.get("axis", -1) % (r + 1)
         post = math.prod(idx.shape[ax:])
-        t = CL_TYPES[y.dt]
-        k = progs.kernel(program("OneHot", y.dt), "onehot", [I, I, I, None, I, t.scalar,
+        t = CL_TYPES[y.dtype_code]
+        k = progs.kernel(program("OneHot", y.dtype_code), "onehot", [I, I, I, None, I, t.scalar,
                                                              t.scalar, None, I])
         n = math.prod(y.shape)
-        launch_1d(device, k, n, n, depth, post, idx.buf, idx.off,
+        launch_1d(device, k, n, n, depth, post, idx.buf, idx.offset,
                   t.scalar(attrs.get("on_value", 1)), t.scalar(attrs.get("off_value", 0)),
-                  y.buf, y.off)
+                  y.buf, y.offset)
 
     def gather_elements(ins, outs, attrs):
         x, idx = ins
@@ -139,19 +139,19 @@ def kernels(device) -> dict:
         ax = attrs.get("axis", 0) % x.ndim
         check_index_view(device, "GatherElements", idx, x.shape[ax])
         lay = _layout("GatherElements", idx.shape, sa=x.strides)
-        k = progs.kernel(program("GatherElements", y.dt, bits=True), "gather_elements",
+        k = progs.kernel(program("GatherElements", y.dtype_code, bits=True), "gather_elements",
                          [I, I, None, I, I, None, I, None, I, None, I])
         n = math.prod(idx.shape)
-        launch_1d(device, k, n, n, idx.ndim, lay, ax, x.shape[ax], x.buf, x.off, idx.buf,
-                  idx.off, y.buf, y.off)
+        launch_1d(device, k, n, n, idx.ndim, lay, ax, x.shape[ax], x.buf, x.offset, idx.buf,
+                  idx.offset, y.buf, y.offset)
 
     def scatter(op, out, upd, idx, shape, axis, alen, add, out_st, upd_st, idx_st):
         nfib = math.prod(shape) // max(shape[axis], 1) if shape[axis] else 0
         lay = _layout(op, shape, sy=out_st, sa=upd_st, sb=idx_st)
-        k = progs.kernel(program(op, out.dt), "scatter_fibers",
+        k = progs.kernel(program(op, out.dtype_code), "scatter_fibers",
                          [I, I, None, I, I, I, None, I, None, I, None, I])
         launch_1d(device, k, nfib, nfib, len(shape), lay, axis, alen, int(add), out.buf,
-                  out.off, upd.buf, upd.off, idx.buf, idx.off)
+                  out.offset, upd.buf, upd.offset, idx.buf, idx.offset)
 
     def scatter_elements(ins, outs, attrs):
         x, idx, upd = ins
@@ -178,20 +178,20 @@ def kernels(device) -> dict:
         x, y = ins[0], outs[0]
         scales = tuple(int(s) for s in attrs["scales"])
         lay = _layout("UpsampleNearest", y.shape, sa=x.strides, sb=scales)
-        k = progs.kernel(program("UpsampleNearest", y.dt, bits=True), "upsample_nearest",
+        k = progs.kernel(program("UpsampleNearest", y.dtype_code, bits=True), "upsample_nearest",
                          [I, I, None, None, I, None, I])
         n = math.prod(y.shape)
-        launch_1d(device, k, n, n, y.ndim, lay, x.buf, x.off, y.buf, y.off)
+        launch_1d(device, k, n, n, y.ndim, lay, x.buf, x.offset, y.buf, y.offset)
 
     def upsample_backward(ins, outs, attrs):
         dy, dx = ins[0], outs[0]
         scales = tuple(int(s) for s in attrs["scales"])
         lay = _layout("UpsampleNearestBackward", dx.shape, sa=dy.strides, sb=scales)
-        k = progs.kernel(program("UpsampleNearestBackward", dx.dt), "upsample_bwd",
+        k = progs.kernel(program("UpsampleNearestBackward", dx.dtype_code), "upsample_bwd",
                          [I, I, I, None, None, I, None, I])
         n = math.prod(dx.shape)
-        launch_1d(device, k, n, n, dx.ndim, math.prod(scales), lay, dy.buf, dy.off, dx.buf,
-                  dx.off)
+        launch_1d(device, k, n, n, dx.ndim, math.prod(scales), lay, dy.buf, dy.offset, dx.buf,
+                  dx.offset)
 
     def k(name, fn, contiguous=True):
         return make_kernel(device, name, fn, contiguous_inputs=contiguous, check_output=True)

@@ -84,24 +84,24 @@ class Batch:
 
 
 def pack_matrix_a(device, gp: GemmProgram, a, st, kdiv=None, s_hi=0):
-    """Packer for A[i, k] at a.off + i*st[0] + (k // kdiv)*s_hi + (k % kdiv)*st[1]."""
+    """Packer for A[i, k] at a.offset + i*st[0] + (k // kdiv)*s_hi + (k % kdiv)*st[1]."""
     kern = device.programs.kernel(gp.program, "pack_a", [_I] * 3 + [None, None] + [_I] * 5 + [None])
 
     def pack(ap, m, k, count, nd, lay):
         total = count * -(-m // gp.mr) * k
-        _launch(device, kern, total, m, k, nd, lay, a.buf, a.off, st[0], st[1], kdiv or k,
+        _launch(device, kern, total, m, k, nd, lay, a.buf, a.offset, st[0], st[1], kdiv or k,
                 s_hi, ap)
 
     return pack
 
 
 def pack_matrix_b(device, gp: GemmProgram, b, st, kdiv=None, s_hi=0):
-    """Packer for B[k, j] at b.off + (k // kdiv)*s_hi + (k % kdiv)*st[0] + j*st[1]."""
+    """Packer for B[k, j] at b.offset + (k // kdiv)*s_hi + (k % kdiv)*st[0] + j*st[1]."""
     kern = device.programs.kernel(gp.program, "pack_b", [_I] * 3 + [None, None] + [_I] * 5 + [None])
 
     def pack(bp, k, n, count, nd, lay):
         total = count * -(-n // gp.nr) * k
-        _launch(device, kern, total, k, n, nd, lay, b.buf, b.off, st[0], st[1], kdiv or k,
+        _launch(device, kern, total, k, n, nd, lay, b.buf, b.offset, st[0], st[1], kdiv or k,
                 s_hi, bp)
 
     return pack
@@ -125,7 +125,7 @@ def gemm_call(device, op: str, gp: GemmProgram, y, y_st, m: int, n: int, k: int,
     if m == 0 or n == 0 or batch.count == 0:
         return
     mr, nr = gp.mr, gp.nr
-    t = CL_TYPES[y.dt]
+    t = CL_TYPES[y.dtype_code]
     sc = t.scalar
     mp, np_ = -(-m // mr) * mr, -(-n // nr) * nr
     isz = np.dtype(sc).itemsize
@@ -157,14 +157,14 @@ def gemm_call(device, op: str, gp: GemmProgram, y, y_st, m: int, n: int, k: int,
         n_k = min(kc, k - k0)
         if k0 == 0:
             device.launch(g, gsize, (1, 1), m, n, k, k0, n_k, nd, lay, ap, bp, sc(alpha),
-                          sc(beta), has_c, cv.buf, cv.off, c_st[0], c_st[1], y.buf, y.off,
+                          sc(beta), has_c, cv.buf, cv.offset, c_st[0], c_st[1], y.buf, y.offset,
                           y_st[0], y_st[1])
             continue
         if acc_lay is None:
             acc_lay = lay.copy()
             acc_lay["sc"] = lay["sy"]
         device.launch(g, gsize, (1, 1), m, n, k, k0, n_k, nd, acc_lay, ap, bp, sc(alpha),
-                      sc(1.0), 1, y.buf, y.off, y_st[0], y_st[1], y.buf, y.off, y_st[0],
+                      sc(1.0), 1, y.buf, y.offset, y_st[0], y_st[1], y.buf, y.offset, y_st[0],
                       y_st[1])
     free_a()
     free_b()
@@ -183,14 +183,14 @@ def gemv(device, gp: GemmProgram, y, y_st, m, n, k, a, a_st, b, b_st, alpha=1.0,
         return False
     if rows == 0:
         return True
-    sc = CL_TYPES[y.dt].scalar
+    sc = CL_TYPES[y.dtype_code].scalar
     kern = device.programs.kernel(gp.program, "gemv_rows",
                                   [_I, _I, None, _I, _I, _I, None, _I, _I, sc, sc, _I, None,
                                    _I, _I, None, _I, _I])
     cv = c if c is not None else y
-    _launch(device, kern, rows, rows, k, mat.buf, mat.off, mst[0], mst[1], vec.buf, vec.off,
-            vst, sc(alpha), sc(beta), int(c is not None and beta != 0.0), cv.buf, cv.off, cs,
-            y.buf, y.off, ys)
+    _launch(device, kern, rows, rows, k, mat.buf, mat.offset, mst[0], mst[1], vec.buf, vec.offset,
+            vst, sc(alpha), sc(beta), int(c is not None and beta != 0.0), cv.buf, cv.offset, cs,
+            y.buf, y.offset, ys)
     return True
 
 
@@ -220,7 +220,7 @@ def kernels(device) -> dict:
         batch = y.shape[:-2]
         sts = [y.strides[:-2], bcast_strides(_sub(a, a.shape[:-2], a.strides[:-2]), batch),
                bcast_strides(_sub(b, b.shape[:-2], b.strides[:-2]), batch), (0,) * len(batch)]
-        gp = gemm_program(device, "Matmul", CL_TYPES[y.dt])
+        gp = gemm_program(device, "Matmul", CL_TYPES[y.dtype_code])
         if not batch and gemv(device, gp, y, y.strides[-2:], m, n, k, a, a.strides[-2:], b,
                               b.strides[-2:]):
             return
@@ -236,7 +236,7 @@ def kernels(device) -> dict:
         m, n = y.shape
         k = a.shape[0] if attrs.get("transA") else a.shape[1]
         beta = float(attrs.get("beta", 0.0))
-        gp = gemm_program(device, "GEMM", CL_TYPES[y.dt])
+        gp = gemm_program(device, "GEMM", CL_TYPES[y.dtype_code])
         alpha, c_st = float(attrs.get("alpha", 1.0)), bcast_strides(c, (m, n))
         if gemv(device, gp, y, y.strides, m, n, k, a, a_st, b, b_st, alpha, beta,
                 c if beta != 0.0 else None, c_st):

@@ -27,7 +27,7 @@ def contiguous_index(device, idx):
     buf, release = device.workspace(max(math.prod(shape), 1) * 4)
     from ..device import CLView, _contig
 
-    dst = CLView(buf, 0, shape, _contig(shape), idx.dt, True)
+    dst = CLView(buf, 0, shape, _contig(shape), idx.dtype_code, True)
     copy_view(device, idx, dst)
     return dst, release
 
@@ -57,12 +57,12 @@ def gather(device, op: str, y, x, gdim: int, axis: int, idx_buf, idx_off: int,
     lay["shape"][:nd] = y.shape
     lay["sy"][:nd] = y.strides
     lay["sa"][:nd] = x.strides
-    prg = _program(device, op, sb.ITEMSIZE[y.dt])
+    prg = _program(device, op, sb.ITEMSIZE[y.dtype_code])
     k = device.programs.kernel(prg, "gather", [np.int32, np.int32, None] + [np.int32] * 3
                                + [None, np.int32, None, np.int32, None, np.int32, np.int32])
     ls = device.local_size
     device.launch(k, (roundup(n, ls),), (ls,), n, nd, lay, gdim, x.shape[axis],
-                  x.strides[axis], y.buf, y.off, x.buf, x.off, idx_buf, idx_off, idx_stride)
+                  x.strides[axis], y.buf, y.offset, x.buf, x.offset, idx_buf, idx_off, idx_stride)
 
 
 def kernels(device) -> dict:
@@ -73,7 +73,7 @@ def kernels(device) -> dict:
         axis = attrs["axis"] % y.ndim
         pos = 0
         for x in ins:
-            view = y.with_layout(x.shape, y.strides, y.off + pos * y.strides[axis])
+            view = y.with_layout(x.shape, y.strides, y.offset + pos * y.strides[axis])
             copy_view(device, x, view)
             pos += x.shape[axis]
 
@@ -111,13 +111,13 @@ def kernels(device) -> dict:
 
             yv = y.with_layout(shape, _contig(shape))
             xv = x
-            gather(device, "Take", yv, xv, axis, axis, idx.buf, idx.off)
+            gather(device, "Take", yv, xv, axis, axis, idx.buf, idx.offset)
         else:  # write a contiguous temporary, then copy into the strided output
             from ..device import CLView, _contig
 
-            buf, free = device.workspace(max(math.prod(shape), 1) * sb.ITEMSIZE[y.dt])
-            tmp = CLView(buf, 0, shape, _contig(shape), y.dt, True)
-            gather(device, "Take", tmp, x, axis, axis, idx.buf, idx.off)
+            buf, free = device.workspace(max(math.prod(shape), 1) * sb.ITEMSIZE[y.dtype_code])
+            tmp = CLView(buf, 0, shape, _contig(shape), y.dtype_code, True)
+            gather(device, "Take", tmp, x, axis, axis, idx.buf, idx.offset)
             copy_view(device, tmp.with_layout(y.shape, _contig(y.shape)), y)
             free()
         if release is not None:

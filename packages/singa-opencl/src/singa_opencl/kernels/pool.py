@@ -28,17 +28,17 @@ def kernels(device) -> dict:
     def forward(ins, outs, attrs):
         x, y = ins[0], outs[0]
         g, geo = _geom("Pooling2d", x.shape, attrs)
-        prg = nn_program(device, "Pooling2d", "pool.cl", x.dt)
+        prg = nn_program(device, "Pooling2d", "pool.cl", x.dtype_code)
         k = device.programs.kernel(prg, "pool_fwd", [I, None, None, I, None, I])
         total = g.n * g.c * g.ho * g.wo
-        launch_1d(device, k, total, total, geo, x.buf, x.off, y.buf, y.off)
+        launch_1d(device, k, total, total, geo, x.buf, x.offset, y.buf, y.offset)
 
     def backward(ins, outs, attrs):
         dy, x, _y = ins
         dx = outs[0]
         g, geo = _geom("Pooling2dBackward", x.shape, attrs)
-        prg = nn_program(device, "Pooling2dBackward", "pool.cl", x.dt)
-        args = (geo, dy.buf, dy.off, x.buf, x.off, dx.buf, dx.off)
+        prg = nn_program(device, "Pooling2dBackward", "pool.cl", x.dtype_code)
+        args = (geo, dy.buf, dy.offset, x.buf, x.offset, dx.buf, dx.offset)
         types = [I, None, None, I, None, I, None, I]
         if g.sh >= g.kh and g.sw >= g.kw:  # windows do not overlap: one work-item per window
             fill_view(device, dx, 0)

@@ -29,7 +29,7 @@ def _fill(device, op: str, y, kind: int, a: float, b: float) -> None:
     lay = np.zeros((), EW_LAYOUT)
     lay["shape"][:len(shape)] = shape
     lay["sy"][:len(shape)] = st
-    t = CL_TYPES[y.dt]
+    t = CL_TYPES[y.dtype_code]
     prg = device.programs.program(prelude(T=t, O=t) + read_source("philox.cl"), op,
                                   f"philox[{t.name}]")
     k = device.programs.kernel(prg, "random_fill",
@@ -39,7 +39,7 @@ def _fill(device, op: str, y, kind: int, a: float, b: float) -> None:
     ls = device.local_size
     device.launch(k, (roundup(n, ls),), (ls,), n, len(shape), lay, kind, a, b,
                   key & 0xFFFFFFFF, (key >> 32) & 0xFFFFFFFF, stream & 0xFFFFFFFF,
-                  (stream >> 32) & 0xFFFFFFFF, y.buf, y.off)
+                  (stream >> 32) & 0xFFFFFFFF, y.buf, y.offset)
 
 
 def kernels(device) -> dict:

@@ -87,19 +87,19 @@ def reduce_view(device, op: str, kname: str, x, y, axes) -> None:
     if nout < _TARGET_ITEMS and R > _PART:
         nparts = min(-(-R // _PART), -(-_TARGET_ITEMS // nout))
     chunk = -(-R // nparts) if R else 1
-    prg = _program(device, op, x.dt)
+    prg = _program(device, op, x.dtype_code)
     progs = device.programs
     k = progs.kernel(prg, kname, [np.int32] * 7 + [None, None, np.int32, None, np.int32, None])
-    t = CL_TYPES[x.dt]
+    t = CL_TYPES[x.dtype_code]
     part_buf = x.buf
     release = None
     if nparts > 1:
         part_buf, release = device.workspace(nout * nparts * np.dtype(t.scalar).itemsize)
     device.launch(k, (nparts, nout), None, nout, len(kshape), len(rshape), R, chunk, nparts,
-                  int(nparts == 1), lay, y.buf, y.off, x.buf, x.off, part_buf)
+                  int(nparts == 1), lay, y.buf, y.offset, x.buf, x.offset, part_buf)
     if nparts > 1:
         kf = progs.kernel(prg, kname + "_final", [np.int32] * 4 + [None, None, np.int32, None])
-        device.launch(kf, (nout,), None, nout, len(kshape), R, nparts, lay, y.buf, y.off,
+        device.launch(kf, (nout,), None, nout, len(kshape), R, nparts, lay, y.buf, y.offset,
                       part_buf)
         release()
 
@@ -117,11 +117,11 @@ def _argmax(device, x, y, axis: int, keepdims: bool) -> None:
     _fill(lay, "kshape", kshape)
     _fill(lay, "kx", kx)
     _fill(lay, "ky", ky)
-    prg = _program(device, "ArgMax", x.dt)
+    prg = _program(device, "ArgMax", x.dtype_code)
     k = device.programs.kernel(prg, "argmax", [np.int32] * 4 + [None, None, np.int32, None,
                                                                  np.int32])
     device.launch(k, (nout,), None, nout, len(kshape), x.shape[axis], x.strides[axis], lay,
-                  y.buf, y.off, x.buf, x.off)
+                  y.buf, y.offset, x.buf, x.offset)
 
 
 def softmax_rows(device, op: str, mode: int, axis: int, y, a, b=None) -> None:
@@ -145,13 +145,13 @@ def softmax_rows(device, op: str, mode: int, axis: int, y, a, b=None) -> None:
     lay["shape"][:len(cshape)] = cshape
     for field, s in zip(("sy", "sa", "sb"), cst):
         lay[field][:len(cshape)] = s
-    prg = _program(device, op, y.dt)
+    prg = _program(device, op, y.dtype_code)
     k = device.programs.kernel(prg, "softmax_rows",
                                [np.int32, np.int32, None, np.int32, np.int32]
                                + [None, np.int32, np.int32] * 3)
     device.launch(k, (nrows,), None, nrows, len(cshape), lay, length, mode,
-                  y.buf, y.off, y.strides[axis], a.buf, a.off, a.strides[axis],
-                  b.buf, b.off, b.strides[axis])
+                  y.buf, y.offset, y.strides[axis], a.buf, a.offset, a.strides[axis],
+                  b.buf, b.offset, b.strides[axis])
 
 
 def kernels(device) -> dict:
