@@ -36,9 +36,10 @@ def test_plan_dtypes_are_the_ops_dtypes():
 
 def test_ops_without_a_cuda_kernel_are_these():
     # each op the plan leaves without a kernel is a decision: its callers must check
-    # ``op in device.kernels`` (singa-onnx's LSTM/GRU handlers unroll the cells without them)
+    # ``op in device.kernels``; today every op of the table has one (the whole-sequence
+    # recurrent ops run the shared code, singa_cuda.xp.recurrent)
     none = {n for n, (src, _) in PLAN.items() if src == NONE}
-    assert none == {"LSTMSeq", "LSTMSeqBackward", "GRUSeq", "GRUSeqBackward"}, sorted(none)
+    assert none == set(), sorted(none)
 
 
 def test_shared_kernels_cover_the_xp_ops():

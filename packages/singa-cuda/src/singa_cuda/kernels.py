@@ -8,9 +8,9 @@
 - ``"cudnn"``: cuDNN frontend graphs (:mod:`singa_cuda.cudnn_conv`, :mod:`singa_cuda.cudnn_bn`)
   for float32/float16 convolutions and 4-D batch norm; the rest falls back to the shared code.
 - ``"cu"``: CUDA C from ``cu/*.cu`` compiled by NVRTC (:mod:`singa_cuda.cu_kernels`).
-- ``"none"``: no CUDA kernel yet; calling the op on a CudaGPU raises MissingKernelError
+- ``"none"``: no CUDA kernel yet; calling the op on a CudaGPU would raise MissingKernelError
   naming it (the device enables no host fallback), and callers that can do without it check
-  ``op in device.kernels`` first (singa-onnx's LSTM/GRU handlers unroll the cells then).
+  ``op in device.kernels`` first. No op is marked so today.
 
 The table is data: a test compares it with :data:`singa.backend.OPS` without a device.
 """
@@ -41,9 +41,6 @@ PLAN.update({
     "Add+ReLU": (CU, None), "ReLUBackward": (CU, None),
     # the shared Sigmoid into a scratch array, then the shared Mul
     "Sigmoid+Mul": (XP, None),
-    # whole-sequence recurrent ops: CPU kernels only (singa_cpu.kernels.recurrent)
-    "LSTMSeq": (NONE, None), "LSTMSeqBackward": (NONE, None),
-    "GRUSeq": (NONE, None), "GRUSeqBackward": (NONE, None),
 })
 
 

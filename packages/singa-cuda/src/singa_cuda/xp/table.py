@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
-from . import conv, elementwise, index, linalg, loss, movement, norm, random, reduce
+from . import (
+    conv,
+    elementwise,
+    index,
+    linalg,
+    loss,
+    movement,
+    norm,
+    random,
+    recurrent,
+    reduce,
+)
 from ._module import ArrayModule
 
 #: The modules whose kernels need nothing but the array module.
-MODULES = (elementwise, reduce, movement, index, linalg, norm, loss, conv)
+MODULES = (elementwise, reduce, movement, index, linalg, norm, loss, conv, recurrent)
 
 
 def shared_kernels(am: ArrayModule, rng_state_of) -> dict:
