@@ -1,9 +1,12 @@
 """Whole-sequence LSTM and GRU (``LSTMSeq``, ``GRUSeq`` and their backward ops).
 
-A step is one GEMM of the previous state by the recurrent weights (numpy's BLAS, written
-into a preallocated buffer) and one numba pass over the gates that applies the activations
-and the state update: no temporaries per step, and the Python overhead of a step is two calls
-instead of the dozen ops of an unrolled cell. float16 runs in float32 (``via_float32``).
+A step is one product of the previous state by the recurrent weights and one numba pass over
+the gates that applies the activations and the state update, with no temporaries per step.
+float32 batches up to ``MAX_LOOP_BATCH`` run all steps in one compiled function, the product
+as dot products of contiguous rows of the weights (``_rows_dot32``); larger batches and
+float64 run a Python loop over the steps, numpy's GEMM into a preallocated buffer and the
+cell, two calls a step instead of the dozen ops of an unrolled cell. float16 runs in float32
+(``via_float32``).
 """
 
 from __future__ import annotations
@@ -36,7 +39,8 @@ def _sigmoid32(u):
     return (one if u >= zero else e) / (one + e)
 
 
-def _lstm_cell32_py(xw, hr, c_prev, gates, c, y):
+@helper(error_model="numpy")
+def _lstm_cell32(xw, hr, c_prev, gates, c, y):
     """float32: tanh(a) = 2 sigmoid(2a) - 1 (absolute error ~1e-7), so that the four gates are
     one branch-free loop."""
     b, h = c.shape
@@ -87,19 +91,17 @@ def _lstm_cell_bwd_py(dy, dc, gates, c, c_prev, dh_next, dc_next, da, one):
 
 @functools.cache
 def _cells32():
-    """The float32 cells, compiled on first use with ``_sigmoid32`` inlined (a module-level
-    numba import would make ``import singa_cpu`` pay for numba)."""
+    """The float32 cells of the per-step loops, compiled on first use with ``_sigmoid32``
+    inlined (a module-level numba import would make ``import singa_cpu`` pay for numba)."""
     import numba
 
     glb = {"_sigmoid32": _sigmoid32.dispatcher(), "_f32": _f32, "np": np}
     glb["_tanh"] = numba.njit(inline="always", error_model="numpy")(
         types.FunctionType(_tanh32_py.__code__, glb, "_tanh32"))
-    out = {}
-    for name, fn in (("lstm", _lstm_cell32_py), ("gru_zr", _gru_zr32_py),
-                     ("gru_update", _gru_update32_py), ("lstm_bwd", _lstm_cell_bwd_py)):
-        py = types.FunctionType(fn.__code__, glb, fn.__name__)
-        out[name] = numba.njit(error_model="numpy")(py)
-    return out
+    bwd = types.FunctionType(_lstm_cell_bwd_py.__code__, glb, _lstm_cell_bwd_py.__name__)
+    return {"lstm": _lstm_cell32.dispatcher(), "gru_zr": _gru_zr32.dispatcher(),
+            "gru_update": _gru_update32.dispatcher(),
+            "lstm_bwd": numba.njit(error_model="numpy")(bwd)}
 
 
 @functools.cache
@@ -158,7 +160,8 @@ def _gru_update(xw, m, rb, h_prev, gates, q, y, lbr):
             y[k, j] = (1.0 - z) * nn + z * h_prev[k, j]
 
 
-def _gru_zr32_py(xw, hr, rb, h_prev, gates, q, lbr):
+@helper(error_model="numpy")
+def _gru_zr32(xw, hr, rb, h_prev, gates, q, lbr):
     b, h = q.shape
     for n in range(b):
         for j in range(h):
@@ -169,7 +172,8 @@ def _gru_zr32_py(xw, hr, rb, h_prev, gates, q, lbr):
             q[n, j] = hr[n, 2 * h + j] + rb[2 * h + j] if lbr else r * h_prev[n, j]
 
 
-def _gru_update32_py(xw, m, rb, h_prev, gates, q, y, lbr):
+@helper(error_model="numpy")
+def _gru_update32(xw, m, rb, h_prev, gates, q, y, lbr):
     b, h = y.shape
     one, two = _f32(1.0), _f32(2.0)
     for k in range(b):
@@ -182,6 +186,91 @@ def _gru_update32_py(xw, m, rb, h_prev, gates, q, y, lbr):
             nn = two * _sigmoid32(two * a) - one
             gates[k, 2 * h + j] = nn
             y[k, j] = (one - z) * nn + z * h_prev[k, j]
+
+
+@helper(fastmath={"reassoc", "contract"}, error_model="numpy")
+def _rows_dot32(w, h, out):
+    """out = h w^T, out[n, j] = sum_k h[n, k] w[j, k], for the few rows of a small batch.
+
+    ``w`` is the recurrent weight in ONNX's (gates * hidden, hidden) layout, so each output
+    is a dot product of two contiguous rows: no transposed copy of ``w`` per call, and
+    ``reassoc`` lets LLVM vectorise the sums over k (NaN and inf still propagate). Four rows of
+    ``w`` by two rows of ``h`` a block (6 loads for 8 multiply-adds), the odd row of ``h``
+    and the last ``g % 4`` rows of ``w`` by themselves."""
+    g, kn = w.shape
+    b = h.shape[0]
+    g4 = g - g % 4
+    zero = _f32(0.0)
+    for j in range(0, g4, 4):
+        n = 0
+        while n + 1 < b:
+            s0 = s1 = s2 = s3 = u0 = u1 = u2 = u3 = zero
+            for k in range(kn):
+                a, c = h[n, k], h[n + 1, k]
+                w0, w1, w2, w3 = w[j, k], w[j + 1, k], w[j + 2, k], w[j + 3, k]
+                s0 += w0 * a
+                s1 += w1 * a
+                s2 += w2 * a
+                s3 += w3 * a
+                u0 += w0 * c
+                u1 += w1 * c
+                u2 += w2 * c
+                u3 += w3 * c
+            out[n, j], out[n, j + 1], out[n, j + 2], out[n, j + 3] = s0, s1, s2, s3
+            out[n + 1, j], out[n + 1, j + 1], out[n + 1, j + 2], out[n + 1, j + 3] = \
+                u0, u1, u2, u3
+            n += 2
+        if n < b:
+            s0 = s1 = s2 = s3 = zero
+            for k in range(kn):
+                a = h[n, k]
+                s0 += w[j, k] * a
+                s1 += w[j + 1, k] * a
+                s2 += w[j + 2, k] * a
+                s3 += w[j + 3, k] * a
+            out[n, j], out[n, j + 1], out[n, j + 2], out[n, j + 3] = s0, s1, s2, s3
+    for j in range(g4, g):
+        for n in range(b):
+            s0 = zero
+            for k in range(kn):
+                s0 += w[j, k] * h[n, k]
+            out[n, j] = s0
+
+
+@njit(error_model="numpy")
+def _lstm_seq32(xw, r, h0, c0, y, c, gates, hr, reverse):
+    """float32 LSTMSeq of a small batch as one compiled loop: per step ``_rows_dot32`` and
+    the cell, no Python call between steps."""
+    nt = xw.shape[0]
+    hp, cp = h0, c0
+    for s in range(nt):
+        t = nt - 1 - s if reverse else s
+        _rows_dot32(r, hp, hr)
+        _lstm_cell32(xw[t], hr, cp, gates[t], c[t], y[t])
+        hp, cp = y[t], c[t]
+
+
+@njit(error_model="numpy")
+def _gru_seq32(xw, rw, rb, h0, y, gates, q, hr, m, reverse, lbr):
+    """float32 GRUSeq of a small batch as one compiled loop (``gru_seq``'s steps)."""
+    nt = xw.shape[0]
+    h = y.shape[2]
+    rw_first = rw if lbr else rw[:2 * h]
+    rw_h = rw[2 * h:]
+    hp = h0
+    for s in range(nt):
+        t = nt - 1 - s if reverse else s
+        _rows_dot32(rw_first, hp, hr)
+        _gru_zr32(xw[t], hr, rb, hp, gates[t], q[t], lbr)
+        if not lbr:
+            _rows_dot32(rw_h, q[t], m)
+        _gru_update32(xw[t], m, rb, hp, gates[t], q[t], y[t], lbr)
+        hp = y[t]
+
+
+MAX_LOOP_BATCH = 8
+"""The largest batch whose float32 LSTMSeq/GRUSeq runs as one compiled loop over the steps
+(``_rows_dot32``); larger batches take numpy's GEMM per step, faster from there on."""
 
 
 def _step_gemm(h, w, out):
@@ -203,10 +292,13 @@ def _steps(t, reverse):
 def lstm_seq(ins, outs, attrs):
     xw, r, h0, c0 = ins
     y, c, gates = outs
+    reverse = bool(attrs.get("reverse", False))
+    if xw.dtype == np.float32 and xw.shape[1] <= MAX_LOOP_BATCH:
+        _lstm_seq32(xw, r, h0, c0, y, c, gates, np.empty(xw.shape[1:], xw.dtype), reverse)
+        return
     # one transposing copy a call: OpenBLAS's small-M GEMM by a transposed operand took ~1.35x
     # the time of the contiguous one (8 x 256 by 256 x 1024), paid at every step
     rt = np.ascontiguousarray(r.T)
-    reverse = bool(attrs.get("reverse", False))
     hr = np.empty(xw.shape[1:], xw.dtype)
     hp, cp = h0, c0
     cell = _cells32()["lstm"] if xw.dtype == np.float32 else _lstm_cell.serial()
@@ -225,13 +317,19 @@ def gru_seq(ins, outs, attrs):
     reverse = bool(attrs.get("reverse", False))
     lbr = bool(attrs.get("linear_before_reset", False))
     h = y.shape[2]
+    # m is read only without linear_before_reset, but zeros: the update cell's select may
+    # load it either way, and garbage bits that are subnormals slow the arithmetic
+    m = np.zeros(y.shape[1:], y.dtype)
+    if y.dtype == np.float32 and y.shape[1] <= MAX_LOOP_BATCH:
+        hr = np.empty((y.shape[1], (3 if lbr else 2) * h), y.dtype)
+        _gru_seq32(xw, rw, rb, h0, y, gates, q, hr, m, reverse, lbr)
+        return
     # linear_before_reset: one GEMM by all of rt; otherwise r h is known only after z and r,
     # so z and r take h rt_zr and the candidate (r h) rt_h
     # contiguous transposes, once a call (see lstm_seq)
     rt_first = np.ascontiguousarray((rw if lbr else rw[:2 * h]).T)
     rt_h = np.ascontiguousarray(rw[2 * h:].T)
     hr = np.empty((y.shape[1], rt_first.shape[1]), y.dtype)
-    m = np.empty(y.shape[1:], y.dtype)
     hp = h0
     if y.dtype == np.float32:
         cells = _cells32()
