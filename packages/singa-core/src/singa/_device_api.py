@@ -103,6 +103,8 @@ def get_num_gpus() -> int:
 
 
 def get_gpu_ids() -> list[int]:
+    """The indices of the CUDA GPUs, ``0 .. get_num_gpus() - 1`` (raises as
+    :func:`get_num_gpus` does)."""
     return list(range(get_num_gpus()))
 
 
@@ -118,10 +120,15 @@ def device_query(device_id: int, verbose: bool = False) -> str:
 
 
 def get_num_opencl_platforms() -> int:
+    """Number of OpenCL platforms with a device: the distinct platform indices ``P`` of the
+    OpenCL backend's ``describe()`` lines (``"P:D platform / device / ..."``, one per device);
+    raises with the install hint if the OpenCL backend is unusable."""
     return len({line.split(":")[0] for line in registry().describe("opencl")})
 
 
 def get_num_opencl_devices() -> int:
+    """Number of OpenCL devices (raises with the install hint if the OpenCL backend is
+    unusable)."""
     return _count("opencl")
 
 

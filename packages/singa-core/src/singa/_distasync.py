@@ -32,30 +32,94 @@ elementwise chain.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, cast
+
 import numpy as np
 
 from . import _dtype
 from ._ctensor import CTensor
-from .graph import AFTER_ORDERING, GraphStage, register_stage
+from .graph import AFTER_ORDERING, GraphStage, Node, Plan, register_stage
+from .memory import Block
 
 __all__ = ["Work", "start_all_reduce", "overlap", "hoist", "sink", "STAGE"]
 
 
-class Work:
-    """A started non-blocking collective; :meth:`wait` completes it (idempotent)."""
+#: A communication node's role for :func:`overlap`: ("start" or "wait", whether the
+#: all-reduce overlaps computation, the communicator, the communicator's token Block).
+DistRole = tuple[str, bool, Any, Block]
 
-    def __init__(self, comm, finish):
+
+class _CommStep(Protocol):
+    """A communication node's callable: a plain function (the graph reads the buffers it holds
+    from its closure) that carries its :data:`DistRole` as the attribute ``dist_async``."""
+
+    dist_async: DistRole
+
+    def __call__(self) -> None: ...
+
+
+def _with_role(fn: Callable[[], None], role: DistRole) -> Callable[[], None]:
+    """``fn``, with ``role`` set as its ``dist_async`` attribute (see :class:`_CommStep`)."""
+    cast(_CommStep, fn).dist_async = role  # a function takes attributes; the cast says which
+    return fn
+
+
+class Work:
+    """A started non-blocking collective; :meth:`wait` completes it (idempotent).
+
+    Parameters
+    ----------
+    comm : singa.dist.Communicator
+        The communicator that started it.
+    finish : callable
+        Completes the collective (exec's its wait node); called once, by the first
+        :meth:`wait`.
+
+    Attributes
+    ----------
+    done : bool
+        Whether :meth:`wait` was called.
+    """
+
+    def __init__(self, comm: Any, finish: Callable[[], None]):
         self._comm, self._finish, self.done = comm, finish, False
 
     def wait(self) -> None:
+        """Complete the collective: the reduced values are in the tensors passed to
+        :func:`start_all_reduce` (in graph mode, once the recorded wait node has run). A second
+        call does nothing."""
         if not self.done:
             self.done = True
             self._finish()
 
 
-def start_all_reduce(comm, cts, op, half, inplace, overlap) -> Work:
+def start_all_reduce(comm: Any, cts: Sequence[CTensor], op: str, half: bool, inplace: bool,
+                     overlap: bool) -> Work:
     """The two nodes of :meth:`singa.dist.Communicator.start_all_reduce` (arguments checked
-    there): the start is exec'd now, the wait when the returned :class:`Work` is waited."""
+    there): the start is exec'd now, the wait when the returned :class:`Work` is waited.
+
+    Parameters
+    ----------
+    comm : singa.dist.Communicator
+        The communicator (``singa.dist`` sits above this module, so it is typed ``Any``).
+    cts : sequence of CTensor
+        The gradients of one bucket, all on one device.
+    op : str
+        ``"sum"`` or ``"mean"``.
+    half : bool
+        Send float16 on the wire (gathered, then summed in float32).
+    inplace : bool
+        A single full-precision tensor is reduced in place, without an in-flight copy.
+    overlap : bool
+        In graph mode, the :func:`overlap` stage hoists the start to overlap computation
+        (False: it sinks it, the all-reduce after backward).
+
+    Returns
+    -------
+    Work
+        Its :meth:`Work.wait` execs the wait node.
+    """
     dev = cts[0].dev
     tok = comm._token(dev)
     n = comm.world_size
@@ -68,11 +132,11 @@ def start_all_reduce(comm, cts, op, half, inplace, overlap) -> Work:
         specs = [] if own else [(total, cts[0].dtype_code)]
     bufs = ([CTensor._new((m,), dev, d) for m, d in specs]
             if specs and comm._device_arrays_usable(dev) else [])
-    state: dict = {}
+    state: dict[str, Any] = {}
 
     # both run in the communicator's device context (Communicator._device_context), entered
     # inside rather than by a wrapper: the graph finds the buffers a node holds in its closure
-    def start():
+    def start() -> None:
         with comm._device_context(dev):
             staged = [comm._stage(dev, c) for c in cts]
             if bufs:
@@ -92,7 +156,7 @@ def start_all_reduce(comm, cts, op, half, inplace, overlap) -> Work:
             state.update(arrs=arrs, staged=staged, parts=parts, reqs=reqs)
             comm._pending.extend(reqs)
 
-    def finish():
+    def finish() -> None:
         with comm._device_context(dev):
             for r in state["reqs"]:
                 r.wait()
@@ -120,8 +184,8 @@ def start_all_reduce(comm, cts, op, half, inplace, overlap) -> Work:
 
     blocks = [c.block for c in cts]
     inflight = [b.block for b in bufs]
-    start.dist_async = ("start", bool(overlap), comm, tok.block)
-    finish.dist_async = ("wait", bool(overlap), comm, tok.block)
+    _with_role(start, ("start", bool(overlap), comm, tok.block))
+    _with_role(finish, ("wait", bool(overlap), comm, tok.block))
     dev.exec(start, blocks + [tok.block],
              (blocks if own else []) + inflight + [tok.block], "Dist.AllReduceStart")
     return Work(comm, lambda: dev.exec(
@@ -129,7 +193,7 @@ def start_all_reduce(comm, cts, op, half, inplace, overlap) -> Work:
         "Dist.AllReduceWait"))
 
 
-def _pack(dst, parts):
+def _pack(dst: np.ndarray, parts: Sequence[np.ndarray]) -> np.ndarray:
     """Copy the flat arrays ``parts`` one after the other into ``dst`` (converting to its
     dtype); returns ``dst``."""
     pos = 0
@@ -139,7 +203,8 @@ def _pack(dst, parts):
     return dst
 
 
-def _unpack(src, lo, parts, div=None) -> None:
+def _unpack(src: np.ndarray, lo: int, parts: Sequence[np.ndarray],
+            div: int | None = None) -> None:
     """The inverse of :func:`_pack` for the slice ``src`` of the packed vector that starts at
     element ``lo``: each part receives the elements of it that ``src`` covers (divided by
     ``div`` when given: the bits of copying, then dividing in place)."""
@@ -158,7 +223,7 @@ def _unpack(src, lo, parts, div=None) -> None:
             break
 
 
-def _divide(a, n) -> None:
+def _divide(a: np.ndarray, n: int) -> None:
     if np.issubdtype(a.dtype, np.integer):
         a //= n
     else:
@@ -166,11 +231,12 @@ def _divide(a, n) -> None:
 
 
 # ---------------------------------------------------------------------- the graph stage
-def _role(node):
+def _role(node: Node) -> DistRole | None:
+    """The :data:`DistRole` of a communication node, None for any other."""
     return getattr(node.fn, "dist_async", None)
 
 
-def _conflicts(a_reads, a_writes, b) -> bool:
+def _conflicts(a_reads: set[int], a_writes: set[int], b: Node) -> bool:
     """Whether node ``b`` must stay on its side of ``a`` (a shared block written by either;
     a node touching no block is a sync point that orders everything)."""
     if not (b.reads or b.writes) or not (a_reads or a_writes):
@@ -181,13 +247,25 @@ def _conflicts(a_reads, a_writes, b) -> bool:
     return any(id(blk) in a_writes for blk in b.reads)
 
 
-def _ids(node):
+def _ids(node: Node) -> tuple[set[int], set[int]]:
     return {id(b) for b in node.reads}, {id(b) for b in node.writes}
 
 
-def hoist(steps, p) -> int:
-    """Move ``steps[p]`` to just after the nearest earlier step it depends on; its new
-    position."""
+def hoist(steps: list[Node], p: int) -> int:
+    """Move ``steps[p]`` to just after the nearest earlier step it depends on.
+
+    Parameters
+    ----------
+    steps : list of Node
+        A plan's steps, changed in place.
+    p : int
+        The position of the node to move.
+
+    Returns
+    -------
+    int
+        Its new position.
+    """
     node = steps[p]
     r, w = _ids(node)
     q = p - 1
@@ -197,9 +275,21 @@ def hoist(steps, p) -> int:
     return q + 1
 
 
-def sink(steps, p) -> int:
-    """Move ``steps[p]`` to just before the nearest later step that depends on it; its new
-    position."""
+def sink(steps: list[Node], p: int) -> int:
+    """Move ``steps[p]`` to just before the nearest later step that depends on it.
+
+    Parameters
+    ----------
+    steps : list of Node
+        A plan's steps, changed in place.
+    p : int
+        The position of the node to move.
+
+    Returns
+    -------
+    int
+        Its new position.
+    """
     node = steps[p]
     r, w = _ids(node)
     q = p + 1
@@ -209,27 +299,36 @@ def sink(steps, p) -> int:
     return q - 1
 
 
-def overlap(plan) -> None:
+def overlap(plan: Plan) -> None:
     """The ``dist.overlap`` stage: place starts and waits, insert progress nodes (see the
-    module docstring)."""
+    module docstring).
+
+    Parameters
+    ----------
+    plan : Plan
+        The plan after ordering; its ``steps`` are replaced.
+    """
     steps = plan.steps
     if not any(_role(n) for n in steps):
         return
     # starts to hoist, earliest first, so that each sees the ones before it already moved;
     # first the nodes that write its gradients (an order chosen for the least memory puts
     # weight gradients last, which would leave nothing to overlap)
-    for node in [n for n in steps if (_role(n) or ("",))[:2] == ("start", True)]:
-        grads = {id(b) for b in node.reads} - {id(_role(node)[3])}
+    starts = [(n, role) for n in steps
+              if (role := _role(n)) is not None and role[:2] == ("start", True)]
+    for node, role in starts:
+        grads = {id(b) for b in node.reads} - {id(role[3])}
         for w in [m for m in steps[:steps.index(node)]
                   if not _role(m) and any(id(b) in grads for b in m.writes)]:
             hoist(steps, steps.index(w))
         hoist(steps, steps.index(node))
     # waits (and the starts of overlap=False) to sink, latest first
-    late = [n for n in steps if _role(n) and (_role(n)[0] == "wait" or not _role(n)[1])]
+    late = [n for n in steps if (role := _role(n)) and (role[0] == "wait" or not role[1])]
     for node in reversed(late):
         sink(steps, steps.index(node))
-    out = []
-    outstanding: dict = {}  # (communicator, token) -> started requests not yet waited
+    out: list[Node] = []
+    # (communicator, token) -> started requests not yet waited
+    outstanding: dict[tuple[Any, Block], int] = {}
     for node in steps:
         out.append(node)
         role = _role(node)

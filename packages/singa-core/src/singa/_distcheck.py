@@ -45,7 +45,21 @@ class Call:
     tensors: tuple[tuple[str, tuple[int, ...]], ...]
     params: tuple[tuple[str, object], ...] = ()
 
-    def param(self, name: str, default=None):
+    def param(self, name: str, default: object = None) -> object:
+        """The value of parameter ``name`` of this call.
+
+        Parameters
+        ----------
+        name : str
+            A name in :attr:`params` (``"root"``, ``"peer"``, ``"tag"``, ...).
+        default : object, default None
+            What to return when the call has no such parameter.
+
+        Returns
+        -------
+        object
+            The value, or ``default``.
+        """
         return dict(self.params).get(name, default)
 
     def digest(self) -> int:

@@ -11,11 +11,12 @@ import platform
 import sys
 import traceback
 import warnings
+from typing import Any
 
 import numpy as np
 
 from . import config
-from ._plugins import KNOWN_BACKENDS, KNOWN_COMMUNICATORS, registry
+from ._plugins import KNOWN_BACKENDS, KNOWN_COMMUNICATORS, BackendEntry, PluginRegistry, registry
 from ._spec import BACKEND_API_VERSION
 from .errors import HostFallbackWarning
 
@@ -42,7 +43,7 @@ def _version(dist: str) -> str | None:
 
 def smoke_test(backend: str) -> tuple[bool, str]:
     """Run Add, Matmul and a host round trip on device 0 of ``backend``; (ok, detail)."""
-    def run(dev):
+    def run(dev: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         from . import _math
         from ._ctensor import CTensor
 
@@ -81,17 +82,18 @@ def _cause(exc: BaseException) -> str:
     return str(exc)
 
 
-def _backend(reg, name: str, entry) -> dict:
+def _backend(reg: PluginRegistry, name: str, entry: BackendEntry) -> dict[str, Any]:
     """One backend's record. Every call into a plugin goes through the registry's guard: a
     plugin that raises, exits or returns something else is a failed field here (and a failed
     plugin in ``failures``), never the end of the doctor."""
     spec = entry.spec
-    rec = {"name": name, "distribution": entry.provider.dist or entry.provider.plugin,
-           "version": entry.provider.version, "api_version": spec.api_version,
-           "api_ok": spec.api_version == BACKEND_API_VERSION, "devices": 0,
-           "unavailable": None, "describe": [], "describe_error": None, "kernels": None,
-           "host_fallback": None, "op_dtype_pairs": None, "device_error": None,
-           "smoke": {"passed": False, "detail": "backend unavailable (see above)"}}
+    rec: dict[str, Any] = {
+        "name": name, "distribution": entry.provider.dist or entry.provider.plugin,
+        "version": entry.provider.version, "api_version": spec.api_version,
+        "api_ok": spec.api_version == BACKEND_API_VERSION, "devices": 0,
+        "unavailable": None, "describe": [], "describe_error": None, "kernels": None,
+        "host_fallback": None, "op_dtype_pairs": None, "device_error": None,
+        "smoke": {"passed": False, "detail": "backend unavailable (see above)"}}
     try:
         rec["devices"] = reg.device_count(name)
     except Exception as exc:  # noqa: BLE001  (reported on the backend's line)
@@ -117,7 +119,7 @@ def _backend(reg, name: str, entry) -> dict:
     return rec
 
 
-def collect() -> dict:
+def collect() -> dict[str, Any]:
     """Everything the doctor reports, as JSON-ready values (``None``: not installed/unset)."""
     reg = registry()
     backends = [_backend(reg, name, entry) for name, entry in reg.backends.items()]
@@ -156,7 +158,7 @@ def collect() -> dict:
     }
 
 
-def _backend_lines(b: dict) -> list[str]:
+def _backend_lines(b: dict[str, Any]) -> list[str]:
     api = "ok" if b["api_ok"] else f"v{b['api_version']} != v{BACKEND_API_VERSION}"
     avail = f"unavailable: {b['unavailable']}" if b["unavailable"] is not None \
         else f"{b['devices']} device(s)"
@@ -182,9 +184,9 @@ def _backend_lines(b: dict) -> list[str]:
     return out
 
 
-def render(data: dict) -> str:
+def render(data: dict[str, Any]) -> str:
     """The report people read, from :func:`collect`'s dict."""
-    out = []
+    out: list[str] = []
     w = out.append
     w("SINGA environment")
     w(f"  python        {data['python']} ({data['platform']})")

@@ -8,6 +8,8 @@ constructing them still runs.
 
 from __future__ import annotations
 
+from typing import Any
+
 from .errors import ShapeError
 
 
@@ -42,7 +44,30 @@ def _shape_of(x) -> tuple:
     return tuple(s() if callable(s) else s)
 
 
-def conv_output_size(size, k, stride, pad_begin, pad_end, dilation=1):
+def conv_output_size(size: int, k: int, stride: int, pad_begin: int, pad_end: int,
+                     dilation: int = 1) -> int:
+    r"""The output length of a convolution or pooling window along one axis.
+
+    :math:`\lfloor (n + p_b + p_e - (d (k - 1) + 1)) / s \rfloor + 1`.
+
+    Parameters
+    ----------
+    size : int
+        The input length :math:`n`.
+    k : int
+        The window (kernel) length.
+    stride : int
+        The step :math:`s` between windows.
+    pad_begin, pad_end : int
+        The padding :math:`p_b`, :math:`p_e` before and after the input.
+    dilation : int, default 1
+        The spacing :math:`d` between window taps.
+
+    Returns
+    -------
+    int
+        The number of windows (below 1 when the window does not fit).
+    """
     eff = dilation * (k - 1) + 1
     return (size + pad_begin + pad_end - eff) // stride + 1
 
@@ -85,7 +110,15 @@ class ConvHandle:
                 f"{self.kernel} with padding {self.pads} and dilation {self.dilation}"
             )
 
-    def attrs(self) -> dict:
+    def attrs(self) -> dict[str, Any]:
+        """The convolution's attributes as the ``Conv2d`` op takes them.
+
+        Returns
+        -------
+        dict
+            ``stride`` and ``dilation`` (pairs), ``pads`` (top, bottom, left, right) and
+            ``group``.
+        """
         return {"stride": self.stride, "pads": self.pads, "dilation": self.dilation,
                 "group": self.group}
 
@@ -115,7 +148,15 @@ class PoolingHandle:
             raise ShapeError(f"Pooling2d: input {self.height}x{self.width} is smaller than "
                              f"the window {self.kernel} with padding {self.pads}")
 
-    def attrs(self) -> dict:
+    def attrs(self) -> dict[str, Any]:
+        """The pooling's attributes as the ``Pooling2d`` op takes them.
+
+        Returns
+        -------
+        dict
+            ``kernel`` and ``stride`` (pairs), ``pads`` (top, bottom, left, right), ``mode``
+            (``"max"`` or ``"avg"``) and ``count_include_pad``.
+        """
         return {"kernel": self.kernel, "stride": self.stride, "pads": self.pads,
                 "mode": "max" if self.is_max_pooling else "avg",
                 "count_include_pad": self.count_include_pad}

@@ -18,9 +18,13 @@ raises :class:`~singa.errors.OptimizerStateError`.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING
 
 from .errors import OptimizerStateError, ShapeError
+
+if TYPE_CHECKING:
+    from .tensor import Tensor
 
 __all__ = ["ParamStates", "SlotView"]
 
@@ -134,7 +138,20 @@ class ParamStates:
         """``param``'s state tensor in ``slot`` (None if it has none yet)."""
         return self.record(param, name).states.get(slot)
 
-    def set(self, param, name, slot, value) -> None:
+    def set(self, param: Tensor, name: str, slot: str, value: Tensor) -> None:
+        """Make ``value`` ``param``'s state tensor in ``slot``.
+
+        Parameters
+        ----------
+        param : Tensor
+            The parameter (its record is created on first sight, see :meth:`record`).
+        name : str
+            The name the optimizer applies ``param`` under.
+        slot : str
+            The state's slot (SGD's ``"moments"``, Adam's ``"m"``, ...).
+        value : Tensor
+            The state tensor, kept as it is (not copied).
+        """
         self.record(param, name).states[slot] = value
 
     def of(self, param) -> dict:
@@ -143,12 +160,48 @@ class ParamStates:
         return dict(rec.states) if rec is not None and rec.ref() is param else {}
 
     # ------------------------------------------------------------------ by key
-    def items(self, slot) -> list:
+    def items(self, slot: str) -> list[tuple[str, Tensor]]:
+        """``(key, state)`` of every state in ``slot``.
+
+        Parameters
+        ----------
+        slot : str
+            The slot.
+
+        Returns
+        -------
+        list of (str, Tensor)
+            The live parameters' states under their keys (see the module docstring), in the
+            order the parameters were first seen, then the states loaded by key whose
+            parameter has not been seen yet.
+        """
         out = [(k, r.states[slot]) for k, r in self._keyed() if slot in r.states]
         out.extend(self._pending.get(slot, {}).items())
         return out
 
-    def lookup(self, slot, key):
+    def lookup(self, slot: str, key: str) -> Tensor:
+        """The state in ``slot`` under ``key``.
+
+        Parameters
+        ----------
+        slot : str
+            The slot.
+        key : str
+            A parameter's key (its name, or ``name#i``), or the key of a loaded state whose
+            parameter has not been seen yet.
+
+        Returns
+        -------
+        Tensor
+            The state tensor.
+
+        Raises
+        ------
+        OptimizerStateError
+            ``key`` is a plain name that several parameters carry.
+        KeyError
+            No state in ``slot`` has that key.
+        """
         for k, r in self._keyed():
             if slot in r.states and k == key:
                 return r.states[slot]
@@ -201,19 +254,23 @@ class SlotView(Mapping):
         self._states = states
         self._slot = slot
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: str) -> Tensor:
         return self._states.lookup(self._slot, key)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         return iter([k for k, _ in self._states.items(self._slot)])
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._states.items(self._slot))
 
-    def values(self):
+    # values() and items() return lists, not Mapping's live views: they are snapshots built
+    # from the records (code may index them), so the override's return type differs on purpose
+    def values(self) -> list[Tensor]:  # type: ignore[override]
+        """The slot's state tensors, in the order of :meth:`items`."""
         return [v for _, v in self._states.items(self._slot)]
 
-    def items(self):
+    def items(self) -> list[tuple[str, Tensor]]:  # type: ignore[override]
+        """``(key, state)`` of the slot's states (see :meth:`ParamStates.items`)."""
         return self._states.items(self._slot)
 
     def __repr__(self):

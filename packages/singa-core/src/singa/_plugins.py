@@ -113,12 +113,32 @@ class Provider:
 
 @dataclass
 class BackendEntry:
+    """A registered backend: its record and the plugin that provided it.
+
+    Attributes
+    ----------
+    spec : BackendSpec
+        The record a plugin's ``singa_backends`` hook returned.
+    provider : Provider
+        The plugin and distribution it came from (named in messages and conflicts).
+    """
+
     spec: BackendSpec
     provider: Provider
 
 
 @dataclass
 class CommunicatorEntry:
+    """A registered communicator: its record and the plugin that provided it.
+
+    Attributes
+    ----------
+    spec : CommunicatorSpec
+        The record a plugin's ``singa_communicators`` hook returned.
+    provider : Provider
+        The plugin and distribution it came from.
+    """
+
     spec: CommunicatorSpec
     provider: Provider
 
@@ -133,6 +153,13 @@ class PluginFailure:
     traceback: str = ""
 
     def summary(self) -> str:
+        """One line for logs and ``python -m singa info``.
+
+        Returns
+        -------
+        str
+            The provider, the stage and the error's type and message.
+        """
         return f"{self.provider} failed at {self.stage}: {type(self.error).__name__}: {self.error}"
 
 
@@ -309,14 +336,17 @@ class PluginRegistry:
                 "plugin and keep the other backends)"
             ) from exc
 
-    def _collect(self, provider, hook_name, caller, record_type, add, strict) -> None:
+    def _collect(self, provider: Provider, hook_name: str,
+                 caller: Callable[[], Iterable[Iterable[Any] | None]],
+                 record_type: type[BackendSpec] | type[CommunicatorSpec],
+                 add: Callable[[Any, Provider, bool], None], strict: bool) -> None:
         """Records of ``provider`` from pluggy's ``caller`` of hook ``hook_name`` (the
         plugin's implementations only), each validated and handed to ``add``."""
-        def records():  # a hook may return a generator: iterating it runs plugin code too
+        def gather() -> list[Any]:  # a hook may return a generator: iterating it runs plugin code
             return [rec for out in caller() for rec in (out if out is not None else ())]
 
         try:
-            records = self.call(provider, "hook", records, passthrough=())
+            records: list[Any] = self.call(provider, "hook", gather, passthrough=())
         except PluginError as err:
             self._fail(provider, "hook", err.__cause__ or err, strict)
             return
@@ -384,6 +414,19 @@ class PluginRegistry:
 
     # ------------------------------------------------------------------ lookup
     def resolve_name(self, name: str) -> str:
+        """The backend name that ``name`` stands for (loading the plugins first).
+
+        Parameters
+        ----------
+        name : str
+            A backend name or one of a backend's ``aliases``.
+
+        Returns
+        -------
+        str
+            ``name`` itself when a backend has that name or no alias matches, else the name of
+            the backend that declares ``name`` as an alias.
+        """
         self.load()
         return self.aliases.get(name, name) if name not in self.backends else name
 
@@ -496,8 +539,12 @@ class PluginRegistry:
         lines.append("  diagnose: python -m singa info")
         return "\n".join(lines)
 
-    def device(self, name: str, index: int = 0):
-        """Return the singleton device ``name:index``, creating it on first use."""
+    def device(self, name: str, index: int = 0) -> Any:
+        """Return the singleton device ``name:index``, creating it on first use.
+
+        Typed ``Any``: the Device class lives in a layer above this one (see
+        :func:`expect_device_class`), which this module does not import.
+        """
         key = (self.resolve_name(name), index)
         dev = self._devices.get(key)
         if dev is not None:
@@ -526,6 +573,25 @@ class PluginRegistry:
             return dev
 
     def communicator(self, name: str) -> CommunicatorEntry:
+        """The usable communicator ``name``, its probe run through the guard.
+
+        Parameters
+        ----------
+        name : str
+            The communicator's name (``"mpi"``, ``"nccl"``, ``"socket"``).
+
+        Returns
+        -------
+        CommunicatorEntry
+            Its record and provider.
+
+        Raises
+        ------
+        DeviceUnavailableError
+            No plugin provides it, or its probe says it cannot run here.
+        PluginError
+            Its probe exited or returned something other than None.
+        """
         self.load()
         entry = self.communicators.get(name)
         if entry is None:
@@ -556,13 +622,13 @@ class PluginRegistry:
                          kwargs=options, returns=returns)
 
 
-def _installed_entry_points():
+def _installed_entry_points() -> Iterable[Any]:
     import importlib.metadata as md
 
     return md.entry_points(group="singa")
 
 
-def _provider_of(ep) -> Provider:
+def _provider_of(ep: Any) -> Provider:
     dist = getattr(ep, "dist", None)
     if dist is not None:
         return Provider(ep.name, dist.metadata["Name"], dist.version)

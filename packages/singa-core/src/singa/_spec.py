@@ -92,6 +92,8 @@ class CommunicatorSpec:
     options: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)
 
     def validate(self) -> None:
+        """Raise ``ValueError`` naming the first invalid field (the name's form, an
+        ``api_version`` that is not an int, a ``create`` or ``probe`` that is not callable)."""
         if not isinstance(self.name, str) or not _NAME_RE.match(self.name):
             raise ValueError(
                 f"CommunicatorSpec.name must match {_NAME_RE.pattern}, got {self.name!r}"

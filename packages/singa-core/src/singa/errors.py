@@ -36,7 +36,21 @@ class DeviceUnavailableError(SingaError, RuntimeError):
 
 
 class PluginError(SingaError, RuntimeError):
-    """A plugin failed to load or returned invalid records (raised in strict mode)."""
+    """A plugin failed to load or returned invalid records (raised in strict mode).
+
+    Attributes
+    ----------
+    plugin : str
+        The entry-point name of the plugin at fault; set on the errors that the plugin
+        loader's guard (``PluginRegistry.call``) raises, absent on the others.
+    call : str
+        What the guard was calling (``"import"``, ``"hook"``, ``"create_device(0)"``, ...);
+        set with ``plugin``.
+    """
+
+    # declared, not assigned: only the guard sets them, so other PluginErrors have neither
+    plugin: str
+    call: str
 
 
 class PluginConflictError(PluginError):

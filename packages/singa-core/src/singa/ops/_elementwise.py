@@ -93,7 +93,7 @@ class Unary:
     op: str
     name: str
     reference: Callable
-    domain: tuple
+    domain: tuple[float, float]
     dtypes: tuple
     formula: str
     grad: Callable | None

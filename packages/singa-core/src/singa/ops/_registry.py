@@ -25,11 +25,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from .. import _dtype
 from .._ctensor import CTensor, check_same_device
 from .._dtype import ITEMSIZE
 from .._kernel import Kernel, as_kernel, kernel_attrs
+from ._rules import ShapeRule
 
 __all__ = ["OpDef", "OPS", "defop", "run", "Kernel", "KernelCall", "EMPTY", "kernel_attrs",
            "as_kernel"]
@@ -89,7 +91,7 @@ class OpDef:
 
     name: str
     nin: int
-    infer: Callable
+    infer: ShapeRule
     reference: Callable
     sample: Callable | None = None
     nout: int = 1
@@ -110,7 +112,8 @@ class OpDef:
 OPS: dict[str, OpDef] = {}
 
 
-def defop(name: str, nin: int, infer, reference, sample=None, **kw) -> OpDef:
+def defop(name: str, nin: int, infer: ShapeRule, reference: Callable[..., Any],
+          sample: Callable[..., Any] | None = None, **kw: Any) -> OpDef:
     """Declare an operator (once; redefinition is a programming error)."""
     if name in OPS:
         raise ValueError(f"operator {name!r} declared twice")
@@ -158,10 +161,12 @@ def run(op: OpDef, ins: list, attrs: dict = EMPTY, outs: list | None = None) -> 
         for x in ins:
             if x.dev is not dev:
                 check_same_device(op.name, ins + (outs or []))
+    elif outs is None:  # the contract of an op without inputs (the fills)
+        raise TypeError(f"{op.name}: an op without inputs needs outs, the tensors to write")
     else:
         dev = outs[0].dev
     given = outs is not None
-    if not given:
+    if outs is None:
         outs = [CTensor._new(s, dev, d) for s, d in op.infer(ins, attrs)]
     elif ins and outs[0].dev is not dev:
         check_same_device(op.name, ins + outs)

@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
 from .. import _dtype
+from .._ctensor import CTensor
 from .._shapes import as_int
 from ..errors import DtypeMismatchError, ShapeError
+
+#: What a rule returns: ``(shape, dtype code)`` of each output, in order.
+OutputSpecs = list[tuple[tuple[int, ...], int]]
+#: A shape/dtype rule (``OpDef.infer``): ``rule(ins, attrs)``.
+ShapeRule = Callable[[Sequence[CTensor], Mapping[str, Any]], OutputSpecs]
 
 
 def same(ins, attrs):
@@ -51,7 +60,26 @@ def broadcast_shapes(op: str, a: tuple, b: tuple) -> tuple:
     return tuple(out)
 
 
-def check_dtypes(op: str, ins) -> int:
+def check_dtypes(op: str, ins: Sequence[CTensor]) -> int:
+    """The dtype code that all of ``ins`` share.
+
+    Parameters
+    ----------
+    op : str
+        The op's name, for the message.
+    ins : sequence of CTensor
+        The inputs (at least one).
+
+    Returns
+    -------
+    int
+        The first input's dtype code.
+
+    Raises
+    ------
+    DtypeMismatchError
+        An input whose dtype differs from the first's, naming both.
+    """
     dt = ins[0].dtype_code
     for i, x in enumerate(ins[1:], 1):
         if x.dtype_code != dt:
@@ -62,8 +90,22 @@ def check_dtypes(op: str, ins) -> int:
     return dt
 
 
-def binary(name: str):
-    def infer(ins, attrs):
+def binary(name: str) -> ShapeRule:
+    """The rule of binary elementwise op ``name``.
+
+    Parameters
+    ----------
+    name : str
+        The op's name, for messages.
+
+    Returns
+    -------
+    callable
+        ``rule(ins, attrs)``: one output of the two inputs' broadcast shape
+        (:func:`broadcast_shapes`) and their common dtype (:func:`check_dtypes`).
+    """
+
+    def infer(ins: Sequence[CTensor], attrs: Mapping[str, Any]) -> OutputSpecs:
         dt = check_dtypes(name, ins)
         return [(broadcast_shapes(name, ins[0].dims, ins[1].dims), dt)]
 
@@ -90,14 +132,48 @@ def normalize_axes(op: str, axes, ndim: int) -> tuple:
     return tuple(sorted(out))
 
 
-def reduced_shape(shape: tuple, axes: tuple, keepdims: bool) -> tuple:
+def reduced_shape(shape: tuple[int, ...], axes: tuple[int, ...],
+                  keepdims: bool) -> tuple[int, ...]:
+    """The shape left by reducing ``shape`` over ``axes``.
+
+    Parameters
+    ----------
+    shape : tuple of int
+        The input's shape.
+    axes : tuple of int
+        The reduced axes, non-negative (as :func:`normalize_axes` returns them).
+    keepdims : bool
+        Keep each reduced axis with size 1 (True) or drop it (False).
+
+    Returns
+    -------
+    tuple of int
+        The output's shape.
+    """
     if keepdims:
         return tuple(1 if i in axes else d for i, d in enumerate(shape))
     return tuple(d for i, d in enumerate(shape) if i not in axes)
 
 
-def reduce_rule(name: str, out_dtype=None):
-    def infer(ins, attrs):
+def reduce_rule(name: str, out_dtype: int | None = None) -> ShapeRule:
+    """The rule of reduction ``name`` (Sum, ReduceMean, ...).
+
+    Parameters
+    ----------
+    name : str
+        The op's name, for messages.
+    out_dtype : int, optional
+        The output's dtype code; None: the input's.
+
+    Returns
+    -------
+    callable
+        ``rule(ins, attrs)``: one output, the input's shape reduced over ``attrs["axes"]``
+        (None: every axis) with ``attrs["keepdims"]`` (default False), see
+        :func:`reduced_shape`.
+    """
+
+    def infer(ins: Sequence[CTensor], attrs: Mapping[str, Any]) -> OutputSpecs:
         x = ins[0]
         axes = normalize_axes(name, attrs.get("axes"), len(x.dims))
         shape = reduced_shape(x.dims, axes, attrs.get("keepdims", False))
