@@ -189,7 +189,7 @@ def docstrings_pending() -> list[str]:
 def lint(session: nox.Session) -> None:
     """ruff over the whole repository; docstring coverage of the public packages (at least 95%
     where enforced, the rest reported); mypy over singa, singa_onnx and singa_dist
-    (pyproject.toml's [tool.mypy], which lists the modules not clean yet); then the
+    (pyproject.toml's [tool.mypy]); then the
     import-linter architecture contracts (pyproject.toml's [tool.importlinter]) and the tests
     that prove each contract catches a planted violation."""
     session.install(*LINT_DEPS, *TEST_DEPS)
