@@ -247,21 +247,30 @@ class CTensor:
         return self.dims if i is None else self.dims[i]
 
     def nDim(self) -> int:
+        """Number of dimensions (C++ ``Tensor::nDim``); 0 for a scalar."""
         return len(self.dims)
 
     def Size(self) -> int:
+        """Number of elements, the product of the shape (C++ ``Tensor::Size``)."""
         return math.prod(self.dims)
 
     def MemSize(self) -> int:
+        """Bytes of the elements, ``Size()`` times the item size (C++ ``Tensor::MemSize``)."""
         return self.Size() * _dtype.ITEMSIZE[self.dtype_code]
 
     def data_type(self) -> int:
+        """The dtype code (``singa.tensor.float32`` ...), as C++ ``Tensor::data_type``."""
         return self.dtype_code
 
     def device(self):
+        """The :class:`~singa.device.Device` holding the memory (C++ ``Tensor::device``)."""
         return self.dev
 
     def initialized(self) -> bool:
+        """True while the block's memory is allocated (SINGA's ``initialized``).
+
+        A block allocates on first use, so a tensor not yet written or read is not initialized.
+        """
         return self.block.data is not None
 
     def transpose(self) -> bool:
@@ -273,14 +282,17 @@ class CTensor:
         return not self.contig
 
     def stride(self) -> tuple:
+        """Strides in elements, one per dimension (C++ ``Tensor::stride``)."""
         return self.strides
 
     @property
     def size(self) -> int:
+        """Number of elements (the same as :meth:`Size`)."""
         return math.prod(self.dims)
 
     @property
     def np_dtype(self):
+        """numpy's dtype for this tensor's dtype code."""
         return _dtype.NP_DTYPE[self.dtype_code]
 
     def __repr__(self) -> str:
@@ -342,12 +354,69 @@ class CTensor:
 
     # SWIG names
     def CopyFloatDataFromHostPtr(self, arr, num=None):
+        """Copy values from a host array into this tensor, converted to float32.
+
+        C++ ``Tensor::CopyFloatDataFromHostPtr``. The array is flattened; its first ``num``
+        values (all of them when ``num`` is None) are written from element 0. When they fill the
+        tensor this is :meth:`copy_from_numpy`; fewer are written into a prefix of a contiguous
+        tensor and the rest is kept.
+
+        Parameters
+        ----------
+        arr : array_like
+            The values; converted with ``numpy.asarray(arr, dtype=numpy.float32)``.
+        num : int, optional
+            How many values to copy.
+
+        Raises
+        ------
+        ShapeError
+            More values than the tensor holds, or a prefix copy into a non-contiguous tensor.
+        """
         self._copy_prefix(np.asarray(arr, dtype=np.float32), num)
 
     def CopyIntDataFromHostPtr(self, arr, num=None):
+        """Copy values from a host array into this tensor, converted to int32.
+
+        C++ ``Tensor::CopyIntDataFromHostPtr``. The array is flattened; its first ``num``
+        values (all of them when ``num`` is None) are written from element 0. When they fill the
+        tensor this is :meth:`copy_from_numpy`; fewer are written into a prefix of a contiguous
+        tensor and the rest is kept.
+
+        Parameters
+        ----------
+        arr : array_like
+            The values; converted with ``numpy.asarray(arr, dtype=numpy.int32)``.
+        num : int, optional
+            How many values to copy.
+
+        Raises
+        ------
+        ShapeError
+            More values than the tensor holds, or a prefix copy into a non-contiguous tensor.
+        """
         self._copy_prefix(np.asarray(arr, dtype=np.int32), num)
 
     def CopyHalfFloatDataFromHostPtr(self, arr, num=None):
+        """Copy values from a host array into this tensor, converted to float16.
+
+        C++ ``Tensor::CopyHalfFloatDataFromHostPtr``. The array is flattened; its first ``num``
+        values (all of them when ``num`` is None) are written from element 0. When they fill the
+        tensor this is :meth:`copy_from_numpy`; fewer are written into a prefix of a contiguous
+        tensor and the rest is kept.
+
+        Parameters
+        ----------
+        arr : array_like
+            The values; converted with ``numpy.asarray(arr, dtype=numpy.float16)``.
+        num : int, optional
+            How many values to copy.
+
+        Raises
+        ------
+        ShapeError
+            More values than the tensor holds, or a prefix copy into a non-contiguous tensor.
+        """
         self._copy_prefix(np.asarray(arr, dtype=np.float16), num)
 
     def _copy_prefix(self, arr, num):
@@ -360,12 +429,48 @@ class CTensor:
             self._write_range(arr, 0)
 
     def GetFloatValue(self, n: int | None = None) -> np.ndarray:
+        """The values as a flat numpy float32 array (SWIG's ``GetFloatValue``).
+
+        Parameters
+        ----------
+        n : int, optional
+            Return only the first ``n`` values (row-major order); all of them when None.
+
+        Returns
+        -------
+        numpy.ndarray
+            A 1-d array copied from the device, converted to float32.
+        """
         return self._get_values(np.float32, n)
 
     def GetIntValue(self, n: int | None = None) -> np.ndarray:
+        """The values as a flat numpy int32 array (SWIG's ``GetIntValue``).
+
+        Parameters
+        ----------
+        n : int, optional
+            Return only the first ``n`` values (row-major order); all of them when None.
+
+        Returns
+        -------
+        numpy.ndarray
+            A 1-d array copied from the device, converted to int32.
+        """
         return self._get_values(np.int32, n)
 
     def GetHalfFloatValue(self, n: int | None = None) -> np.ndarray:
+        """The values as a flat numpy float16 array (SWIG's ``GetHalfFloatValue``).
+
+        Parameters
+        ----------
+        n : int, optional
+            Return only the first ``n`` values (row-major order); all of them when None.
+
+        Returns
+        -------
+        numpy.ndarray
+            A 1-d array copied from the device, converted to float16.
+        """
         return self._get_values(np.float16, n)
 
     def _get_values(self, np_dt, n):
@@ -374,21 +479,48 @@ class CTensor:
 
     # ------------------------------------------------------------------ math methods
     def SetFloatValue(self, x) -> None:
+        """Fill every element with ``x``, converted to this dtype (C++ ``Tensor::SetValue``)."""
         _m().set_value(self, x)
 
     def CopyData(self, other: CTensor) -> None:
+        """Overwrite this tensor's values with ``other``'s (C++ ``Tensor::CopyData``).
+
+        ``other`` is moved to this device, cast to this dtype and reshaped to this shape first;
+        this tensor keeps its memory, shape and dtype.
+
+        Raises
+        ------
+        ShapeError
+            The element counts differ.
+        """
         if other.Size() != self.Size():
             raise ShapeError(f"CopyData: sizes differ ({other.dims} vs {self.dims})")
         _m().copy_into(self, other)
 
     def AsType(self, dtype) -> CTensor:
+        """A new tensor with the values converted to ``dtype`` (C++ ``Tensor::AsType``).
+
+        ``dtype`` is a SINGA dtype code (``singa.tensor.float32`` ...), a numpy dtype or a name;
+        this tensor is unchanged.
+        """
         return _m().as_type(self, _dtype.code_of(dtype))
 
     def ToType(self, dtype) -> None:
+        """Convert this tensor to ``dtype`` in place (C++ ``Tensor::ToType``).
+
+        It takes a new block holding the converted values; views of the old block keep the old
+        values.
+        """
         new = _m().as_type(self, _dtype.code_of(dtype))
         self._adopt(new)
 
     def ToDevice(self, dev) -> None:
+        """Move this tensor to ``dev`` in place (C++ ``Tensor::ToDevice``).
+
+        ``dev`` is a Device or anything :func:`singa.device.get_device` accepts. Nothing happens
+        when the tensor is already there; otherwise the values are staged through host memory
+        into a new block, and views of the old block stay where they were.
+        """
         from ._device_api import get_device
 
         dev = get_device(dev)
@@ -397,6 +529,7 @@ class CTensor:
         self._adopt(_m().to_device(self, dev))
 
     def ToHost(self) -> None:
+        """Move this tensor to its device's host device in place (C++ ``Tensor::ToHost``)."""
         self.ToDevice(self.dev.host())
 
     def _adopt(self, other: CTensor) -> None:
@@ -411,18 +544,35 @@ class CTensor:
         self._vbuf = None
 
     def Clone(self) -> CTensor:
+        """A contiguous copy of this tensor on the same device (C++ ``Tensor::Clone``)."""
         return _m().copy(self)
 
     def Repeat(self, repeats, axis) -> CTensor:
+        """A new tensor with elements repeated as :func:`numpy.repeat` (C++ ``Tensor::Repeat``).
+
+        Parameters
+        ----------
+        repeats : int or sequence of int
+            Repeat count for every element, or one per element along ``axis``.
+        axis : int or None
+            The axis to repeat along; None repeats the flattened tensor.
+        """
         return _m().repeat(self, repeats, axis)
 
     def ResetLike(self, t: CTensor) -> None:
+        """Give this tensor a new block of ``t``'s shape, dtype and device (C++ ``ResetLike``).
+
+        The tensor becomes contiguous and its old values are not kept; views of the old block
+        keep that block.
+        """
         self._adopt(CTensor._new(t.dims, t.dev, t.dtype_code))
 
     def L1(self) -> float:
+        """Mean absolute value, ``sum(|x|) / Size()`` (C++ ``Tensor::l1``)."""
         return float(_m().l1(self))
 
     def L2(self) -> float:
+        """Euclidean norm over the element count, ``sqrt(sum(x**2)) / Size()`` (C++ ``l2``)."""
         return float(_m().l2(self))
 
     def __iadd__(self, x):

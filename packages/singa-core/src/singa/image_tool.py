@@ -172,14 +172,17 @@ class ImageTool:
         return self
 
     def set(self, imgs):
+        """Replace the list by the images in ``imgs``; returns self (chainable)."""
         self.imgs = list(imgs)
         return self
 
     def append(self, img):
+        """Add ``img`` to the end of the list; returns self (chainable)."""
         self.imgs.append(img)
         return self
 
     def get(self):
+        """The current list of images (the list itself, not a copy)."""
         return self.imgs
 
     def num_augmentation(self):

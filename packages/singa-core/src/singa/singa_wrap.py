@@ -76,10 +76,12 @@ def VecTensor(tensors=()):
 
 
 def SizeOf(dtype) -> int:
+    """Bytes of one element of ``dtype`` (a SINGA dtype code, numpy dtype or name)."""
     return _dtype.ITEMSIZE[_dtype.code_of(dtype)]
 
 
 def Product(shape) -> int:
+    """Number of elements of a tensor of ``shape``: the product of its dimensions (1 for ``()``)."""
     p = 1
     for d in shape:
         p *= d
@@ -98,44 +100,58 @@ SoftPlus, SoftSign, Reciprocal = _math.softplus, _math.softsign, _math.reciproca
 
 
 def ReLUBackward(dy: CTensor, x: CTensor) -> CTensor:
+    """ReLU's input gradient, ``dx = dy * (x > 0)``, from the output gradient and the input."""
     return _math.relu_backward(dy, x)
 
 
 # ---------------------------------------------------------------- reductions and softmax
 def Sum(t: CTensor, axis: int) -> CTensor:
+    """Sum of ``t`` along ``axis``; the result has that axis removed."""
     return _math.sum(t, axis)
 
 
 def SumAll(t: CTensor) -> CTensor:
+    """Sum of all elements of ``t``, as a one-element tensor of shape ``(1,)``."""
     return _math.reshape(_math.sum(t), (1,))
 
 
 def SumAsFloat(t: CTensor) -> float:
+    """Sum of all elements of ``t``, as a Python float (read back to the host)."""
     return float(_math.sum(t).to_numpy())
 
 
 def Average(t: CTensor, axis: int = 0) -> CTensor:
+    """Mean of ``t`` along ``axis``; the result has that axis removed."""
     return _math.reduce_mean(t, axis)
 
 
 def SoftMax(t: CTensor, axis: int = -1) -> CTensor:
+    """``exp(t) / sum(exp(t))`` along ``axis``; ``t``'s shape and dtype."""
     return _math.softmax(t, axis)
 
 
 def SoftMaxBackward(dy: CTensor, axis: int, y: CTensor) -> CTensor:
+    """Softmax's input gradient, ``dx = y (dy - sum(dy y))`` along ``axis``.
+
+    ``y`` is the softmax's output and ``dy`` the gradient of its output; the argument order
+    is SINGA's.
+    """
     return _math.softmax_backward(y, dy, axis)
 
 
 # ---------------------------------------------------------------- power and comparisons
 def Pow(base: CTensor, exp: CTensor) -> CTensor:
+    """``base ** exp`` elementwise, ``exp`` a tensor broadcast against ``base``."""
     return _math.pow(base, exp)
 
 
 def PowFloat(t: CTensor, x: float) -> CTensor:
+    """``t ** x`` elementwise for a number ``x``."""
     return _math.pow(t, float(x))
 
 
 def PowWithRet(base: CTensor, exp, ret: CTensor) -> None:
+    """``base ** exp`` written into ``ret``; ``exp`` is a tensor or a number."""
     _math.pow(base, exp, out=ret)
 
 
@@ -148,18 +164,34 @@ AddFloat, SubFloat, MultFloat, DivFloat = _math.add, _math.sub, _math.mul, _math
 
 
 def Add(a: CTensor, b, ret: CTensor | None = None):
+    """``a + b`` elementwise; ``b`` is a tensor (broadcast) or a number.
+
+    Returns a new tensor, or writes into ``ret`` and returns it when ``ret`` is given.
+    """
     return _math.add(a, b) if ret is None else _math.add(a, b, out=ret)
 
 
 def Sub(a: CTensor, b, ret: CTensor | None = None):
+    """``a - b`` elementwise; ``b`` is a tensor (broadcast) or a number.
+
+    Returns a new tensor, or writes into ``ret`` and returns it when ``ret`` is given.
+    """
     return _math.sub(a, b) if ret is None else _math.sub(a, b, out=ret)
 
 
 def EltwiseMult(a: CTensor, b, ret: CTensor | None = None):
+    """``a * b`` elementwise; ``b`` is a tensor (broadcast) or a number.
+
+    Returns a new tensor, or writes into ``ret`` and returns it when ``ret`` is given.
+    """
     return _math.mul(a, b) if ret is None else _math.mul(a, b, out=ret)
 
 
 def Div(a, b, ret: CTensor | None = None):
+    """``a / b`` elementwise; either operand may be a number (``Div(1.0, t)`` is ``1 / t``).
+
+    Returns a new tensor, or writes into ``ret`` and returns it when ``ret`` is given.
+    """
     if not isinstance(a, CTensor):  # Div(float, tensor): value / b
         r = _math.rdiv(b, a)
         return r if ret is None else _math.copy_into(ret, r)
@@ -167,56 +199,69 @@ def Div(a, b, ret: CTensor | None = None):
 
 
 def AddFloatWithRet(t, x, ret):
+    """``ret = t + x`` for a number ``x``."""
     _math.add(t, x, out=ret)
 
 
 def SubFloatWithRet(t, x, ret):
+    """``ret = t - x`` for a number ``x``."""
     _math.sub(t, x, out=ret)
 
 
 def MultFloatWithRet(t, x, ret):
+    """``ret = t * x`` for a number ``x``."""
     _math.mul(t, x, out=ret)
 
 
 def DivFloatWithRet(t, x, ret):
+    """``ret = t / x`` for a number ``x``."""
     _math.div(t, x, out=ret)
 
 
 # ---------------------------------------------------------------- shape
 def ConcatOn(tensors, axis: int) -> CTensor:
+    """Join ``tensors`` (equal shapes except along ``axis``, one dtype) along ``axis``."""
     return _math.concat(list(tensors), axis)
 
 
 def SliceOn(t: CTensor, start: int, end: int, axis: int) -> CTensor:
+    """A copy of ``t[start:end]`` along ``axis``."""
     return _math.slice_on(t, start, end, axis)
 
 
 def Reshape(t: CTensor, shape) -> CTensor:
+    """``t``'s elements in ``shape`` (one dimension may be -1); a view when ``t`` is contiguous."""
     return _math.reshape(t, shape)
 
 
 def Contiguous(t: CTensor) -> CTensor:
+    """``t`` itself when its strides are row-major, otherwise a contiguous copy."""
     return _math.contiguous(t)
 
 
 def Transpose(t: CTensor, axes=None) -> CTensor:
+    """A view of ``t`` with its axes permuted by ``axes`` (reversed when None)."""
     return _math.transpose(t, axes)
 
 
 def DefaultTranspose(t: CTensor) -> CTensor:
+    """A view of ``t`` with its axes reversed (the matrix transpose for 2-D)."""
     return _math.transpose(t)
 
 
 # ---------------------------------------------------------------- random
 def Bernoulli(p: float, t: CTensor) -> None:
+    """Fill ``t`` in place with Bernoulli(``p``) samples: 1 with probability ``p``, else 0."""
     _math.bernoulli(t, p)
 
 
 def Gaussian(mean: float, std: float, t: CTensor) -> None:
+    """Fill ``t`` in place with normal samples N(``mean``, ``std**2``)."""
     _math.gaussian(t, mean, std)
 
 
 def Uniform(low: float, high: float, t: CTensor) -> None:
+    """Fill ``t`` in place with uniform samples on [``low``, ``high``)."""
     _math.uniform(t, low, high)
 
 
@@ -227,10 +272,12 @@ def Axpy(alpha, x: CTensor, y: CTensor) -> None:
 
 
 def Mult(a: CTensor, b: CTensor) -> CTensor:
+    """Matrix product ``a @ b`` (numpy matmul: 1-D vectors, 2-D matrices, batched above)."""
     return _math.matmul(a, b)
 
 
 def MultWithRet(a: CTensor, b: CTensor, ret: CTensor) -> None:
+    """Matrix product ``a @ b`` written into ``ret``."""
     _math.matmul(a, b, out=ret)
 
 
@@ -249,34 +296,42 @@ _col, _row = _math.as_column, _math.as_row
 
 
 def AddColumn(v, m):
+    """``m += v`` column-wise, in place: ``v`` (one value per row of ``m``) added to each column."""
     _math.iadd(m, _col(v, m))
 
 
 def SubColumn(v, m):
+    """``m -= v`` column-wise, in place: ``v`` (one value per row of ``m``) from each column."""
     _math.isub(m, _col(v, m))
 
 
 def MultColumn(v, m):
+    """``m *= v`` column-wise, in place: each column is multiplied by ``v`` (one value per row)."""
     _math.imul(m, _col(v, m))
 
 
 def DivColumn(v, m):
+    """``m /= v`` column-wise, in place: each column is divided by ``v`` (one value per row)."""
     _math.idiv(m, _col(v, m))
 
 
 def AddRow(v, m):
+    """``m += v`` row-wise, in place: ``v`` (one value per column of ``m``) is added to each row."""
     _math.iadd(m, _row(v, m))
 
 
 def SubRow(v, m):
+    """``m -= v`` row-wise, in place: ``v`` (one value per column of ``m``) from each row."""
     _math.isub(m, _row(v, m))
 
 
 def MultRow(v, m):
+    """``m *= v`` row-wise, in place: each row is multiplied by ``v`` (one value per column)."""
     _math.imul(m, _row(v, m))
 
 
 def DivRow(v, m):
+    """``m /= v`` row-wise, in place: each row is divided by ``v`` (one value per column)."""
     _math.idiv(m, _row(v, m))
 
 
@@ -340,6 +395,11 @@ def SoftmaxCrossEntropyBwd(p: CTensor, t: CTensor) -> CTensor:
 # ---------------------------------------------------------------- copies
 def CopyDataToFrom(dst: CTensor, src: CTensor, num: int, dst_offset: int = 0,
                    src_offset: int = 0) -> None:
+    """Copy ``num`` elements of ``src`` from ``src_offset`` into ``dst`` at ``dst_offset``.
+
+    Offsets count elements of the flattened tensors; the two may be on different devices
+    (:func:`singa.tensor.copy_data_to_from` on the Tensors wrapping them).
+    """
     from .tensor import Tensor, copy_data_to_from
 
     copy_data_to_from(Tensor._wrap(dst), Tensor._wrap(src), num, dst_offset, src_offset)
@@ -353,4 +413,5 @@ def RepeatDataToFrom(broadcast_flag: bool, repeats, axis: int, dst: CTensor, src
 
 
 def CopyFloatDataFromHostPtr(t: CTensor, arr) -> None:
+    """Copy the host array ``arr``, converted to float32, into ``t`` (same element count)."""
     t.copy_from_numpy(np.asarray(arr, np.float32))

@@ -17,7 +17,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 from singa import autograd, tensor
 from singa.errors import SingaONNXError
-from singa.ops import BINARY, UNARY
+from singa.ops import BINARY, UNARY, Binary, Unary
 
 __all__ = ["to_onnx", "SingaFrontend", "EXPORTERS", "EXPORT_OPSET"]
 
@@ -333,8 +333,9 @@ def _gru_seq(b, op, ins, outs):
 
 # Relu, Sigmoid, ..., HardSigmoid, Add, ..., Less, ..., And, Not: one exporter per elementwise
 # record that names an ONNX operator defined at EXPORT_OPSET, keyed by its Operator's class
+_RECORDS: tuple[Unary | Binary, ...] = (*UNARY.values(), *BINARY.values())
 _RECORD_EXPORTERS = {(decl.operator or decl.op): _record(decl.onnx)
-                     for decl in (*UNARY.values(), *BINARY.values())
+                     for decl in _RECORDS
                      if decl.onnx is not None
                      and onnx.defs.has(decl.onnx.op_type, EXPORT_OPSET)}
 

@@ -86,7 +86,8 @@ class GraphCache:
         """Record ``items``' signature if new, copy the inputs in, replay; the recording."""
         rep = self.rep
         ctx = None
-        arrays = []  # (name, value to copy in, shape, dtype key)
+        # (name, value to copy in, shape, dtype key)
+        arrays: list[tuple[str, tensor.Tensor | np.ndarray, tuple, object]] = []
         sig = []
         for name, v in items:
             if isinstance(v, tensor.Tensor):

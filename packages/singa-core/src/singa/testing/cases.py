@@ -73,7 +73,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal, cast
 
 import numpy as np
 
@@ -277,7 +277,8 @@ class Cases:
             elem = st.floats(
                 lo,
                 hi,
-                width=dt.itemsize * 8,
+                # SINGA's float dtypes are 2, 4 or 8 bytes: the widths hypothesis accepts
+                width=cast(Literal[16, 32, 64], dt.itemsize * 8),
                 allow_nan=False,
                 allow_infinity=False,
                 allow_subnormal=False,
@@ -295,7 +296,8 @@ class Cases:
             tiny = np.abs(flat) < np.finfo(dt).tiny  # never subnormal
             flat[tiny] = 0
         else:
-            flat = rng.integers(lo, hi, n, endpoint=True).astype(dt)
+            # int(): the float branch above binds lo, hi first, so they are typed float
+            flat = rng.integers(int(lo), int(hi), n, endpoint=True).astype(dt)
         k = self.data.draw(st.integers(0, 4), label="edge values")
         for _ in range(k):
             flat[self.integers(0, n - 1)] = self.data.draw(elem)

@@ -287,11 +287,13 @@ def _hypothesis(request, case: KernelCase, kind: str, body, scale: float = 1.0,
     if request.node.get_closest_marker("xfail") is not None or not shrinking(config):
         phases = [Phase.explicit, Phase.reuse, Phase.generate]
 
+    default = settings.default
+    assert default is not None  # hypothesis always has a current settings profile
     @settings(
         max_examples=n,
         deadline=None,
         print_blob=True,
-        database=None if fixed else settings.default.database,
+        database=None if fixed else default.database,
         phases=phases,
         suppress_health_check=[
             HealthCheck.too_slow,
@@ -305,14 +307,17 @@ def _hypothesis(request, case: KernelCase, kind: str, body, scale: float = 1.0,
         body(Cases(data, large=large))
 
     key = f"singa-conformance/{kind}/{case.id}"
-    inner.hypothesis.inner_test._hypothesis_internal_add_digest = key.encode()
+    # @given attaches .hypothesis at run time; its return type does not declare it
+    inner.hypothesis.inner_test._hypothesis_internal_add_digest = key.encode()  # type: ignore[attr-defined]
     if fixed:  # the same examples every run, whatever the source text of this module
         inner = hseed(zlib.crc32(key.encode()))(inner)
     inner()
 
 
 def _draw_case(g, case: KernelCase):
-    arrays, attrs = case.op.sample(g, case.dtype)
+    sample = case.op.sample
+    assert sample is not None  # pytest_generate_tests skips the ops without a sampler
+    arrays, attrs = sample(g, case.dtype)
     arrays = [np.asarray(a) for a in arrays]
     for i, a in enumerate(arrays):
         try:
@@ -541,6 +546,7 @@ def _fused_case(g, case: KernelCase, dev):
     sampler, the second op's attributes from the fusion's sampler, its other inputs random or
     an input of the first op (aliasing)."""
     fd = case.fusion
+    assert fd is not None  # called for the cases of fused kernels only
     second = OPS[fd.second]
     arrays, attrs = _draw_case(g, case)
     ins = [checks.upload(a, dev) for a in arrays]

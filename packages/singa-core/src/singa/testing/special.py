@@ -105,11 +105,10 @@ def inject(g, arrays: list, spec: Special) -> list:
             n = flat.size
             vals = np.array(SPECIAL_VALUES, a.dtype)
             if n <= 32:
-                picks = [g.integers(-1, len(vals) - 1) for _ in range(n)]  # -1: keep
+                picks = np.asarray([g.integers(-1, len(vals) - 1) for _ in range(n)])  # -1: keep
             else:
                 rng = np.random.default_rng(g.integers(0, 2**32 - 1))
                 picks = np.where(rng.random(n) < 0.25, rng.integers(0, len(vals), n), -1)
-            picks = np.asarray(picks)
             if (picks < 0).all():
                 picks[g.integers(0, n - 1)] = g.integers(0, len(vals) - 1)
             flat[picks >= 0] = vals[picks[picks >= 0]]

@@ -13,6 +13,7 @@ import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import overload
 
 import numpy as np
 from singa import autograd, tensor
@@ -202,7 +203,13 @@ class Context:
             arr = np.clip(arr, -2**31, 2**31 - 1)
         return np.ascontiguousarray(arr.astype(want, copy=False))
 
-    def tensor(self, v, like=None) -> tensor.Tensor:
+    # None passes through (an omitted optional input), anything else becomes a Tensor
+    @overload
+    def tensor(self, v: None, like: tensor.Tensor | None = None) -> None: ...
+    @overload
+    def tensor(self, v: object, like: tensor.Tensor | None = None) -> tensor.Tensor: ...
+
+    def tensor(self, v, like=None):
         """``v`` as a singa Tensor on the device (numpy values are copied in).
 
         ``like``: a Tensor whose dtype ``v`` is cast to (ONNX requires matching operand types;
@@ -220,7 +227,13 @@ class Context:
             t = autograd.cast(t, like.dtype)
         return t
 
-    def host(self, v) -> np.ndarray | None:
+    # None passes through (an omitted optional input), anything else becomes an array
+    @overload
+    def host(self, v: None) -> None: ...
+    @overload
+    def host(self, v: object) -> np.ndarray: ...
+
+    def host(self, v):
         """``v`` as a numpy array (reads a Tensor back from the device)."""
         if v is None:
             return None

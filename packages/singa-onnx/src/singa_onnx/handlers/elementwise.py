@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 from singa import autograd, tensor
-from singa.ops import BINARY, UNARY
+from singa.ops import BINARY, UNARY, Binary, Unary
 
 from ._registry import register
 
@@ -50,6 +50,7 @@ def _binary(decl):
 # the record. Div and Pow are written out below: ONNX fixes their output type where singa's
 # op would not (integer Div truncates; Pow's exponent may have another type than its base).
 _WRITTEN_OUT = ("Div", "Pow")
+_decl: Unary | Binary  # both loops below bind it: declared once, for the type checker
 for _decl in UNARY.values():
     if _decl.onnx is not None:
         register(_decl.onnx.op_type, attrs=[a for a, _ in _decl.onnx.attrs])(_unary(_decl))
