@@ -79,7 +79,8 @@ def node_kernel_table(dev, steps: int, top: int) -> str:
             torch.cuda.synchronize()
     with tempfile.NamedTemporaryFile(suffix=".json") as tmp:
         prof.export_chrome_trace(tmp.name)
-        events = json.load(open(tmp.name)).get("traceEvents", [])
+        with open(tmp.name) as f:
+            events = json.load(f).get("traceEvents", [])
     ranges = sorted((e["ts"], e["ts"] + e.get("dur", 0), e["name"][5:]) for e in events
                     if e.get("cat") == "user_annotation" and e.get("name", "").startswith("node:"))
     starts = [r[0] for r in ranges]

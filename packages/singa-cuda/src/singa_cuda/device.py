@@ -80,10 +80,10 @@ class CudaGPU(Device):
 
         wrapped = dataclasses.replace(record, fn=kernel)
         fields = {f.name for f in dataclasses.fields(Kernel)}
-        for source in (fn, record):
-            for name, value in getattr(source, "__dict__", {}).items():
-                if name not in fields and not name.startswith("__"):
-                    setattr(wrapped, name, value)
+        # the attributes sit on fn itself: the record when fn is one, else the function
+        for name, value in getattr(fn, "__dict__", {}).items():
+            if name not in fields and not name.startswith("__"):
+                setattr(wrapped, name, value)
         return wrapped
 
     def chain_compiler(self):

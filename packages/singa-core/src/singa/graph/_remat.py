@@ -98,8 +98,6 @@ def rematerialize(plan: Plan, budget: int = 0) -> None:
     """
     seq, planned = plan.steps, plan.planned
     profile = live_profile(seq, planned, plan.blocks)
-    if max(profile, default=0) <= budget:
-        return
     drops = choose(seq, planned, plan.blocks, profile, budget)
     if not drops:
         return
@@ -222,7 +220,7 @@ class _Planner:
 
     def run(self) -> list[Drop]:
         prof = self.profile
-        if not len(prof):
+        if not len(prof) or int(prof.max()) <= self.budget:  # fits: nothing to drop
             return []
         chosen: list[Drop] = []
         best = (int(prof.max()), 0)
