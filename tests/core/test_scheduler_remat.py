@@ -296,3 +296,11 @@ def test_the_recompute_switch_defaults_to_auto(monkeypatch):
 
     monkeypatch.delenv("SINGA_GRAPH_RECOMPUTE", raising=False)
     assert config.get("SINGA_GRAPH_RECOMPUTE") == "auto"
+
+
+def test_an_invalid_recompute_switch_names_every_choice(monkeypatch):
+    from singa import config
+
+    monkeypatch.setenv("SINGA_GRAPH_RECOMPUTE", "maybe")
+    with pytest.raises(ValueError, match=r"SINGA_GRAPH_RECOMPUTE='maybe'.*expected auto, 1"):
+        config.get("SINGA_GRAPH_RECOMPUTE")

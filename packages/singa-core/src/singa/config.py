@@ -143,7 +143,10 @@ def _parse_recompute(raw: str) -> str:
     low = raw.strip().lower()
     if low == "auto":
         return "auto"
-    return "always" if _parse_bool(raw) else "never"
+    try:
+        return "always" if _parse_bool(raw) else "never"
+    except ValueError:
+        raise ValueError(f"expected auto, 1 (always) or 0 (never), got {raw!r}") from None
 
 
 _declare(
