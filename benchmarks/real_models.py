@@ -43,8 +43,8 @@ that the time other processes hold the core on a shared host is left out of both
 
 ``--compare-gemm`` also times each graph with the CPU's direct grouped-convolution kernels
 switched off (im2col + one GEMM per group), in the same alternating rounds;
-``--compare-depthwise`` with the channels-last depthwise kernel switched off (the wide rows of
-``singa_cpu.kernels.grouped`` on every map).
+``--compare-depthwise`` with the depthwise kernel switched off (the wide rows of
+``singa_cpu.kernels.grouped``, a loop per tap, on every map).
 """
 
 from __future__ import annotations
@@ -332,15 +332,15 @@ def _rel_err(got, want) -> float:
 
 
 def _with_wide_depthwise(rep, x):
-    """``rep.run([x])`` with the channels-last depthwise kernel switched off (every depthwise
-    layer on the wide rows of ``singa_cpu.kernels.grouped``)."""
+    """``rep.run([x])`` with the depthwise kernel switched off (every depthwise layer on the
+    wide rows of ``singa_cpu.kernels.grouped``, a loop per tap)."""
     from singa_cpu.kernels import depthwise  # noqa: PLC0415
 
-    limit, depthwise.MAX_HW = depthwise.MAX_HW, 0
+    depthwise.ENABLED = False
     try:
         return rep.run([x])
     finally:
-        depthwise.MAX_HW = limit
+        depthwise.ENABLED = True
 
 
 def main():
@@ -369,7 +369,7 @@ def main():
                         "group (the path before the direct kernels), alternating in the run")
     p.add_argument("--compare-depthwise", action="store_true",
                    help="also time the graph with every depthwise layer on the wide rows "
-                        "(no channels-last kernel), alternating in the run")
+                        "with a loop per tap (no depthwise kernel), alternating in the run")
     args = p.parse_args()
     if args.clock == "cpu" and args.threads != 1:
         p.error("--clock cpu times the calling thread only: use it with --threads 1")

@@ -1,5 +1,5 @@
-"""The CPU's channels-last depthwise loops (singa_cpu.kernels.depthwise) are generated per
-kernel size and compiled through a source file in the per-user cache, so that numba's disk
+"""The CPU's depthwise loops (singa_cpu.kernels.depthwise) are generated per kernel size and
+column stride and compiled through a source file in the per-user cache, so that numba's disk
 cache keeps them; where that folder cannot be written they are compiled in memory. Both give
 the float64 reference's result."""
 
@@ -20,9 +20,9 @@ def depthwise(singa_device, monkeypatch):
 
 
 def _conv_against_reference(depthwise):
-    """A 2x3 depthwise layer with 19 channels (one full block of 16 and a partial one), stride
-    (1, 2), padding (top, bottom, left, right) (1, 0, 2, 1), bias and ReLU, against the float64
-    reference."""
+    """A 2x3 depthwise layer with 19 channels, stride (1, 2) (the loop that splits each row
+    into its two column phases), padding (top, bottom, left, right) (1, 0, 2, 1), bias and
+    ReLU, against the float64 reference."""
     from singa.ops import OPS
 
     rng = np.random.default_rng(3)
@@ -42,7 +42,7 @@ def test_loops_compile_through_a_cached_source_file(depthwise, tmp_path, monkeyp
     _conv_against_reference(depthwise)
     sources = list((tmp_path / "singa" / "depthwise").glob("singa_depthwise_*.py"))
     assert len(sources) == 1
-    assert sources[0].read_text().endswith(depthwise.source(6))
+    assert sources[0].read_text().endswith(depthwise.source(6, 2))
     assert list((tmp_path / "singa" / "depthwise" / "__pycache__").glob("*.nbi"))
 
 
@@ -52,5 +52,6 @@ def test_loops_compile_in_memory_when_the_cache_is_not_writable(depthwise, tmp_p
     blocked.write_text("")
     monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))
     _conv_against_reference(depthwise)
-    assert depthwise._COMPILED[6].py_func.__code__.co_filename == "<singa depthwise 6 taps>"
+    assert (depthwise._COMPILED[(6, 2)].py_func.__code__.co_filename
+            == "<singa depthwise 6 taps stride 2>")
     assert not (blocked / "singa").exists()

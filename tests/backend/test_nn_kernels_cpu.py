@@ -202,29 +202,24 @@ def test_conv2d_direct_grouped_kernels(dev, rng, monkeypatch, case):
     conv_all_passes(dev, rng, case)
 
 
-#: Depthwise cases with one output channel per group: with the CPU's size limit raised to 400
-#: output pixels, all take its channels-last kernel, but the last.
-CHANNELS_LAST = [case for case in DEPTHWISE if "multiplier" not in case]
 BIG_MAP = ((2, 20, 24, 24), (20, 1, 5, 5), {"group": 20, "pads": (2, 2, 2, 2)})
 
 
-@pytest.mark.parametrize("case", [*CHANNELS_LAST, "depthwise 5x5 on 24x24"])
+@pytest.mark.parametrize("case", [*DEPTHWISE, "depthwise 5x5 on 24x24"])
 @pytest.mark.parametrize("relu", [False, True])
-def test_depthwise_channels_last_is_the_wide_kernel_bitwise(dev, rng, monkeypatch, case, relu):
-    """Depthwise layers on small maps (the forward, and backward-data at stride 1) take the
-    channels-last kernel (singa_cpu.kernels.depthwise; here up to 400 output pixels, so that
-    every case takes it), larger ones the wide rows of
-    singa_cpu.kernels.grouped; both sum the taps in the same order, so they give the same
-    bits, NaN and infinity included: graph and eager runs, and the two sides of the size
-    limit, agree exactly."""
+def test_depthwise_kernel_is_the_wide_kernel_bitwise(dev, rng, monkeypatch, case, relu):
+    """Depthwise layers (the forward, and backward-data at stride 1 with one output per
+    channel) take the CPU's depthwise kernel (singa_cpu.kernels.depthwise, every tap written
+    out); switched off, the wide rows of singa_cpu.kernels.grouped with a loop per tap. Both
+    sum the taps in the same order, so they give the same bits, NaN and infinity included:
+    strides, dilations, crops, multipliers, small and large maps."""
     if dev.backend != "cpu":
         pytest.skip("CPU kernel selection")
     from singa.backend import conv2d_geometry
     from singa_cpu.kernels import depthwise
 
     xs, ws, attrs = CONV.get(case) or BIG_MAP
-    monkeypatch.setattr(depthwise, "MAX_HW", 400)
-    assert depthwise.eligible(conv2d_geometry("Conv2d", xs, ws, attrs)) == (case in CONV)
+    assert depthwise.eligible(conv2d_geometry("Conv2d", xs, ws, attrs))
     x, w, b = _conv_arrays(rng, xs, ws)
     x[0, 0, xs[2] // 2, xs[3] // 2], x[-1, -1, -1, -1] = np.nan, np.inf
     y_shape = run_op(dev, "Conv2d", [x, w, b], attrs)[0].shape
@@ -239,7 +234,7 @@ def test_depthwise_channels_last_is_the_wide_kernel_bitwise(dev, rng, monkeypatc
         return y, run_op(dev, "Conv2dBackwardX", [dy, w], {**attrs, "x_shape": xs})[0]
 
     got = passes()
-    monkeypatch.setattr(depthwise, "MAX_HW", 0)
+    monkeypatch.setattr(depthwise, "ENABLED", False)
     want = passes()
     for g, w_, what in zip(got, want, ("forward", "backward-data")):
         assert np.isnan(g).any(), what

@@ -334,7 +334,7 @@ def _macs(g) -> int:
 
 def forward(x, w, b, y, g, relu: bool) -> None:
     """y = conv(x, w) (+ b), with ``relu`` max(y, 0); geometry ``g`` (see :func:`eligible`).
-    Depthwise layers on small maps take :mod:`.depthwise`'s channels-last kernel."""
+    Depthwise layers take :mod:`.depthwise`'s kernel (every tap written out)."""
     if depthwise.eligible(g):
         depthwise.forward(x, w, b, y, g, relu)
         return
@@ -349,14 +349,15 @@ def backward_x(dy, w, dx, g) -> None:
     """dx = the adjoint of :func:`forward` (without bias) applied to dy. With stride 1 that
     is the wide forward (:func:`_forward_wide`) of dy with the weights of each group
     transposed (O/g <-> C/g) and flipped, padded by ``(k-1)*d - pad`` (negative: cropped);
-    for a depthwise layer on a small map, :mod:`.depthwise`'s kernel on the same operands."""
+    for a depthwise layer with one output per channel, :mod:`.depthwise`'s kernel on the
+    same operands."""
     og = g.o // g.group
     if g.sh == g.sw == 1:
         cg = g.c // g.group
         wt = np.ascontiguousarray(w.reshape(g.group, og, cg, g.kh, g.kw).transpose(
             0, 2, 1, 3, 4)[..., ::-1, ::-1]).reshape(g.c, og, g.kh, g.kw)
         pt, pl = (g.kh - 1) * g.dh - g.pt, (g.kw - 1) * g.dw - g.pl
-        if cg == og == 1 and g.h * g.w <= depthwise.MAX_HW:
+        if cg == og == 1 and depthwise.ENABLED:
             depthwise.conv(dy, wt, None, dx, (1, 1), (g.dh, g.dw), (pt, pl), False)
             return
         none = np.zeros(1, dx.dtype)
