@@ -1,8 +1,9 @@
 """The one registry of SINGA's environment variables.
 
 Every variable SINGA reads is declared here once, with its type, default and meaning, and read
-through :func:`get` so that parsing and error messages are uniform. ``python -m singa info``
-prints the table.
+through :func:`get` so that parsing and error messages are uniform: a value a variable does
+not accept raises :class:`~singa.errors.ConfigError` naming the variable, the value and the
+values it accepts. ``python -m singa info`` prints the table.
 """
 
 from __future__ import annotations
@@ -12,7 +13,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .errors import ConfigError
+
 __all__ = ["EnvVar", "ENV_VARS", "get", "describe"]
+
+
+# Each parser raises ValueError("expected <the values it accepts>") on a value it refuses;
+# get() turns that into a ConfigError that names the variable and the value too.
 
 
 def _parse_bool(raw: str) -> bool:
@@ -21,7 +28,7 @@ def _parse_bool(raw: str) -> bool:
         return True
     if low in ("", "0", "false", "no", "off"):
         return False
-    raise ValueError(f"expected 0/1/true/false, got {raw!r}")
+    raise ValueError("expected 1, true, yes or on (enable), or 0, false, no or off (disable)")
 
 
 def _parse_list(raw: str) -> frozenset[str]:
@@ -33,7 +40,10 @@ def _parse_str(raw: str) -> str:
 
 
 def _parse_int(raw: str) -> int:
-    return int(raw.strip())
+    try:
+        return int(raw.strip())
+    except ValueError:
+        raise ValueError("expected a whole number (e.g. 0 or 512)") from None
 
 
 @dataclass(frozen=True)
@@ -90,7 +100,7 @@ def _parse_log_level(raw: str) -> int | None:
     if not name:
         return None
     if name not in _LOG_LEVELS:
-        raise ValueError(f"expected one of {', '.join(_LOG_LEVELS)}")
+        raise ValueError(f"expected one of {', '.join(_LOG_LEVELS)} (any case)")
     return _LOG_LEVELS[name]
 
 
@@ -146,7 +156,7 @@ def _parse_recompute(raw: str) -> str:
     try:
         return "always" if _parse_bool(raw) else "never"
     except ValueError:
-        raise ValueError(f"expected auto, 1 (always) or 0 (never), got {raw!r}") from None
+        raise ValueError("expected auto, 1 (always) or 0 (never)") from None
 
 
 _declare(
@@ -172,9 +182,13 @@ _declare(
 
 
 def _parse_seconds(raw: str) -> float:
-    value = float(raw)
+    expected = "expected a number of seconds >= 0 (0: no limit)"
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(expected) from None
     if not value >= 0 or value == float("inf"):
-        raise ValueError("expected a number of seconds >= 0 (0: no limit)")
+        raise ValueError(expected)
     return value
 
 
@@ -197,7 +211,14 @@ _declare(
 
 
 def get(name: str) -> Any:
-    """Return the parsed value of the registered variable ``name`` (its default when unset)."""
+    """Return the parsed value of the registered variable ``name`` (its default when unset).
+
+    Raises
+    ------
+    ConfigError
+        The variable is set to a value it does not accept; the message names the variable,
+        the value and the values it accepts.
+    """
     var = ENV_VARS[name]
     raw = os.environ.get(name)
     if raw is None:
@@ -205,7 +226,8 @@ def get(name: str) -> Any:
     try:
         return var.parse(raw)
     except ValueError as exc:
-        raise ValueError(f"environment variable {name}={raw!r} is invalid: {exc}") from None
+        raise ConfigError(f"environment variable {name}={raw!r} is invalid: {exc}. Set "
+                          f"{name} to an expected value, or unset it for the default") from None
 
 
 def describe() -> list[tuple[str, str, str, str]]:

@@ -14,6 +14,7 @@ __all__ = [
     "KernelError",
     "GraphError",
     "HyperparameterError",
+    "ConfigError",
     "DistError",
     "CollectiveMismatchError",
     "CheckpointError",
@@ -105,6 +106,15 @@ class HyperparameterError(SingaError, ValueError, TypeError):
     The message names the argument, the value and the valid range. Also a ``ValueError``
     (PyTorch's type for these) and a ``TypeError`` (SINGA's type for a learning rate that is
     not a number), so code written for either keeps catching it.
+    """
+
+
+class ConfigError(SingaError, ValueError):
+    """An environment variable of SINGA's registry (:mod:`singa.config`) holds a value it does
+    not accept, e.g. ``SINGA_LOG_LEVEL=loud``.
+
+    The message names the variable, the value and the values it accepts. Also a
+    ``ValueError``, Python's type for a bad value, so ``except ValueError`` catches it.
     """
 
 

@@ -283,7 +283,10 @@ class Optimizer:
         (``i`` in the order the optimizer first updated them). The slot dicts hold the
         optimizer's own tensors (not copies).
         """
-        states = {"step_counter": float(tensor_mod.to_numpy(self.step_counter)[0])}
+        # the return type stays a plain dict (values typed Any): a union of value types would
+        # make every caller narrow before indexing a slot
+        states: dict[str, float | dict[str, Tensor]] = {
+            "step_counter": float(tensor_mod.to_numpy(self.step_counter)[0])}
         for slot in self._slots:
             states[slot] = dict(self._params.items(slot))
         return states

@@ -7,8 +7,6 @@ Tensor. Every operator is built on the op table, so it runs on every backend.
 
 from __future__ import annotations
 
-import sys
-
 from ..errors import ShapeError
 from ..ops._elementwise import BINARY as _BINARY
 from ..ops._elementwise import UNARY as _UNARY
@@ -102,7 +100,7 @@ from ._shape import (
 #: Global switch: ops cache what backward needs only while this is True (SINGA's default False).
 training = False
 
-_engine._pkg = sys.modules[__name__]
+_engine.register_training_switch(lambda: training)
 
 globals().update(_OPERATORS)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import weakref
 from collections import Counter, deque
-from typing import Any
+from collections.abc import Callable
 
 from .. import _math
 from .._ctensor import CTensor
@@ -22,13 +22,28 @@ from ..tensor import Tensor
 __all__ = ["Operator", "Operation", "Dummy", "backward", "gradients", "infer_dependency",
            "is_training", "axis_helper", "back_broadcast", "ctensor2numpy", "add_all"]
 
-# the singa.autograd module (set by it on import); its attribute `training` is the global switch
-_pkg: Any = None
+# The switch is SINGA's `singa.autograd.training`, a plain attribute of the package that users
+# (and Model.train) assign. The package imports this module before it defines the switch, so
+# this module cannot import the package at its top (a cycle), and an import statement in
+# every op call would slow the hot path; instead the package registers a reader of its attribute,
+# once, right after defining it (register_training_switch). Ops never run before that: only
+# after `import singa.autograd` has finished.
+_read_training: Callable[[], object]
+
+
+def register_training_switch(read: Callable[[], object]) -> None:
+    """Make :func:`is_training` read the switch through ``read``.
+
+    ``singa.autograd`` calls it once, on import, with ``lambda: training``: a function of the
+    package's namespace, so it sees every later ``autograd.training = ...``.
+    """
+    global _read_training
+    _read_training = read
 
 
 def is_training() -> bool:
     """The value of ``singa.autograd.training``."""
-    return bool(_pkg.training)
+    return bool(_read_training())
 
 
 _op_counter = itertools.count()
@@ -86,10 +101,10 @@ class Operator:
         self.src = [(x.creator, id(x), x if x.stores_grad else None, x.stores_grad)
                     for x in xs]
         datas = [x.data for x in xs]
-        if _pkg.training:  # what backward will check: the inputs' blocks and their versions
+        if is_training():  # what backward will check: the inputs' blocks and their versions
             self._versions = [(weakref.ref(c.block), c.block.version) for c in datas]
         self._released = False
-        before = dict(self.__dict__) if _pkg.training else None
+        before = dict(self.__dict__) if is_training() else None
         ys = self.forward(*datas)
         # what forward saved for backward (set or replaced during this call; ops save only
         # while training, so inference skips the scan): backward may free it
@@ -98,7 +113,7 @@ class Operator:
             if before.get(k, _MISSING) is not v and _holds_ctensor(v)]
         if not isinstance(ys, tuple):
             ys = (ys,)
-        if _pkg.training:  # an output the op keeps (exp, sigmoid, tanh, sqrt keep y) counts too
+        if is_training():  # an output the op keeps (exp, sigmoid, tanh, sqrt keep y) counts too
             self._out_versions = [(weakref.ref(y.block), y.block.version) for y in ys]
         rg = self.requires_grad
         outs = tuple(Tensor._wrap(y, rg, False, self) for y in ys)

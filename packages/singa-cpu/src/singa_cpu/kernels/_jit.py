@@ -59,7 +59,7 @@ def helper(**options):
     """Decorator: ``fn`` as a :class:`Helper` compiled with ``numba.njit(**options)`` into
     the :func:`njit` and ``pjit`` kernels that call it (``inline="always"`` for scalar math in
     vectorised loops: numba then inlines its IR before LLVM sees the loop). A kernel must name
-    the helper as a global of its module (``from ._expf import exp_parts32``), not as an
+    the helper as a global of its module (``from ._expf import exp_neg_parts32``), not as an
     attribute."""
     return lambda fn: Helper(fn, options)
 
