@@ -100,3 +100,62 @@ def test_helper_compiled_into_two_kernels_lazily_and_cached_by_its_code(run):
     assert changed["fill"] == [0.0, 3.0, 6.0, 9.0] and changed["second"] == 4.0
     assert changed["misses"] == 1
     assert changed["names"][0] != serial_name
+
+
+BOUND = '''
+from singa_cpu.kernels._jit import helper, njit
+
+
+@helper(inline="always")
+def plus_one(v):
+    return v + 1.0
+
+
+@helper(inline="always")
+def plus_two(v):
+    return v + 2.0
+
+
+step = plus_one  # what body names; body_two rebinds it
+
+
+@helper()
+def body(v):
+    return step(v) * 10.0
+
+
+body_two = body.bind("_two", step=plus_two)
+
+
+@njit()
+def run_one(v):
+    return body(v)
+
+
+@njit()
+def run_two(v):
+    return body_two(v)
+'''
+
+
+def test_bound_helper_is_one_body_compiled_with_other_globals(singa_device, tmp_path,
+                                                              monkeypatch):
+    """Helper.bind: the twin runs its body with the rebound helper (compiled and as Python),
+    beside the original, under its own name and digest, so the kernels calling each are
+    cached apart."""
+    if singa_device.backend != "cpu":
+        pytest.skip("CPU kernel internals")
+    pytest.importorskip("numba")
+    import importlib
+
+    from singa_cpu.kernels import _jit
+
+    (tmp_path / "jit_bound.py").write_text(BOUND)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    mod = importlib.import_module("jit_bound")
+    assert mod.body_two.__qualname__ == "body_two"
+    assert mod.body_two.py_func(1.0) == 30.0 and mod.body.py_func(1.0) == 20.0
+    assert mod.run_two(1.0) == 30.0 and mod.run_one(1.0) == 20.0
+    assert mod.body_two.digest != mod.body.digest
+    names = {_jit.compilable(k.py_func).__qualname__ for k in (mod.run_one, mod.run_two)}
+    assert len(names) == 2

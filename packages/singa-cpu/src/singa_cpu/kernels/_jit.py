@@ -7,7 +7,8 @@ compiled from a twin of itself (:func:`compilable`) whose globals bind each help
 dispatcher, so numba compiles the helper into the kernel. The kernel's disk cache must then
 change when a helper does, which numba does not see (it checks the kernel's own source file
 only): the twin's qualified name, which names the cache file, carries a digest of the
-helpers' code.
+helpers' code. A helper written once for several element types names its type-specific
+pieces as globals, rebound per type by :meth:`Helper.bind`.
 """
 
 from __future__ import annotations
@@ -39,6 +40,21 @@ class Helper:
 
             self._dispatcher = numba.njit(**self.options)(compilable(self.py_func))
         return self._dispatcher
+
+    def bind(self, suffix: str, **names) -> Helper:
+        """This helper's code with the module globals ``names`` rebound, as another helper
+        named ``suffix`` more: one body written once and compiled per binding (float32's and
+        float64's activations, say). Its digest covers the bound helpers as any others. The
+        other globals are the module's as they are when ``bind`` is called, so bind after the
+        names the body reads are defined."""
+        fn = self.py_func
+        twin = types.FunctionType(fn.__code__, {**fn.__globals__, **names},
+                                  fn.__name__ + suffix, fn.__defaults__, fn.__closure__)
+        twin.__qualname__ = fn.__qualname__ + suffix
+        twin.__kwdefaults__ = fn.__kwdefaults__
+        twin.__module__ = fn.__module__
+        twin.__doc__ = fn.__doc__
+        return Helper(twin, self.options)
 
     @functools.cached_property
     def digest(self) -> str:

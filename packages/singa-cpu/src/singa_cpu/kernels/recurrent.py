@@ -7,13 +7,15 @@ as dot products of contiguous rows of the weights (``_rows_dot32``); larger batc
 float64 run a Python loop over the steps, numpy's GEMM into a preallocated buffer and the
 cell, two calls a step instead of the dozen ops of an unrolled cell. float16 runs in float32
 (``via_float32``).
+
+Each cell is written once for both dtypes, naming its activations as globals (``_sigmoid``,
+``_tanh``, ``_lstm_gate``): float64's (libm's exp and tanh) as defined, float32's
+(``_sigmoid32``, a polynomial exp that LLVM vectorises) in its twin from ``Helper.bind``.
 """
 
 from __future__ import annotations
 
-import functools
 import math
-import types
 
 import numpy as np
 from singa.backend import kernel_attrs
@@ -39,37 +41,71 @@ def _sigmoid32(u):
     return (one if u >= zero else e) / (one + e)
 
 
-@helper(error_model="numpy")
-def _lstm_cell32(xw, hr, c_prev, gates, c, y):
-    """float32: tanh(a) = 2 sigmoid(2a) - 1 (absolute error ~1e-7), so that the four gates are
-    one branch-free loop."""
-    b, h = c.shape
+@helper(inline="always", error_model="numpy")
+def _tanh32(u):
+    """tanh(u) = 2 sigmoid(2u) - 1 in float32 from :func:`_sigmoid32` (absolute error ~1e-7):
+    no libm call, so the cells' loops vectorise."""
     one, two = _f32(1.0), _f32(2.0)
+    return two * _sigmoid32(two * u) - one
+
+
+@helper(inline="always", error_model="numpy")
+def _lstm_gate32(a, c_gate):
+    """LSTM's gate activation: sigmoid(a), or tanh(a) = 2 sigmoid(2a) - 1 for the c gate, one
+    expression for both (the factor 1 or 2 a select, no branch), so that the four gates are
+    one loop that LLVM vectorises."""
+    one, two = _f32(1.0), _f32(2.0)
+    m = two if c_gate else one
+    return m * _sigmoid32(m * a) - (m - one)
+
+
+@helper(inline="always", error_model="numpy")
+def _sigmoid64(u):
+    """1 / (1 + exp(-u)) with libm's exp."""
+    return 1.0 / (1.0 + math.exp(-u))
+
+
+@helper(inline="always", error_model="numpy")
+def _tanh64(u):
+    """libm's tanh."""
+    return math.tanh(u)
+
+
+@helper(inline="always", error_model="numpy")
+def _lstm_gate64(a, c_gate):
+    """LSTM's gate activation: tanh(a) for the c gate, else sigmoid(a)."""
+    return _tanh64(a) if c_gate else _sigmoid64(a)
+
+
+# the activations the cells name: float64's here, float32's in the cells' twins (_lstm_cell32...)
+_sigmoid, _tanh, _lstm_gate = _sigmoid64, _tanh64, _lstm_gate64
+_FLOAT32 = {"_sigmoid": _sigmoid32, "_tanh": _tanh32, "_lstm_gate": _lstm_gate32}
+
+
+@helper(error_model="numpy")
+def _lstm_cell(xw, hr, c_prev, gates, c, y):
+    """One LSTM step given the recurrent product ``hr``: with a = xw + hr in ONNX's gate order,
+    i, o, f = sigmoid(a_i, a_o, a_f), g = tanh(a_c); c = f c_prev + i g, y = o tanh(c)."""
+    b, h = c.shape
     for n in range(b):
         for j in range(4 * h):
-            m = two if j >= 3 * h else one
-            gates[n, j] = m * _sigmoid32(m * (xw[n, j] + hr[n, j])) - (m - one)
+            gates[n, j] = _lstm_gate(xw[n, j] + hr[n, j], j >= 3 * h)
         for j in range(h):
-            cn = gates[n, 2 * h + j] * c_prev[n, j] + gates[n, j] * gates[n, 3 * h + j]
+            i, o = gates[n, j], gates[n, h + j]
+            f, g = gates[n, 2 * h + j], gates[n, 3 * h + j]
+            cn = f * c_prev[n, j] + i * g
             c[n, j] = cn
-            y[n, j] = gates[n, h + j] * (two * _sigmoid32(two * cn) - one)
+            y[n, j] = o * _tanh(cn)
 
 
-_tanh = math.tanh  # the float64 backward cell's; _cells32 gives the float32 one _tanh32_py
-
-
-def _tanh32_py(u):
-    """tanh(u) = 2 sigmoid(2u) - 1 in float32, as the float32 LSTM cell computes it."""
-    return _f32(2.0) * _sigmoid32(_f32(2.0) * u) - _f32(1.0)
-
-
-def _lstm_cell_bwd_py(dy, dc, gates, c, c_prev, dh_next, dc_next, da, one):
+@helper(error_model="numpy")
+def _lstm_cell_bwd(dy, dc, gates, c, c_prev, dh_next, dc_next, da):
     """One step of backpropagation through time: ``da``, the gradient of the gates'
     pre-activations (ONNX order i, o, f, c), from this step's output gradients ``dy``, ``dc``
     and those flowing back from the step after it (``dh_next``, ``dc_next``); ``dc_next``
-    becomes the gradient of ``c_prev``. ``one`` is 1 in the arrays' dtype, so float32 stays
-    float32 (``_tanh`` is the forward cell's tanh for that dtype)."""
+    becomes the gradient of ``c_prev``. ``_tanh`` recomputes the forward cell's tanh(c)."""
     b, h = c.shape
+    one = c.dtype.type(1)
     # tanh(c) in a loop of its own: with it inline LLVM left the main loop scalar (float32,
     # 35 x (32, 256) steps: 4.6 ms against 1.0 ms split, AMD Zen 4)
     tcs = np.empty(h, c.dtype)
@@ -89,65 +125,25 @@ def _lstm_cell_bwd_py(dy, dc, gates, c, c_prev, dh_next, dc_next, da, one):
             dc_next[n, j] = dct * f
 
 
-@functools.cache
-def _cells32():
-    """The float32 cells of the per-step loops, compiled on first use with ``_sigmoid32``
-    inlined (a module-level numba import would make ``import singa_cpu`` pay for numba)."""
-    import numba
-
-    glb = {"_sigmoid32": _sigmoid32.dispatcher(), "_f32": _f32, "np": np}
-    glb["_tanh"] = numba.njit(inline="always", error_model="numpy")(
-        types.FunctionType(_tanh32_py.__code__, glb, "_tanh32"))
-    bwd = types.FunctionType(_lstm_cell_bwd_py.__code__, glb, _lstm_cell_bwd_py.__name__)
-    return {"lstm": _lstm_cell32.dispatcher(), "gru_zr": _gru_zr32.dispatcher(),
-            "gru_update": _gru_update32.dispatcher(),
-            "lstm_bwd": numba.njit(error_model="numpy")(bwd)}
-
-
-@functools.cache
-def _lstm_cell_bwd64():
-    """The float64 backward cell (libm's tanh, as the float64 forward cell)."""
-    import numba
-
-    return numba.njit(error_model="numpy")(_lstm_cell_bwd_py)
-
-
-@njit()
-def _lstm_cell(xw, hr, c_prev, gates, c, y):
-    b, h = c.shape
-    for n in range(b):
-        for j in range(h):
-            i = 1.0 / (1.0 + math.exp(-(xw[n, j] + hr[n, j])))
-            o = 1.0 / (1.0 + math.exp(-(xw[n, h + j] + hr[n, h + j])))
-            f = 1.0 / (1.0 + math.exp(-(xw[n, 2 * h + j] + hr[n, 2 * h + j])))
-            g = math.tanh(xw[n, 3 * h + j] + hr[n, 3 * h + j])
-            cn = f * c_prev[n, j] + i * g
-            gates[n, j] = i
-            gates[n, h + j] = o
-            gates[n, 2 * h + j] = f
-            gates[n, 3 * h + j] = g
-            c[n, j] = cn
-            y[n, j] = o * math.tanh(cn)
-
-
-@njit()
-def _gru_gates_zr(xw, hr, rb, h_prev, gates, q, lbr):
+@helper(error_model="numpy")
+def _gru_zr(xw, hr, rb, h_prev, gates, q, lbr):
     """z and r; q = h rt_h + rb_h (linear_before_reset, hr holds h rt) or r h."""
     b, h = q.shape
     for n in range(b):
         for j in range(h):
-            z = 1.0 / (1.0 + math.exp(-(xw[n, j] + hr[n, j] + rb[j])))
-            r = 1.0 / (1.0 + math.exp(-(xw[n, h + j] + hr[n, h + j] + rb[h + j])))
+            z = _sigmoid(xw[n, j] + hr[n, j] + rb[j])
+            r = _sigmoid(xw[n, h + j] + hr[n, h + j] + rb[h + j])
             gates[n, j] = z
             gates[n, h + j] = r
             q[n, j] = hr[n, 2 * h + j] + rb[2 * h + j] if lbr else r * h_prev[n, j]
 
 
-@njit()
+@helper(error_model="numpy")
 def _gru_update(xw, m, rb, h_prev, gates, q, y, lbr):
     """n = tanh(xw_h + r q) (linear_before_reset) or tanh(xw_h + m + rb_h), m = q rt_h;
     y = (1 - z) n + z h."""
     b, h = y.shape
+    one = y.dtype.type(1)
     for k in range(b):
         for j in range(h):
             z = gates[k, j]
@@ -155,37 +151,15 @@ def _gru_update(xw, m, rb, h_prev, gates, q, y, lbr):
                 a = xw[k, 2 * h + j] + gates[k, h + j] * q[k, j]
             else:
                 a = xw[k, 2 * h + j] + m[k, j] + rb[2 * h + j]
-            nn = math.tanh(a)
-            gates[k, 2 * h + j] = nn
-            y[k, j] = (1.0 - z) * nn + z * h_prev[k, j]
-
-
-@helper(error_model="numpy")
-def _gru_zr32(xw, hr, rb, h_prev, gates, q, lbr):
-    b, h = q.shape
-    for n in range(b):
-        for j in range(h):
-            z = _sigmoid32(xw[n, j] + hr[n, j] + rb[j])
-            r = _sigmoid32(xw[n, h + j] + hr[n, h + j] + rb[h + j])
-            gates[n, j] = z
-            gates[n, h + j] = r
-            q[n, j] = hr[n, 2 * h + j] + rb[2 * h + j] if lbr else r * h_prev[n, j]
-
-
-@helper(error_model="numpy")
-def _gru_update32(xw, m, rb, h_prev, gates, q, y, lbr):
-    b, h = y.shape
-    one, two = _f32(1.0), _f32(2.0)
-    for k in range(b):
-        for j in range(h):
-            z = gates[k, j]
-            if lbr:
-                a = xw[k, 2 * h + j] + gates[k, h + j] * q[k, j]
-            else:
-                a = xw[k, 2 * h + j] + m[k, j] + rb[2 * h + j]
-            nn = two * _sigmoid32(two * a) - one
+            nn = _tanh(a)
             gates[k, 2 * h + j] = nn
             y[k, j] = (one - z) * nn + z * h_prev[k, j]
+
+
+_lstm_cell32 = _lstm_cell.bind("32", **_FLOAT32)
+_lstm_cell_bwd32 = _lstm_cell_bwd.bind("32", **_FLOAT32)
+_gru_zr32 = _gru_zr.bind("32", **_FLOAT32)
+_gru_update32 = _gru_update.bind("32", **_FLOAT32)
 
 
 @helper(fastmath={"reassoc", "contract"}, error_model="numpy")
@@ -273,6 +247,20 @@ MAX_LOOP_BATCH = 8
 (``_rows_dot32``); larger batches take numpy's GEMM per step, faster from there on."""
 
 
+def _kernels(**cells):
+    """The cells as kernels of their own (compiled on first call, cached on disk), which the
+    per-step loops call from Python."""
+    return {name: njit(**cell.options)(cell.py_func) for name, cell in cells.items()}
+
+
+_STEP_CELLS = {
+    np.dtype(np.float32): _kernels(lstm=_lstm_cell32, lstm_bwd=_lstm_cell_bwd32,
+                                   gru_zr=_gru_zr32, gru_update=_gru_update32),
+    np.dtype(np.float64): _kernels(lstm=_lstm_cell, lstm_bwd=_lstm_cell_bwd,
+                                   gru_zr=_gru_zr, gru_update=_gru_update),
+}
+
+
 def _step_gemm(h, w, out):
     """out = h w for one step. One row goes through np.dot on vectors (BLAS's gemv): numpy's
     matmul runs a (1, 256) x (256, 768) product as a gemm, ~1.7x the time (OpenBLAS, 1 thread,
@@ -301,7 +289,7 @@ def lstm_seq(ins, outs, attrs):
     rt = np.ascontiguousarray(r.T)
     hr = np.empty(xw.shape[1:], xw.dtype)
     hp, cp = h0, c0
-    cell = _cells32()["lstm"] if xw.dtype == np.float32 else _lstm_cell.serial()
+    cell = _STEP_CELLS[xw.dtype]["lstm"].serial()
     with single_threaded_blas():
         for t in _steps(xw.shape[0], reverse):
             _step_gemm(hp, rt, hr)
@@ -331,11 +319,8 @@ def gru_seq(ins, outs, attrs):
     rt_h = np.ascontiguousarray(rw[2 * h:].T)
     hr = np.empty((y.shape[1], rt_first.shape[1]), y.dtype)
     hp = h0
-    if y.dtype == np.float32:
-        cells = _cells32()
-        zr, update = cells["gru_zr"], cells["gru_update"]
-    else:
-        zr, update = _gru_gates_zr.serial(), _gru_update.serial()
+    cells = _STEP_CELLS[y.dtype]
+    zr, update = cells["gru_zr"].serial(), cells["gru_update"].serial()
     with single_threaded_blas():
         for t in _steps(xw.shape[0], reverse):
             _step_gemm(hp, rt_first, hr)
@@ -367,15 +352,13 @@ def lstm_seq_backward(ins, outs, attrs):
     dy, dc, gates, c, y, h0, c0, r = ins
     dxw, dr, dh0, dc0 = outs
     reverse = bool(attrs.get("reverse", False))
-    f32 = y.dtype == np.float32
-    cell = _cells32()["lstm_bwd"] if f32 else _lstm_cell_bwd64()
-    one = y.dtype.type(1)
+    cell = _STEP_CELLS[y.dtype]["lstm_bwd"].serial()
     dh_next = np.zeros_like(h0)
     dc_next = np.zeros_like(c0)
     with single_threaded_blas():
         for t in _steps(y.shape[0], not reverse):
             cp = _prev(c, c0, t, reverse)
-            cell(dy[t], dc[t], gates[t], c[t], cp, dh_next, dc_next, dxw[t], one)
+            cell(dy[t], dc[t], gates[t], c[t], cp, dh_next, dc_next, dxw[t])
             np.matmul(dxw[t], r, out=dh_next)
     # dr = sum over steps of da^T h_prev: one GEMM over all T*B rows instead of one per step
     hp = _states_before(y, h0, reverse)
