@@ -194,3 +194,24 @@ def test_bound_matmul_keeps_blas_single_threaded(dev):
     _kernel(dev, "Matmul").bind([a, b], [out], {})([a, b], [out], {})
     assert blas[0]() == before
     assert np.array_equal(out, np.full((4, 3), 8, np.float32))
+
+
+@pytest.mark.parametrize("name", ["ReduceMean", "Sum"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_reductions_over_trailing_axes_bind_bitwise(dev, name, dtype):
+    """Global average pooling and a squeeze-excitation squeeze (over the trailing axes, one
+    leading row: the mean's division in the same pass) and a bias gradient (over the leading
+    and trailing axes) bind bitwise; a reduction over the last kept axis, or a strided input,
+    is declined."""
+    rng = np.random.default_rng(5)
+    kernel = _kernel(dev, name)
+    for shape, axes, out in [((1, 96, 14, 14), (2, 3), (1, 96, 1, 1)),
+                             ((8, 40, 7, 7), (-2, -1), (8, 40)),
+                             ((4, 6, 5, 3), (0, 2, 3), (6,))]:
+        x = rng.standard_normal(shape).astype(dtype)
+        attrs = {"axes": axes, "keepdims": len(out) == len(shape)}
+        _check_bound(dev, name, [x], [out], attrs, rng)
+    x = rng.standard_normal((3, 5, 4)).astype(dtype)
+    assert kernel.bind([x], [np.zeros((5, 4), dtype)], {"axes": (0,)}) is None
+    strided = rng.standard_normal((2, 8, 6, 6)).astype(dtype)[:, ::2]
+    assert kernel.bind([strided], [np.zeros((2, 4), dtype)], {"axes": (2, 3)}) is None

@@ -1,5 +1,5 @@
 """The CPU backend's reductions over trailing axes (a bias gradient's Sum, a global average
-pooling's ReduceMean), which run as a BLAS matrix-vector product with ones instead of
+pooling's ReduceMean), which run as compiled row sums (numba) instead of
 numpy's per-row reductions. Oracle: numpy's float64 reduction, within the float32 rounding
 of a sum of that many terms."""
 

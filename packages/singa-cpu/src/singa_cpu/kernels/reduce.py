@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
+from singa.backend import Kernel
 
 from ._float16 import via_float32
+from ._jit import njit
 from ._threads import single_threaded_blas
 
 
@@ -26,7 +27,7 @@ def _reducer(fn):
 
 def _sum(ins, outs, attrs):
     x, out = ins[0], outs[0]
-    axes = _axes(x, attrs)
+    axes = tuple(a % x.ndim for a in _axes(x, attrs)) if x.ndim else ()
     keep = attrs.get("keepdims", False)
     if x.dtype == np.float16:  # accumulate in float32 like the GPU libraries do
         out[...] = np.sum(x, axis=axes, keepdims=keep, dtype=np.float32)
@@ -34,51 +35,94 @@ def _sum(ins, outs, attrs):
         np.sum(x, axis=axes, keepdims=keep, out=out)
 
 
-def _sum_outer(x, axes, out) -> bool:
-    """Sum of a contiguous float array over leading and trailing axes, keeping a middle run
-    of axes (a bias gradient: ``(N, C, H, W)`` over ``(0, 2, 3)``): the trailing axes by a
-    BLAS matrix-vector product with ones, then the leading ones. numpy's own reduction over
-    such axes runs 5-6x slower (measured: 120 vs 21 us on 64x20x24x24 floats). False when the
-    pattern does not apply."""
+@njit(nogil=True, fastmath={"reassoc"})
+def _row_sums(x2, out, count):
+    """``out[i] = sum(x2[i]) / count`` (``count`` 0: the sums themselves), each row summed in
+    vector lanes (``reassoc``: numba vectorises the sum; the bits follow the vector width)."""
+    rows, n = x2.shape
+    zero = x2.dtype.type(0)
+    for i in range(rows):
+        s = zero
+        for j in range(n):
+            s += x2[i, j]
+        out[i] = s / count if count else s
+
+
+def _outer(x, axes, out):
+    """``(lead, mid, tail)`` when ``x`` reduced over ``axes`` into ``out`` is a sum over its
+    leading and trailing axes keeping a middle run (a bias gradient: ``(N, C, H, W)`` over
+    ``(0, 2, 3)``; global average pooling: over ``(2, 3)``, lead 1) on contiguous float
+    arrays; else None."""
     kept = [a for a in range(x.ndim) if a not in axes]
     if (not kept or kept != list(range(kept[0], kept[-1] + 1)) or kept[-1] == x.ndim - 1
             or x.dtype not in (np.float32, np.float64) or not x.flags.c_contiguous
-            or not out.flags.c_contiguous):
-        return False
+            or not out.flags.c_contiguous or x.size == 0):
+        return None
     lead = math.prod(x.shape[:kept[0]])  # math.prod: np.prod of a tuple costs ~3 us
     mid = math.prod(x.shape[kept[0]:kept[-1] + 1])
     tail = x.size // max(1, lead * mid)
-    if x.size == 0 or tail < 2:
+    return (lead, mid, tail) if tail >= 2 else None
+
+
+def _outer_kernel(x, out, shape, mean: bool):
+    """The sum (``mean``: the mean) of ``x`` over the leading and trailing axes of ``shape``
+    (see :func:`_outer`) into ``out``, as a function of no arguments: each row of the trailing
+    axes summed by :func:`_row_sums` (numpy's reduction over such axes runs one short reduction
+    per row: 1152 x 7x7 floats 35 us, 32 x 112x112 71 us; a BLAS product with ones 5.8 and
+    ~20 us, these row sums 3.7 and ~10; one AMD Zen 4 core), then the leading axes summed."""
+    lead, mid, tail = shape
+    x2 = x.reshape(lead * mid, tail)
+    sums = _row_sums.serial()
+    if lead == 1:  # the mean's division in the same pass
+        out1 = out.reshape(mid)
+        count = x.dtype.type(tail if mean else 0)
+        return lambda: sums(x2, out1, count)
+    rows = np.empty(lead * mid, x.dtype)
+    zero, count = x.dtype.type(0), x.dtype.type(x.size // mid)
+    out1 = out.reshape(mid)
+
+    def run():
+        sums(x2, rows, zero)
+        np.sum(rows.reshape(lead, mid), axis=0, out=out1)
+        if mean:
+            np.divide(out1, count, out=out1)
+
+    return run
+
+
+def _sum_outer(x, axes, out, mean: bool = False) -> bool:
+    """:func:`_outer_kernel` run once, when the pattern applies (True), else False."""
+    shape = _outer(x, axes, out)
+    if shape is None:
         return False
-    # one leading row (global average pooling at batch 1): the product is the sum itself
-    rows = out.reshape(mid) if lead == 1 else np.empty(lead * mid, x.dtype)
-    with single_threaded_blas():
-        np.matmul(x.reshape(lead * mid, tail), _ones(tail, x.dtype), out=rows)
-    if lead > 1:
-        np.sum(rows.reshape(lead, mid), axis=0, out=out.reshape(mid))
+    _outer_kernel(x, out, shape, mean)()
     return True
 
 
-@functools.lru_cache(maxsize=64)
-def _ones(n: int, dtype) -> np.ndarray:
-    """A read-only vector of ``n`` ones (the reductions' matrix-vector products)."""
-    v = np.ones(n, dtype)
-    v.flags.writeable = False
-    return v
-
-
 def _mean(ins, outs, attrs):
-    """mean = sum / count. Over trailing axes (global average pooling, (N, C, H, W) over
-    (2, 3), and a squeeze-excitation block's squeeze) the sum is :func:`_sum_outer`'s
-    matrix-vector product with ones: numpy's mean runs one short reduction per row (1152 x
-    7x7 floats 35 -> 11 us, 32 x 112x112 71 -> 32 us, AMD Zen 4, 1 thread)."""
+    """mean = sum / count; over leading and trailing axes (global average pooling, (N, C, H,
+    W) over (2, 3), a squeeze-excitation block's squeeze) by :func:`_outer_kernel`."""
     x, out = ins[0], outs[0]
     axes = tuple(a % x.ndim for a in _axes(x, attrs)) if x.ndim else ()
-    if x.dtype != np.float16 and out.size and _sum_outer(x, axes, out):
-        np.divide(out, x.size // out.size, out=out)
+    if x.dtype != np.float16 and out.size and _sum_outer(x, axes, out, mean=True):
         return
     out[...] = np.mean(x, axis=axes, keepdims=attrs.get("keepdims", False),
                        dtype=np.float32 if x.dtype == np.float16 else None)
+
+
+def _bind_outer(mean: bool):
+    def bind(ins, outs, attrs):
+        """On a replay's arrays, the reduction over leading and trailing axes with its views
+        and loop resolved once (see ``bind`` in docs/plugin-authoring.md); None otherwise."""
+        x, out = ins[0], outs[0]
+        axes = tuple(a % x.ndim for a in _axes(x, attrs)) if x.ndim else ()
+        shape = _outer(x, axes, out) if out.size and x.dtype != np.float16 else None
+        if shape is None:
+            return None
+        run = _outer_kernel(x, out, shape, mean)
+        return lambda _ins, _outs, _attrs: run()
+
+    return bind
 
 
 def _argmax(ins, outs, attrs):
@@ -129,8 +173,8 @@ _log_softmax = via_float32(_log_softmax)
 _softmax_backward = via_float32(_softmax_backward)
 
 KERNELS = {
-    "Sum": _sum,
-    "ReduceMean": _mean,
+    "Sum": Kernel(_sum, bind=_bind_outer(False)),
+    "ReduceMean": Kernel(_mean, bind=_bind_outer(True)),
     "ReduceMax": _reducer(np.max),
     "ReduceMin": _reducer(np.min),
     "ArgMax": _argmax,
