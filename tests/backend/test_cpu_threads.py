@@ -84,7 +84,7 @@ def test_batch_one_convolution_splits_each_product(dev, rng, threads, monkeypatc
     """One image, more threads than images (batch-1 inference): the products of every path
     are split across the threads instead of by image. Conv2d with its bias and the backward
     passes against float64; the fused Conv2d+ReLU(+Pooling2d) bitwise the unfused kernels."""
-    from singa_cpu.kernels import _threads, winograd
+    from singa_cpu.kernels import _threads, depthwise, winograd
 
     _force_threads(monkeypatch, threads, n_threads)
     monkeypatch.setattr(_threads, "PARALLEL_MIN_MACS", 0)  # split even the small test GEMMs
@@ -98,6 +98,7 @@ def test_batch_one_convolution_splits_each_product(dev, rng, threads, monkeypatc
 
     monkeypatch.setattr(_threads, "run_ranges", counted)  # the GEMM helper's split
     monkeypatch.setattr(winograd, "run_ranges", counted)  # Winograd's split by point
+    monkeypatch.setattr(depthwise, "run_ranges", counted)  # the few-tap layers' blocks
     xs, ws, attrs = CONV[case]
     xs = (1, *xs[1:])
     x, w, b = _conv_arrays(rng, xs, ws)
@@ -159,9 +160,10 @@ def test_batch_one_small_convolution_runs_without_a_section(dev, rng, threads, m
     """One small image (the seed CNN at batch 1) runs its im2col forward directly on the
     calling thread even when threads are available, not through the chunk runner: against
     float64, and the fused kernels bitwise the unfused ones."""
-    from singa_cpu.kernels import conv
+    from singa_cpu.kernels import conv, depthwise
 
     _force_threads(monkeypatch, threads, 2)
+    monkeypatch.setattr(depthwise, "MAX_DENSE_TAPS", 0)  # conv1 (25 taps) takes im2col too
     chunked = []
     real = conv.run_chunks
 
@@ -243,12 +245,13 @@ def test_batch_one_large_image_runs_in_bands(dev, rng, threads, monkeypatch, cas
     (image, band of output rows) is a chunk with its own columns and epilogue. Conv2d against
     float64 and equal to the unbanded kernel; the fused ReLU and ReLU+2x2-pooling (even band
     heights) bitwise the unfused kernels."""
-    from singa_cpu.kernels import conv, winograd
+    from singa_cpu.kernels import conv, depthwise, winograd
 
     xs, ws, attrs = CONV[case]
     xs = (min(xs[0], n_threads - 1), *xs[1:])
     x, w, b = _conv_arrays(rng, xs, ws)
     monkeypatch.setattr(winograd, "MIN_BATCH_TILES", 1 << 30)  # 3x3 layers take im2col too
+    monkeypatch.setattr(depthwise, "MAX_DENSE_TAPS", 0)  # and few-tap layers (cnn.conv1)
     _force_threads(monkeypatch, threads, n_threads)
     whole = run_op(dev, "Conv2d", [x, w, b], attrs)[0]
     monkeypatch.setattr(conv, "COL_BYTES", 1)

@@ -42,7 +42,7 @@ def test_loops_compile_through_a_cached_source_file(depthwise, tmp_path, monkeyp
     _conv_against_reference(depthwise)
     sources = list((tmp_path / "singa" / "depthwise").glob("singa_depthwise_*.py"))
     assert len(sources) == 1
-    assert sources[0].read_text().endswith(depthwise.source(6, 2))
+    assert sources[0].read_text().endswith(depthwise.source(6, 2, 1))
     assert list((tmp_path / "singa" / "depthwise" / "__pycache__").glob("*.nbi"))
 
 
@@ -52,6 +52,6 @@ def test_loops_compile_in_memory_when_the_cache_is_not_writable(depthwise, tmp_p
     blocked.write_text("")
     monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))
     _conv_against_reference(depthwise)
-    assert (depthwise._COMPILED[(6, 2)].py_func.__code__.co_filename
-            == "<singa depthwise 6 taps stride 2>")
+    assert (depthwise._COMPILED[(6, 2, 1)].py_func.__code__.co_filename
+            == "<singa depthwise 6 taps stride 2 block 1>")
     assert not (blocked / "singa").exists()

@@ -106,6 +106,13 @@ CONV = {
     "depthwise 7x7 stride 2 on 14x14": ((2, 35, 14, 13), (35, 1, 7, 7),
                                         {"group": 35, "stride": (2, 2), "pads": (3, 2, 3, 1)}),
     "group4 width 2": ((2, 8, 12, 11), (8, 2, 3, 3), {"group": 4, "pads": (1, 1, 1, 1)}),
+    # few taps and outputs per group (the CPU's few-tap kernel: a stem on RGB images; blocks
+    # of 4, 2 and 1 outputs per pass)
+    "few taps stem": ((2, 3, 19, 17), (16, 3, 3, 3), {"stride": (2, 2), "pads": (1, 1, 1, 1)}),
+    "few taps 6 outputs": ((2, 2, 11, 9), (6, 2, 3, 3), {"pads": (1, 0, 2, 1)}),
+    "few taps grouped": ((2, 9, 10, 10), (6, 3, 2, 3), {"group": 3, "stride": (1, 2),
+                                                        "pads": (0, 1, 1, 1)}),
+    "few taps dilated 5 outputs": ((1, 1, 13, 9), (5, 1, 3, 3), {"dilation": (2, 1)}),
     "dilated": ((2, 8, 15, 13), (6, 8, 3, 3), {"dilation": (2, 3), "pads": (2, 2, 3, 3)}),
     "asymmetric": ((2, 5, 13, 10), (7, 5, 4, 3), {"stride": (2, 3), "pads": (0, 3, 2, 1)}),
     "big pads": ((1, 2, 3, 3), (3, 2, 2, 2), {"pads": (3, 2, 4, 1)}),
@@ -154,7 +161,7 @@ def test_conv2d_forward_and_backward(dev, rng, case):
 @pytest.mark.parametrize("dtype", [np.float64, np.float16])
 @pytest.mark.parametrize("case", ["r18.down", "group4", "pointwise", "winograd odd",
                                   "depthwise stride 2 non-square",
-                                  "depthwise 5x5 40 channels on 7x7"])
+                                  "depthwise 5x5 40 channels on 7x7", "few taps stem"])
 def test_conv2d_other_dtypes(dev, rng, case, dtype):
     xs, ws, attrs = CONV[case]
     x, w, b = (a * 0.5 for a in _conv_arrays(rng, xs, ws, dtype))
@@ -240,6 +247,45 @@ def test_depthwise_kernel_is_the_wide_kernel_bitwise(dev, rng, monkeypatch, case
         assert np.isnan(g).any(), what
         diff = np.count_nonzero(g.view(np.uint32) != w_.view(np.uint32))
         assert diff == 0, f"{case} {what}: {diff} of {g.size} elements differ"
+
+
+FEW_TAPS = ["cnn.conv1", "big pads", *[case for case in CONV if case.startswith("few taps")]]
+
+
+@pytest.mark.parametrize("case", FEW_TAPS)
+def test_few_tap_layers_take_the_direct_kernel(dev, rng, monkeypatch, case):
+    """Layers with at most 27 taps and 32 outputs per group (the stems of MobileNet,
+    EfficientNet and ShuffleNet, the seed CNN's first layer) take the CPU's direct kernel
+    (singa_cpu.kernels.depthwise, blocks of 4, 2 or 1 outputs per pass): against float64 with
+    and without bias, the fused Conv2d+ReLU bitwise the Conv2d then the ReLU, every block size
+    the same bits, and split across the threads however small the same bits too."""
+    if dev.backend != "cpu":
+        pytest.skip("CPU kernel selection")
+    from singa.backend import conv2d_geometry
+    from singa_cpu.kernels import _threads, depthwise
+
+    xs, ws, attrs = CONV[case]
+    g = conv2d_geometry("Conv2d", xs, ws, attrs)
+    assert depthwise.eligible_dense(g) and not depthwise.eligible(g)
+    x, w, b = _conv_arrays(rng, xs, ws)
+    y = check(dev, "Conv2d", [x, w, b], attrs)[0]
+    check(dev, "Conv2d", [x, w], attrs)
+    relu = run_op(dev, "ReLU", [y], {})[0]
+    fused = run_fused(dev, "Conv2d+ReLU", [x, w, b], attrs, y.shape)
+    assert np.array_equal(fused, relu)
+    blocks = [ob for ob in (1, 2, 4) if (g.o // g.group) % ob == 0]
+    assert depthwise.block(g) == blocks[-1]
+    for ob in blocks:
+        got = np.full(y.shape, np.nan, np.float32)
+        depthwise.conv(x, w, b, got, (g.sh, g.sw), (g.dh, g.dw), (g.pt, g.pl), False, ob)
+        assert np.array_equal(got, y), f"{case}: block {ob} differs"
+    monkeypatch.setattr(_threads, "PARALLEL_MIN_MACS", 0)
+    monkeypatch.setattr(_threads, "num_threads", lambda: 3)
+    assert np.array_equal(run_op(dev, "Conv2d", [x, w, b], attrs)[0], y)
+    monkeypatch.setattr(depthwise, "MAX_DENSE_TAPS", 0)  # im2col + GEMM: not the same bits
+    assert not depthwise.eligible_dense(g)
+    np.testing.assert_allclose(run_op(dev, "Conv2d", [x, w, b], attrs)[0], y, rtol=1e-5,
+                               atol=1e-5 * float(np.abs(y).max()))
 
 
 @pytest.mark.parametrize("hw", [1, 2, 7])

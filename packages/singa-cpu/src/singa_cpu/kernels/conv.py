@@ -10,7 +10,10 @@
    mode the forward is bound to the replay's arrays at every batch size (``bind``).
 3. **Direct grouped kernels** (:mod:`.grouped`) for depthwise and other narrow grouped
    layers (at most ``grouped.MAX_GROUP_WIDTH`` input channels per group): per output plane,
-   one multiply-add per tap over whole rows, no GEMM.
+   one multiply-add per tap over whole rows, no GEMM; depthwise layers with every tap
+   written out in one loop (:mod:`.depthwise`), which also takes layers with few taps and
+   outputs (``depthwise.eligible_dense``: the stems of MobileNet, EfficientNet, ShuffleNet,
+   the seed CNN's first layer), blocks of output channels per pass over the input.
 4. **im2col + GEMM** for everything else (5x5, strided, dilated, grouped, padded 1x1 ...),
    columns read from a zero-padded copy of a chunk of images (no bounds checks in the hot
    loop), in one of two layouts:
@@ -37,7 +40,7 @@ import math
 import numpy as np
 from singa.backend import EMPTY, conv2d_geometry, kernel_attrs, pool2d_geometry
 
-from . import _threads, grouped, pool, winograd
+from . import _threads, depthwise, grouped, pool, winograd
 from ._float16 import via_float32
 from ._parallel import PARALLEL_MIN_ITEMS, pjit
 from ._threads import ThreadSums, chunk_spans, run_chunks, run_ranges, single_threaded_blas
@@ -368,8 +371,9 @@ def _lean_forward(ws, x, w, b, y, g, relu, pooled):
 
 def _bind_forward(ws, ins, outs, attrs, relu, pooled):
     """The forward bound to exactly these arrays (see ``bind`` in docs/plugin-authoring.md):
-    a 1x1 layer's (:func:`_pointwise_forward`, unpooled) or the lean one
-    (:func:`_lean_forward`), or None when the general kernel takes another path. The same
+    a 1x1 layer's (:func:`_pointwise_forward`, unpooled), a few-tap layer's
+    (:func:`.depthwise.prepared`, then the pooling) or the lean one (:func:`_lean_forward`),
+    or None when the general kernel takes another path. The same
     code as the general kernel's, so the same bits."""
     x, w, y = ins[0], ins[1], outs[0]
     b = ins[2] if len(ins) > 2 else None
@@ -381,6 +385,18 @@ def _bind_forward(ws, ins, outs, attrs, relu, pooled):
     if _is_pointwise(g) and pooled is None:
         run = _pointwise_forward(x, w, b, y, g, relu)
         return lambda _ins, _outs, _attrs: run()
+    if (depthwise.eligible_dense(g) and not winograd.eligible(g) and not grouped.eligible(g)
+            and not _is_pointwise(g)):  # the general kernel's order of paths
+        run = depthwise.prepared(x, w, b, y, g, relu)
+        if pooled is None:
+            return lambda _ins, _outs, _attrs: run()
+        pooling, second = pool.KERNELS["Pooling2d"], attrs.get("second", EMPTY)
+
+        def run_pooled(_ins, _outs, _attrs):
+            run()
+            pooling([y], [pooled], second)
+
+        return run_pooled
     if winograd.eligible(g) or _is_pointwise(g) or not _lean(g, x.itemsize):
         return None
     if pooled is not None and not pool.is_2x2_max(
@@ -414,6 +430,9 @@ def kernels(device) -> dict:
             relu = False
         elif _is_pointwise(g):
             _pointwise_forward(x, w, b, y, g, relu)()
+            relu = False
+        elif depthwise.eligible_dense(g):
+            depthwise.forward(x, w, b, y, g, relu)
             relu = False
         else:  # im2col: what the chunks can do, they do in cache
             chunk_pool = pooled is not None and pool.is_2x2_max(

@@ -1,40 +1,41 @@
-"""Depthwise convolution (one input channel per group) as wide rows with every tap written
-out.
+"""Direct convolution with every tap written out: depthwise layers (one input channel per
+group), and layers with few taps and outputs per group (a network's stem on RGB images).
 
-Each output plane is computed from its own input plane. The plane is copied, zero-padded and
-split into sw column phases and sh row phases (phase (a, e) row r column col holds
-``x[r*sh + a - pt, col*sw + e - pl]``), rows of width ``wp = Wo + (kw-1)*dw // sw``, as in
-:mod:`.grouped`'s wide rows; in that layout tap (i, j) reads phase (i*dh % sh, j*dw % sw) at a
-fixed offset ``off[i, j]`` from the *wide* output position k = p*wp + q. The whole plane is
-then one loop over k::
+Each group's input planes are copied, zero-padded and split into sw column phases and sh row
+phases (channel c, phase (a, e), row r, column col holds ``x[c, r*sh + a - pt, col*sw + e -
+pl]``), rows of width ``wp = Wo + (kw-1)*dw // sw``, as in :mod:`.grouped`'s wide rows; in
+that layout tap (c, i, j) reads phase (c, i*dh % sh, j*dw % sw) at a fixed offset ``off[c, i,
+j]`` from the *wide* output position k = p*wp + q. An output plane is then one loop over k::
 
-    yw[k] = b + w[0, 0] * xp[k + off[0, 0]] + w[0, 1] * xp[k + off[0, 1]] + ...  (every tap)
+    yw[k] = b + w[0] * xp[k + off[0]] + w[1] * xp[k + off[1]] + ...  (every tap, in order)
 
 with the multiply-add of every tap written out in the loop's source (:func:`source`, one loop
-per kernel size and column stride): numba vectorises it over k with the sum in a vector
+per tap count, column stride and block): numba vectorises it over k with the sum in a vector
 register across the taps and the weights in registers across the plane, where a loop over the
-taps loads and stores the whole output once per tap. The columns q >= Wo of ``yw`` are
-computed and dropped; the rows of the plane are written out (with the ReLU when fused).
+taps loads and stores the whole output once per tap. A block of ``ob`` output channels of one
+group (:func:`block`: 4, 2 or 1) is computed in the same loop, each input vector read once for
+all of them. The columns q >= Wo of ``yw`` are computed and dropped; the rows of each plane
+are written out (with the ReLU when fused).
 
 The padding is written once per call: a plane's copy writes only the input's own positions,
-which are the same for every plane, so the zeros around them stay. With a column stride the
-row is first copied whole into a zero-padded row, then split into its sw phases by a loop
-that reads it with stride sw (numba vectorises that as interleaved loads).
+which are the same for every plane, so the zeros around them stay; a group's planes are copied
+once for all its outputs. With a column stride the row is first copied whole into a
+zero-padded row, then split into its sw phases by a loop that reads it with stride sw.
 
 The taps are summed in the same order as :mod:`.grouped`'s wide rows, one rounding per product
 and per add (numba does not contract them into an FMA: on the AMD Zen 4 measured below an FMA
 was not faster, the loop being bound by its loads and vector issue), so both kernels give the
-same bits. The generated loops are compiled through a source file in the per-user cache,
-which lets numba keep their compilations on disk (:func:`_from_file`).
+same bits, whatever the block. The generated loops are compiled through a source file in the
+per-user cache, which lets numba keep their compilations on disk (:func:`_from_file`).
 
 Measured on one AMD EPYC Zen 4 core (2026-11-26, ``time.thread_time``, best of 7 x 50 calls),
-batch 1, ms, the wide rows of :mod:`.grouped` with a loop per tap / this kernel / onnxruntime
-1.32 (one-node model, one thread): MobileNetV3-small's 16 x 112x112 3x3 stride 2 0.107 /
-0.057 / 0.047, 88 x 28x28 3x3 0.080 / 0.038 / 0.043, 240 x 14x14 5x5 0.135 / 0.077 / 0.052, 288
-x 14x14 5x5 stride 2 0.077 / 0.066 / 0.025 (the former channels-last kernel on the 7x7 output),
-576 x 7x7 5x5 0.094 / 0.076 / 0.031 (channels-last), 144 x 56x56 3x3 0.365 / 0.206 / 0.202;
-16 layers of MobileNetV3/EfficientNet shapes 3.22 / 2.07 / 1.39 ms in all, at batch 8 30.1 /
-19.8.
+depthwise layers at batch 1, ms, the wide rows of :mod:`.grouped` with a loop per tap (the
+channels-last kernel this replaced, on 7x7 outputs) / this kernel / onnxruntime 1.32 (one-node
+model, one thread): MobileNetV3-small's 16 x 112x112 3x3 stride 2 0.107 / 0.057 / 0.047, 88 x
+28x28 3x3 0.080 / 0.038 / 0.043, 240 x 14x14 5x5 0.135 / 0.077 / 0.052, 288 x 14x14 5x5
+stride 2 0.077 / 0.066 / 0.025, 576 x 7x7 5x5 0.094 / 0.076 / 0.031; 144 x 56x56 3x3 0.365 /
+0.206 / 0.202; 16 layers of MobileNetV3/EfficientNet shapes 3.22 / 2.07 / 1.39 ms in all, at
+batch 8 30.1 / 19.8. Stems: see :data:`MAX_DENSE_OUTPUTS`.
 """
 
 from __future__ import annotations
@@ -60,16 +61,43 @@ VECTOR = 16
 ENABLED = True
 
 
+#: Other layers take this kernel when a group has at most this many taps (C/group * kh * kw:
+#: a 3x3 stem on RGB images, a 5x5 layer on one channel) and at most MAX_DENSE_OUTPUTS
+#: outputs. Past 27 taps the block's weights no longer stay in registers (a 4x4 stem on RGB,
+#: 48 taps: 1.35x slower than im2col + GEMM with blocks of 2 outputs, 7.8x with 4).
+MAX_DENSE_TAPS = 27
+#: im2col + GEMM catches up with more outputs per group, its GEMM longer. Measured on one AMD
+#: Zen 4 core (2026-11-26, one-node models, this kernel / im2col + GEMM, batch 1 and 8): 3x3
+#: stride 2 stems on 224x224 RGB with 16 outputs (MobileNetV3) 0.65 / 0.64, 24 (ShuffleNetV2)
+#: 0.77 / 0.83, 32 (EfficientNet) 0.86 / 0.86; 3x3 on 32x32 RGB with 64 outputs 0.75 / 0.89;
+#: 5x5 on 28x28, one channel, 20 outputs 0.63 / 0.96; but 3x3 on 56x56 with 2 channels and
+#: 64 outputs 1.15 / 1.01, 3x3 on 64x64 RGB with 128 outputs 1.04 / 0.97.
+MAX_DENSE_OUTPUTS = 32
+
+
 def eligible(g) -> bool:
     """A depthwise layer: one input channel per group (any number of outputs per group)."""
     return ENABLED and g.group > 1 and g.c == g.group
+
+
+def eligible_dense(g) -> bool:
+    """A layer with few taps and outputs per group (see MAX_DENSE_TAPS): a network's stem."""
+    return (ENABLED and g.c // g.group * g.kh * g.kw <= MAX_DENSE_TAPS
+            and g.o // g.group <= MAX_DENSE_OUTPUTS)
+
+
+def block(g) -> int:
+    """Output channels computed per pass over a group's input planes: 4, 2 or 1, dividing
+    the outputs per group (each input read once for the block; a depthwise layer has one)."""
+    og = g.o // g.group
+    return 4 if og % 4 == 0 else 2 if og % 2 == 0 else 1
 
 
 _SOURCE = """
 def depthwise_taps(x, w, b, y, has_bias, relu, og, sh, dh, dw, pt, pl, t0, t1):
     c_in, h_in, w_in = x.shape[1], x.shape[2], x.shape[3]
     o_ch, ho, wo = y.shape[1], y.shape[2], y.shape[3]
-    kh, kw = w.shape[2], w.shape[3]
+    cg, kh, kw = w.shape[1], w.shape[2], w.shape[3]
     wp = wo + (kw - 1) * dw // SW
     hp = ho + (kh - 1) * dh // sh
     plane = hp * wp
@@ -80,70 +108,86 @@ def depthwise_taps(x, w, b, y, has_bias, relu, og, sh, dh, dw, pt, pl, t0, t1):
     last = (ho - 1) * wp + wo
     span = -(-last // VECTOR) * VECTOR
     offs = np.empty(TAPS, np.uint64)
-    for i in range(kh):
-        for j in range(kw):
-            ri, cj = i * dh, j * dw
-            offs[i * kw + j] = U((((ri % sh) * SW + cj % SW) * hp + ri // sh) * wp + cj // SW)
+    for c in range(cg):
+        for i in range(kh):
+            for j in range(kw):
+                ri, cj = i * dh, j * dw
+                offs[(c * kh + i) * kw + j] = U(((((c * sh + ri % sh) * SW + cj % SW) * hp
+                                                  + ri // sh) * wp + cj // SW))
 {unpack}
-    xp = np.zeros(sh * SW * plane + VECTOR, y.dtype)
+    xp = np.zeros(cg * sh * SW * plane + VECTOR, y.dtype)
     row = np.zeros(SW * wp, y.dtype)  # one zero-padded input row (column stride > 1)
-    yw = np.empty(span, y.dtype)
+    yw = np.empty(OB * span, y.dtype)
     c0 = max(0, pl)  # the padded columns [c0, c1) that hold input columns (col - pl)
     c1 = min(SW * wp, w_in + pl)
-    for t in range(t0, t1):
-        n = t // o_ch
-        o = t - n * o_ch
-        src = (n * c_in + o // og) * h_in
-        for a in range(sh):
-            for r in range(hp):
-                hs = r * sh + a - pt
-                if hs >= 0 and hs < h_in:
-                    s = U((src + hs) * w_in - pl)
+    filled = -1  # the first input channel of the planes in xp
+    blocks = o_ch // OB
+    for t in range(t0, t1):  # blocks of OB output planes of one group
+        n = t // blocks
+        o = (t - n * blocks) * OB
+        first = n * c_in + o // og * cg
+        if first != filled:  # the group's planes, once for its og outputs
+            filled = first
+            for c in range(cg):
+                for a in range(sh):
+                    for r in range(hp):
+                        hs = r * sh + a - pt
+                        if hs >= 0 and hs < h_in:
+                            s = U(((first + c) * h_in + hs) * w_in - pl)
 {copy}
-        bias = b[o] if has_bias else zero
-        wb = U(o * TAPS)
 {weights}
         for k in range(span):
-            v = bias
 {taps}
-            yw[U(k)] = v
-        ybase = t * ho * wo
-        for p in range(ho):
-            for q in range(wo):
-                v = yw[U(p * wp + q)]
-                if relu and not (v > zero or v != v):
-                    v = zero
-                yf[U(ybase + p * wo + q)] = v
+        for m in range(OB):
+            ybase = (n * o_ch + o + m) * ho * wo
+            for p in range(ho):
+                for q in range(wo):
+                    v = yw[U(m * span + p * wp + q)]
+                    if relu and not (v > zero or v != v):
+                        v = zero
+                    yf[U(ybase + p * wo + q)] = v
 """
 
 # the input row into its phase rows: directly without a column stride
 _COPY_ROW = """\
-                    d = U(a * plane + r * wp)
-                    for col in range(c0, c1):
-                        xp[d + U(col)] = xf[s + U(col)]"""
+                            d = U((c * sh + a) * plane + r * wp)
+                            for col in range(c0, c1):
+                                xp[d + U(col)] = xf[s + U(col)]"""
 # with one: the padded row first, then one strided read per phase
 _COPY_PHASES = """\
-                    for col in range(c0, c1):
-                        row[U(col)] = xf[s + U(col)]
-                    d = U(a * SW * plane + r * wp)
-                    for col in range(wp):
+                            for col in range(c0, c1):
+                                row[U(col)] = xf[s + U(col)]
+                            d = U((c * sh + a) * SW * plane + r * wp)
+                            for col in range(wp):
 {phases}"""
 
 
-def source(taps: int, sw: int = 1) -> str:
-    """Python source of the loop for kernels of ``taps`` = kh*kw taps and column stride
-    ``sw``, every tap's multiply-add written out (see the module docstring)."""
+def source(taps: int, sw: int = 1, ob: int = 1) -> str:
+    """Python source of the loop for kernels of ``taps`` = (C/group)*kh*kw taps, column stride
+    ``sw`` and blocks of ``ob`` output channels, every tap's multiply-add written out (see
+    the module docstring)."""
     unpack = "\n".join(f"    o{k} = offs[{k}]" for k in range(taps))
-    weights = "\n".join(f"        w{k} = wf[wb + U({k})]" for k in range(taps))
-    lines = "\n".join(f"            v += w{k} * xp[U(k) + o{k}]" for k in range(taps))
+    weights = "\n".join(
+        f"        bias{m} = b[o + {m}] if has_bias else zero\n"
+        f"        wb{m} = U((o + {m}) * TAPS)" for m in range(ob))
+    # the weights as loop invariants (numba keeps them in registers as far as they go);
+    # each input read once for the block's outputs
+    weights += "\n" + "\n".join(f"        w{m}_{k} = wf[wb{m} + U({k})]"
+                                  for m in range(ob) for k in range(taps))
+    lines = [f"            v{m} = bias{m}" for m in range(ob)]
+    for k in range(taps):
+        lines.append(f"            xv = xp[U(k) + o{k}]")
+        lines += [f"            v{m} += w{m}_{k} * xv" for m in range(ob)]
+    lines += [f"            yw[U({m} * span) + U(k)] = v{m}" for m in range(ob)]
     if sw == 1:
         copy = _COPY_ROW
     else:
         copy = _COPY_PHASES.format(phases="\n".join(
-            f"                        xp[d + U({e} * plane + col)] = row[U(col * SW + {e})]"
+            f"                                xp[d + U({e} * plane + col)] = row[U(col * SW + {e})]"
             for e in range(sw)))
-    return (_SOURCE.format(unpack=unpack, copy=copy, weights=weights, taps=lines)
-            .replace("TAPS", str(taps)).replace("SW", str(sw)).replace("VECTOR", str(VECTOR)))
+    return (_SOURCE.format(unpack=unpack, copy=copy, weights=weights, taps="\n".join(lines))
+            .replace("TAPS", str(taps)).replace("SW", str(sw)).replace("VECTOR", str(VECTOR))
+            .replace("OB", str(ob)))
 
 
 _COMPILED: dict = {}
@@ -185,45 +229,62 @@ def _from_file(src: str):
     return module.depthwise_taps
 
 
-def _loop(taps: int, sw: int):
-    """The compiled loop for ``taps`` taps and column stride ``sw``: once per kernel size,
-    stride and process, from numba's disk cache after the first process (see
-    :func:`_from_file`)."""
+def _loop(taps: int, sw: int, ob: int):
+    """The compiled loop of :func:`source`: once per process, from numba's disk cache after
+    the first process (see :func:`_from_file`)."""
+    key = (taps, sw, ob)
     with _LOCK:
-        fn = _COMPILED.get((taps, sw))
+        fn = _COMPILED.get(key)
         if fn is None:
             import numba
 
-            src = "import numpy as np\n\nU = np.uint64\n" + source(taps, sw)
+            src = "import numpy as np\n\nU = np.uint64\n" + source(*key)
             py = _from_file(src)
             cached = py is not None
             if not cached:
                 namespace: dict = {}
-                exec(compile(src, f"<singa depthwise {taps} taps stride {sw}>", "exec"),
-                     namespace)
+                name = f"<singa depthwise {taps} taps stride {sw} block {ob}>"
+                exec(compile(src, name, "exec"), namespace)
                 py = namespace["depthwise_taps"]
-            fn = _COMPILED[(taps, sw)] = numba.njit(nogil=True, cache=cached)(py)
+            fn = _COMPILED[key] = numba.njit(nogil=True, cache=cached)(py)
     return fn
 
 
 def forward(x, w, b, y, g, relu: bool) -> None:
-    """y = depthwise conv(x, w) (+ b), with ``relu`` max(y, 0); geometry ``g`` (see
-    :func:`eligible`)."""
-    conv(x, w, b, y, (g.sh, g.sw), (g.dh, g.dw), (g.pt, g.pl), relu)
+    """y = conv(x, w) (+ b), with ``relu`` max(y, 0); geometry ``g`` (see :func:`eligible`,
+    :func:`eligible_dense`)."""
+    prepared(x, w, b, y, g, relu)()
 
 
-def conv(x, w, b, y, stride, dilation, pads, relu: bool) -> None:
-    """y = depthwise conv(x, w) (+ b) of ``w``'s shape (O, 1, kh, kw) over x's C channels (O
-    a multiple of C: output channel o reads input channel o // (O/C)), with ``relu`` max(y,
-    0); ``pads`` the (top, left) padding, negative to crop. The output planes are split
-    across the cores when the call has at least :data:`_threads.PARALLEL_MIN_MACS`
-    multiply-adds."""
+def prepared(x, w, b, y, g, relu: bool):
+    """:func:`forward` on exactly these arrays as a function of no arguments, the loop and
+    its arguments resolved here (a graph's bound kernel builds it once per plan)."""
+    return conv(x, w, b, y, (g.sh, g.sw), (g.dh, g.dw), (g.pt, g.pl), relu, block(g),
+                run=False)
+
+
+def conv(x, w, b, y, stride, dilation, pads, relu: bool, ob: int = 1, run: bool = True):
+    """y = conv(x, w) (+ b) of ``w``'s shape (O, C/group, kh, kw) over x's C channels (output
+    channel o reads the group of input channels o // (O/group)), with ``relu`` max(y, 0);
+    ``pads`` the (top, left) padding, negative to crop; ``ob`` output channels of a group at
+    a time (a divisor of O/group). The blocks of output planes are split across the cores
+    when the call has at least :data:`_threads.PARALLEL_MIN_MACS` multiply-adds (the split
+    does not change the bits: each block is computed alone). ``run`` False: the call as a
+    function of no arguments instead."""
     has_bias = b is not None
     bias = b if has_bias else np.zeros(1, x.dtype)
     n, o, ho, wo = y.shape
-    kh, kw = w.shape[2], w.shape[3]
-    og = o // x.shape[1]
-    loop = _loop(kh * kw, stride[1])
-    run_ranges(lambda lo, hi: loop(x, w, bias, y, has_bias, relu, og, stride[0], *dilation,
-                                   *pads, lo, hi),
-               n * o, parallel=n * o * ho * wo * kh * kw >= _threads.PARALLEL_MIN_MACS)
+    cg, kh, kw = w.shape[1], w.shape[2], w.shape[3]
+    og = o // (x.shape[1] // cg)  # outputs per group
+    loop = _loop(cg * kh * kw, stride[1], ob)
+    args = (x, w, bias, y, has_bias, relu, og, stride[0], *dilation, *pads)
+    items = n * o // ob
+    parallel = n * o * ho * wo * cg * kh * kw >= _threads.PARALLEL_MIN_MACS
+
+    def call():
+        run_ranges(lambda lo, hi: loop(*args, lo, hi), items, parallel=parallel)
+
+    if run:
+        call()
+        return None
+    return call
