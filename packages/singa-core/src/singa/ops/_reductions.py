@@ -108,13 +108,13 @@ class Reduction:
     def doc(self, layer: str, kind: str = "CTensor") -> str:
         """The docstring of this op's function in ``layer`` ("math", "autograd"), or of its
         ``singa.autograd`` Operator class (``layer="operator"``)."""
-        head = f"y = {self.formula}, i over the cells reduced into y (op ``{self.op}``)."
+        head = (f"y = {self.formula}, over the n cells x_i of x that ``axes`` reduce into each "
+                f"element of y (op ``{self.op}``).")
         grad = note = ""
         if layer != "math":
             grad = f"\n\nGradient: {self.grad_formula}."
             note = f"\n\n{self.note}" if self.note else ""
-        shape = ("x's shape without the reduced axes, or with them as size 1 with keepdims; "
-                 "x's dtype")
+        shape = "x's shape less the reduced axes (kept as size 1 with keepdims), and x's dtype"
         if layer == "operator":
             back = ("``backward(dy)`` maps the CTensor dy (y's shape) to dx (x's shape); it "
                     "reads x and y, which forward keeps while training" if self.keep else
@@ -122,21 +122,21 @@ class Reduction:
             return (f"Operator of {head}{grad}{note}\n\nThe constructor takes ``axes`` "
                     f"(ints, negative from the end; None: all) and ``keepdims`` (1 keeps the "
                     f"reduced axes as size 1). Calling an instance on a Tensor x (dtype "
-                    f"{_dtype_names(self.dtypes)}) returns the 1-tuple (y,), y of {shape}; "
+                    f"{_dtype_names(self.dtypes)}) returns the 1-tuple (y,), y of {shape}. "
                     f"``{self.autograd}(x, axes, keepdims)`` returns y itself.\n\nNotes\n-----\n"
                     f"``forward(x)`` maps the CTensor x to y; {back}.\n\nExamples\n--------\n"
                     f"{self.operator}(axes=[1], keepdims=0)(x)[0] = {self.example}, for x = "
                     f"{_EXAMPLE_TEXT}\n")
         if layer == "math":
-            keepdims = "keepdims : bool, default False\n"
+            keepdims = "keepdims : bool, default False\n    True keeps"
             call = f"{self.name}({_EXAMPLE_TEXT}, axes=(1,))"
         else:
-            keepdims = "keepdims : int, default 1\n"
+            keepdims = "keepdims : int, default 1\n    1 keeps"
             call = f"{self.autograd}({_EXAMPLE_TEXT}, axes=[1], keepdims=0)"
         return (f"{head}{grad}{note}\n\nParameters\n----------\nx : {kind}\n    Any shape; "
                 f"dtype {_dtype_names(self.dtypes)}.\naxes : int, sequence of int or None, "
                 f"optional\n    The axes reduced, negative ones counted from the end; None: "
-                f"all.\n{keepdims}    True (1) keeps the reduced axes as size 1.\n\n"
+                f"all.\n{keepdims} the reduced axes as size 1.\n\n"
                 f"Returns\n-------\n{kind}\n    y, of {shape}.\n\nExamples\n--------\n"
                 f"{call} = {self.example}\n")
 
@@ -152,8 +152,8 @@ REDUCTIONS = {decl.op: decl for decl in (
               note="SINGA scaled this gradient like a mean's; d y / d x_i = 1 "
                    "(docs/compatibility.md).",
               onnx=Onnx("ReduceSum")),
-    Reduction("ReduceMean", "reduce_mean", np.mean, FHD, "sum_i x_i / n, n the number of "
-              "cells", _mean_grad, "dx_i = dy / n", bound=np.mean, operator="ReduceMean",
+    Reduction("ReduceMean", "reduce_mean", np.mean, FHD, "sum_i x_i / n",
+              _mean_grad, "dx_i = dy / n", bound=np.mean, operator="ReduceMean",
               autograd="reduce_mean", onnx=Onnx("ReduceMean")),
     Reduction("ReduceMax", "reduce_max", np.max, NUM, "max_i x_i", _extreme_grad,
               "dx_i = dy [x_i == y] / #{j : x_j == y}", keep="xy", operator="ReduceMax",
