@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from singa import _dtype, _math, tensor
+from gradcheck import check_op
+from singa import _dtype, _math, autograd, tensor
+from singa.errors import SingaError
 from singa.ops import OPS, REDUCTIONS
-from singa.tensor import Tensor
+from singa.tensor import CTensor, Tensor
 
 RECORDS = list(REDUCTIONS.values())
 # axes as the callers pass them: None, one int, a negative one, a list, a tuple of all
@@ -73,3 +75,107 @@ def test_docstring_examples_are_what_singa_computes():
     for decl in RECORDS:
         got = getattr(_math, decl.name)(_ct(x), (1,)).to_numpy()
         assert decl.example == "[" + ", ".join(f"{float(v):.4g}" for v in got) + "]", decl.op
+
+
+@pytest.mark.parametrize("keepdims", [0, 1])
+@pytest.mark.parametrize("axes", AXES, ids=str)
+@pytest.mark.parametrize("decl", RECORDS, ids=lambda d: d.op)
+def test_gradient_rule_against_finite_differences(decl, axes, keepdims, rng):
+    # distinct values: max and min have one extreme cell per output element
+    x = rng.permutation(24).reshape(2, 3, 4) / 7.0 - 1.5
+    function = getattr(autograd, decl.autograd)
+    out = check_op(lambda t: function(t, axes, keepdims), [x],
+                   lambda x: _numpy(decl, x, axes, bool(keepdims)), fwd_rtol=1e-12)
+    assert out["grads"][0].shape == x.shape
+
+
+@pytest.mark.parametrize("decl", RECORDS, ids=lambda d: d.op)
+def test_autograd_forms_agree_with_numpy(decl, rng):
+    x = rng.uniform(-3, 3, (2, 3, 4))
+    cls = getattr(autograd, decl.operator)
+    function = getattr(autograd, decl.autograd)
+    for axes in AXES:
+        for keepdims in (0, 1):
+            want = _numpy(decl, x, axes, bool(keepdims))
+            t = Tensor(data=x, dtype=tensor.float64)
+            y = function(t, axes, keepdims)
+            assert isinstance(y.creator, cls) and issubclass(cls, autograd.Operator)
+            np.testing.assert_allclose(y.to_numpy(), want, rtol=1e-12)
+            (y2,) = cls(axes, keepdims)(t)
+            np.testing.assert_array_equal(y2.to_numpy(), y.to_numpy())
+    # SINGA's defaults: every axis, kept as size 1
+    want = decl.numpy(x, keepdims=True)
+    np.testing.assert_allclose(function(Tensor(data=x, dtype=tensor.float64)).to_numpy(), want,
+                               rtol=1e-12)
+    assert function.__name__ == decl.autograd
+    assert function.__doc__ == decl.doc("autograd", kind="Tensor")
+    assert decl.grad_formula in function.__doc__ and decl.grad_formula in cls.__doc__
+
+
+@pytest.mark.parametrize("decl", [d for d in RECORDS if "x" in d.keep], ids=lambda d: d.op)
+def test_ties_share_the_gradient(decl, rng):
+    # the oracle, written out: dx_i = dy [x_i == y] / #{j : x_j == y}
+    x = rng.integers(0, 3, (3, 4, 5)).astype(np.float64)
+    dy = rng.standard_normal((3,))
+    autograd.training = True
+    t = Tensor(data=x, dtype=tensor.float64, stores_grad=True)
+    y = getattr(autograd, decl.autograd)(t, [1, 2], 0)
+    (_, g), = list(autograd.backward(y, Tensor(data=dy, dtype=tensor.float64,
+                                                   requires_grad=False)))
+    yk = decl.numpy(x, axis=(1, 2), keepdims=True)
+    mask = (x == yk).astype(np.float64)
+    np.testing.assert_allclose(g.to_numpy(), mask * dy[:, None, None] /
+                               mask.sum(axis=(1, 2), keepdims=True), rtol=1e-12)
+
+
+@pytest.mark.parametrize("decl", RECORDS, ids=lambda d: d.op)
+def test_records_keep_only_what_their_gradient_reads(decl, rng):
+    # a sum or mean must not keep x alive (memory of a training step); max and min read both
+    autograd.training = True
+    op = getattr(autograd, decl.operator)([1], 0)
+    op(Tensor(data=rng.uniform(-1, 1, (2, 3)), dtype=tensor.float64))
+    saved = {k for k, v in vars(op).items() if isinstance(v, CTensor)}
+    assert saved == set(decl.keep), (decl.op, saved)
+    autograd.training = False
+    op = getattr(autograd, decl.operator)([1], 0)
+    op(Tensor(data=rng.uniform(-1, 1, (2, 3)), dtype=tensor.float64))
+    assert not any(isinstance(v, CTensor) for v in vars(op).values())
+    if decl.keep:
+        with pytest.raises(SingaError, match="autograd.training"):
+            op.backward(_ct(np.ones(2)))
+
+
+@pytest.mark.parametrize("axis", [None, 0, 1, (0, 1)], ids=str)
+def test_tensor_sum_and_average_over_the_records(axis, rng):
+    """SINGA's tensor.sum (a full sum as a (1, 1) Tensor) and tensor.average (a float for 1-D
+    input, axis 0 by default), written over the records' functions."""
+    x = rng.uniform(-3, 3, (3, 4))
+    t = Tensor(data=x, dtype=tensor.float64)
+    want = np.sum(x, axis=axis)
+    got = tensor.sum(t, axis).to_numpy()
+    np.testing.assert_allclose(got, want if np.ndim(want) else np.reshape(want, (1, 1)),
+                               rtol=1e-12)
+    want = np.mean(x, axis=0 if axis is None else axis)
+    np.testing.assert_allclose(tensor.average(t, axis).to_numpy(), want, rtol=1e-12)
+    v = rng.uniform(-3, 3, (5,))
+    assert tensor.average(Tensor(data=v, dtype=tensor.float64)) == pytest.approx(np.mean(v))
+
+
+def test_a_users_subclass_works_as_in_singa(rng):
+    """SINGA's way of changing an op: subclass it and override forward or backward."""
+
+    class TwiceTheGradient(autograd.ReduceSum):
+        """My reduction."""
+
+        def backward(self, dy):
+            return _math.mul(super().backward(dy), 2.0)
+
+    autograd.training = True
+    x = Tensor(data=rng.uniform(-1, 1, (2, 3)), dtype=tensor.float64, stores_grad=True)
+    y = TwiceTheGradient([1], 0)(x)[0]
+    np.testing.assert_allclose(y.to_numpy(), x.to_numpy().sum(1), rtol=1e-12)
+    (_, g), = list(autograd.backward(y, Tensor(data=np.ones(2), dtype=tensor.float64,
+                                                   requires_grad=False)))
+    np.testing.assert_array_equal(g.to_numpy(), np.full((2, 3), 2.0))
+    assert TwiceTheGradient.__doc__ == "My reduction."
+    assert y.creator.norm_axes == (1,) and y.creator.keepdims is False
