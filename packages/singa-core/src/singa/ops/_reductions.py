@@ -33,7 +33,7 @@ from ._rules import normalize_axes
 
 __all__ = ["Reduction", "REDUCTIONS"]
 
-# the docstring example: a matrix reduced over its rows' axis (1)
+# the docstring example: a 2x3 matrix reduced over axis 1 (each row to one value)
 _EXAMPLE_X = ((1.0, -2.0, 3.0), (4.0, 0.0, 5.0))
 _EXAMPLE_TEXT = "[[1, -2, 3], [4, 0, 5]]"
 
