@@ -177,6 +177,27 @@ MUTANTS = [
         "            graph.add_operation(fn, reads, writes, name)\n",
         "            graph.add_operation(fn, reads, writes, name)\n",
         ("tests/nn/test_singa_patterns.py", "-k", "gan")),
+    Mutant(
+        "reduce-mean-grad-unscaled", "ReduceMean's gradient rule (its record) does not divide "
+        "dy by the number of cells",
+        "packages/singa-core/src/singa/ops/_reductions.py",
+        "ops.mul(dy, 1.0 / max(n, 1))",
+        "dy",
+        ("tests/nn/test_reduction_records.py", "-k", "finite_differences")),
+    Mutant(
+        "reduce-extreme-ties-doubled", "ReduceMax/ReduceMin's rule gives every tied cell the "
+        "whole of dy",
+        "packages/singa-core/src/singa/ops/_reductions.py",
+        "ops.broadcast_to(ops.div(dy, count), shape)",
+        "ops.broadcast_to(dy, shape)",
+        ("tests/nn/test_reduction_records.py", "-k", "ties")),
+    Mutant(
+        "onnx-export-reduce-axes-form", "the exporter writes a reduction's axes as an input where "
+        "the export opset wants an attribute, and the reverse",
+        "packages/singa-onnx/src/singa_onnx/frontend.py",
+        "    axes_as_input = any(",
+        "    axes_as_input = not any(",
+        ("tests/onnx/test_reduction_records.py", "-k", "exports"), needs=ONNX),
 ]
 
 

@@ -6,9 +6,9 @@ contiguous tensor, transpose, broadcast, slicing) and otherwise dispatches one o
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from numbers import Number
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, overload
 
 import numpy as np
 
@@ -18,6 +18,7 @@ from ._shapes import as_int, check_shape
 from .errors import DtypeMismatchError, ShapeError
 from .ops import EMPTY, OPS, run
 from .ops._elementwise import BINARY, UNARY
+from .ops._reductions import REDUCTIONS
 from .ops._rules import broadcast_shapes, check_axis, normalize_axes
 
 
@@ -121,14 +122,21 @@ _ELEMENTWISE = {**{decl.name: _unary(decl) for decl in UNARY.values()},
 globals().update(_ELEMENTWISE)
 
 if TYPE_CHECKING:
-    # The functions of the records (abs ... logical_xor above) for type checkers, which
-    # cannot follow the globals() update: any other attribute of this module is one of them,
-    # so a new record needs no declaration here (PEP 562's module __getattr__, type-only).
-    class _ElementwiseFunction(Protocol):
+    # The functions of the records (abs ... logical_xor above, sum ... reduce_min below) for
+    # type checkers, which cannot follow the globals() updates: any other attribute of this
+    # module is one of them, so a new record needs no declaration here (PEP 562's module
+    # __getattr__, type-only). The first form is an elementwise record's, the second a
+    # reduction's.
+    class _RecordFunction(Protocol):
+        @overload
         def __call__(self, x: CTensor, b: CTensor | float | None = None,
                      out: CTensor | None = None) -> CTensor: ...
 
-    def __getattr__(name: str) -> _ElementwiseFunction: ...
+        @overload
+        def __call__(self, x: CTensor, axes: int | Sequence[int] | None = None,
+                     keepdims: bool = False) -> CTensor: ...
+
+    def __getattr__(name: str) -> _RecordFunction: ...
 
 
 def rsub(a: CTensor, value) -> CTensor:
@@ -386,22 +394,22 @@ def take(x: CTensor, idx: CTensor, axis: int = 0) -> CTensor:
 
 
 # ---------------------------------------------------------------- reductions
-def _reduce(name):
-    op = OPS[name]
+def _reduction(decl):
+    op_name = decl.op
+    op = OPS[op_name]
 
     def f(x: CTensor, axes=None, keepdims: bool = False) -> CTensor:
         if axes is not None:
-            axes = normalize_axes(name, axes, len(x.dims))
+            axes = normalize_axes(op_name, axes, len(x.dims))
         return run(op, [x], {"axes": axes, "keepdims": bool(keepdims)})[0]
 
-    f.__name__ = name.lower()
+    f.__name__ = f.__qualname__ = decl.name
+    f.__doc__ = decl.doc("math")
     return f
 
 
-sum = _reduce("Sum")  # noqa: A001
-reduce_mean = _reduce("ReduceMean")
-reduce_max = _reduce("ReduceMax")
-reduce_min = _reduce("ReduceMin")
+# sum, reduce_mean, reduce_max, reduce_min: one function per record of the reduction table
+globals().update({decl.name: _reduction(decl) for decl in REDUCTIONS.values()})
 
 
 def argmax(x: CTensor, axis: int = -1, keepdims: bool = False) -> CTensor:

@@ -3,8 +3,8 @@
 The graph is recovered from the outputs' creators (each op's ``src`` records); parameters
 (``stores_grad``) and other leaf tensors that are not listed as inputs become initializers.
 Each op is translated by a function in :data:`EXPORTERS`, keyed by the op's class name; those of
-the elementwise ops come from their records (``singa.ops.UNARY``, ``BINARY``: each names its ONNX
-operator).
+the elementwise ops and the axis reductions come from their records (``singa.ops.UNARY``,
+``BINARY``, ``REDUCTIONS``: each names its ONNX operator).
 The result passes ``onnx.checker`` and runs in onnxruntime with the same numbers.
 """
 
@@ -17,7 +17,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 from singa import autograd, tensor
 from singa.errors import SingaONNXError
-from singa.ops import BINARY, UNARY, Binary, Unary
+from singa.ops import BINARY, REDUCTIONS, UNARY, Binary, Unary
 
 __all__ = ["to_onnx", "SingaFrontend", "EXPORTERS", "EXPORT_OPSET"]
 
@@ -175,9 +175,15 @@ def _slice(b, op, ins, outs):
     b.node("Slice", ins + extra, outs, op.name)
 
 
-def _reduce(onnx_type, axes_as_input):
+def _reduce(onnx_type):
+    """The exporter of a reduction record's Operator: one ``onnx_type`` node with the op's
+    axes, as an input or an attribute, whichever the operator takes at EXPORT_OPSET (an input
+    from opset 13 for ReduceSum, from 18 for the others)."""
+    axes_as_input = any(i.name == "axes"
+                        for i in onnx.defs.get_schema(onnx_type, EXPORT_OPSET).inputs)
+
     def export(b, op, ins, outs):
-        axes = list(op.norm_axes) if hasattr(op, "norm_axes") else list(op.ax)
+        axes = list(op.norm_axes)
         if axes_as_input:
             b.node(onnx_type, ins + [b.const(op.name + "_axes", _ints(axes))], outs, op.name,
                    keepdims=int(op.keepdims))
@@ -260,7 +266,7 @@ def _argmax(b, op, ins, outs):
 
 
 def _mean_reduce(b, op, ins, outs):
-    # GlobalAveragePool keeps a helper _Reduce; its axes are the spatial ones
+    # GlobalAveragePool keeps a helper ReduceMean; its axes are the spatial ones
     b.node("GlobalAveragePool", ins, outs, op.name)
 
 
@@ -338,9 +344,14 @@ _RECORD_EXPORTERS = {(decl.operator or decl.op): _record(decl.onnx)
                      for decl in _RECORDS
                      if decl.onnx is not None
                      and onnx.defs.has(decl.onnx.op_type, EXPORT_OPSET)}
+# ReduceSum, ReduceMean, ReduceMax, ReduceMin: one exporter per reduction record that names an
+# ONNX operator, keyed by its Operator's class
+_REDUCTION_EXPORTERS = {decl.operator: _reduce(decl.onnx.op_type)
+                        for decl in REDUCTIONS.values()
+                        if decl.onnx is not None and decl.operator}
 
 EXPORTERS = {
-    **_RECORD_EXPORTERS,
+    **_RECORD_EXPORTERS, **_REDUCTION_EXPORTERS,
     "_Conv2d": _conv, "_Pooling2d": _pool, "_BatchNorm2d": _batchnorm,
     "Identity": _simple("Identity"), "PRelu": _simple("PRelu"),
     "Sum": _simple("Sum"), "Mean": _simple("Mean"), "Max": _simple("Max"),
@@ -355,8 +366,6 @@ EXPORTERS = {
         "Concat", i, o, op.name, axis=int(op.ax)),
     "Reshape": _reshape, "Transpose": _transpose, "Squeeze": _squeeze_like("Squeeze"),
     "Unsqueeze": _squeeze_like("Unsqueeze"), "Split": _split, "Slice": _slice,
-    "ReduceSum": _reduce("ReduceSum", True), "ReduceMean": _reduce("ReduceMean", False),
-    "ReduceMax": _reduce("ReduceMax", False), "ReduceMin": _reduce("ReduceMin", False),
     "GlobalAveragePool": _mean_reduce, "Embedding": _embedding, "Gather": _gather,
     "Dropout": _dropout, "Pad": _pad, "UpSample": _upsample, "Tile": _tile,
     "Expand": _expand, "Where": _where, "DepthToSpace": _depth("DepthToSpace"),

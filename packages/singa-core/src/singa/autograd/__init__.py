@@ -10,6 +10,7 @@ from __future__ import annotations
 from ..errors import ShapeError
 from ..ops._elementwise import BINARY as _BINARY
 from ..ops._elementwise import UNARY as _UNARY
+from ..ops._reductions import REDUCTIONS as _REDUCTIONS
 from . import _engine
 from ._elementwise import (
     OPERATORS as _OPERATORS,
@@ -52,17 +53,9 @@ from ._nn import (
     _Conv2d,
     _Pooling2d,
 )
-from ._onnx_extra import (
-    ArgMax,
-    ConvTranspose2d,
-    ReduceMax,
-    ReduceMin,
-    argmax,
-    conv_transpose2d,
-    reduce_max,
-    reduce_min,
-)
+from ._onnx_extra import ArgMax, ConvTranspose2d, argmax, conv_transpose2d
 from ._recurrent import GRUSeq, LSTMSeq, has_seq_kernel  # noqa: F401  (public: singa-onnx uses them)
+from ._reductions import OPERATORS as _REDUCTION_OPERATORS
 from ._shape import (
     AddBias,
     Concat,
@@ -80,8 +73,6 @@ from ._shape import (
     NonZero,
     OneHot,
     Pad,
-    ReduceMean,
-    ReduceSum,
     Reshape,
     ScatterElements,
     Shape,
@@ -103,6 +94,7 @@ training = False
 _engine.register_training_switch(lambda: training)
 
 globals().update(_OPERATORS)
+globals().update(_REDUCTION_OPERATORS)
 
 
 def _unary_function(cls, doc):
@@ -121,8 +113,17 @@ def _binary_function(cls, doc):
     return function
 
 
-# relu, sigmoid, ..., _not; add, sub, ..., _xor: SINGA's functional form of each Operator that
-# the elementwise tables declare, named by the record
+def _reduction_function(cls, doc):
+    def function(x, axes=None, keepdims=1):
+        return cls(axes, keepdims)(x)[0]
+
+    function.__doc__ = doc
+    return function
+
+
+# relu, sigmoid, ..., _not; add, sub, ..., _xor; reduce_sum, ..., reduce_min: SINGA's
+# functional form of each Operator that the elementwise and reduction tables declare, named by
+# the record
 _FUNCTIONS = {
     **{decl.autograd: _unary_function(_OPERATORS[decl.operator or decl.op],
                                       decl.doc("autograd", kind="Tensor"))
@@ -130,6 +131,9 @@ _FUNCTIONS = {
     **{decl.autograd: _binary_function(_OPERATORS[decl.operator or decl.op],
                                        decl.doc("autograd", kind="Tensor"))
        for decl in _BINARY.values() if decl.autograd},
+    **{decl.autograd: _reduction_function(_REDUCTION_OPERATORS[decl.operator],
+                                          decl.doc("autograd", kind="Tensor"))
+       for decl in _REDUCTIONS.values() if decl.operator and decl.autograd},
 }
 for _name, _function in _FUNCTIONS.items():
     _function.__name__ = _function.__qualname__ = _name
@@ -455,47 +459,6 @@ def log_softmax(x, axis=1):
         y, of x's shape and dtype.
     """
     return _first(LogSoftMax(axis), x)
-
-
-def reduce_sum(x, axes=None, keepdims=1):
-    """y = sum of x over ``axes`` (:class:`ReduceSum`); dx = dy broadcast back.
-
-    Parameters
-    ----------
-    x : Tensor
-        Any shape; a floating dtype (float32, float16 or float64).
-    axes : sequence of int, optional
-        Axes summed; None: all.
-    keepdims : int, default 1
-        1 keeps the reduced axes as size 1.
-
-    Returns
-    -------
-    Tensor
-        y, x's dtype.
-    """
-    return _first(ReduceSum(axes, keepdims), x)
-
-
-def reduce_mean(x, axes=None, keepdims=1):
-    """y = mean of x over ``axes`` (:class:`ReduceMean`); dx = dy / n broadcast back, n the
-    number of cells averaged.
-
-    Parameters
-    ----------
-    x : Tensor
-        Any shape; a floating dtype (float32, float16 or float64).
-    axes : sequence of int, optional
-        Axes averaged; None: all.
-    keepdims : int, default 1
-        1 keeps the reduced axes as size 1.
-
-    Returns
-    -------
-    Tensor
-        y, x's dtype.
-    """
-    return _first(ReduceMean(axes, keepdims), x)
 
 
 def globalaveragepool(x, data_format="channels_first"):

@@ -1,62 +1,15 @@
-"""Operators the ONNX importer needs that SINGA's autograd lacked: max/min reductions and
-arg-max, transposed convolution, each over ops already in the op table (``ReduceMax``,
-``ReduceMin``, ``ArgMax``, ``Conv2dBackwardX``), so they run on every backend."""
+"""Operators the ONNX importer needs that SINGA's autograd lacked: arg-max and transposed
+convolution, each over ops already in the op table (``ArgMax``, ``Conv2dBackwardX``), so they
+run on every backend. The max/min reductions it needs too (``ReduceMax``, ``ReduceMin``) are
+built from their records in :mod:`._reductions`."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from .. import _dtype, _math
 from ..ops import OPS, run
-from ..ops._rules import normalize_axes
 from ._engine import Operator, is_training
 
-__all__ = ["ReduceMax", "ReduceMin", "ArgMax", "ConvTranspose2d", "reduce_max", "reduce_min",
-           "argmax", "conv_transpose2d"]
-
-
-class _ReduceExtreme(Operator):
-    """y = max (or min) of x over ``axes``; dx = dy at the extreme cells, split among ties.
-
-    dx_i = dy [x_i == y] / #{j : x_j == y} (the subgradient PyTorch's amax uses).
-    """
-
-    fn: Any = None  # the reduction, a staticmethod set by each subclass
-
-    def __init__(self, axes=None, keepdims=1):
-        super().__init__()
-        self.axes, self.keepdims = axes, bool(keepdims)
-
-    def forward(self, x):
-        axes = normalize_axes(type(self).__name__, self.axes, len(x.dims))
-        y = type(self).fn(x, axes, True)
-        self.norm_axes = axes
-        if is_training():
-            self.x, self.y_kept, self.ax = x, y, axes
-        if self.keepdims:
-            return y
-        return _math.reshape(y, tuple(d for i, d in enumerate(x.dims) if i not in axes))
-
-    def backward(self, dy):
-        if not hasattr(self, "x"):
-            self._need_cache()
-        x, y = self.x, self.y_kept
-        mask = _math.as_type(_math.eq(x, _math.broadcast_to(y, x.dims)), x.dtype_code)
-        count = _math.sum(mask, self.ax, True)
-        g = _math.div(_math.reshape(dy, y.dims), count)
-        return _math.mul(mask, _math.broadcast_to(g, x.dims))
-
-
-class ReduceMax(_ReduceExtreme):
-    """y = max over ``axes``; the gradient flows to the maximal cells."""
-
-    fn = staticmethod(_math.reduce_max)
-
-
-class ReduceMin(_ReduceExtreme):
-    """y = min over ``axes``; the gradient flows to the minimal cells."""
-
-    fn = staticmethod(_math.reduce_min)
+__all__ = ["ArgMax", "ConvTranspose2d", "argmax", "conv_transpose2d"]
 
 
 class ArgMax(Operator):
@@ -76,20 +29,6 @@ class ArgMax(Operator):
     def backward(self, dy):
         """None: an index has no gradient."""
         return None
-
-
-def reduce_max(x, axes=None, keepdims=1):
-    """y = max of x over ``axes`` (all when None), keepdims 1 keeping them as size 1
-    (:class:`ReduceMax`); the gradient flows to the maximal cells.
-    """
-    return ReduceMax(axes, keepdims)(x)[0]
-
-
-def reduce_min(x, axes=None, keepdims=1):
-    """y = min of x over ``axes`` (all when None), keepdims 1 keeping them as size 1
-    (:class:`ReduceMin`); the gradient flows to the minimal cells.
-    """
-    return ReduceMin(axes, keepdims)(x)[0]
 
 
 def argmax(x, axis=0, keepdims=1):

@@ -1,4 +1,5 @@
-"""Products, reductions, and shape/indexing operators."""
+"""Products, global average pooling, and shape/indexing operators (the axis reductions are
+built from their records in :mod:`._reductions`)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from ..ops import OPS, run
 from ..ops._rules import broadcast_shapes, check_axis, normalize_axes
 from ._elementwise import _zeros_like
 from ._engine import Operator, back_broadcast, is_training
+from ._reductions import OPERATORS as _REDUCTIONS
 
 
 def _swap_last(x: CTensor) -> CTensor:
@@ -190,41 +192,7 @@ class LogSoftMax(_SoftmaxFamily):
         return _math.sub(dy, _math.mul(_math.exp(self._output()), s))
 
 
-# ---------------------------------------------------------------- reductions
-
-
-class _Reduce(Operator):
-    mean = False
-
-    def __init__(self, axes=None, keepdims=1):
-        super().__init__()
-        self.axes = axes
-        self.keepdims = bool(keepdims)
-
-    def forward(self, x):
-        self.x_shape = x.dims
-        axes = normalize_axes(type(self).__name__, self.axes, len(x.dims))
-        self.n = math.prod(x.dims[a] for a in axes)
-        self.norm_axes = axes
-        f = _math.reduce_mean if self.mean else _math.sum
-        return f(x, axes, self.keepdims)
-
-    def backward(self, dy):
-        kept = tuple(1 if i in self.norm_axes else d for i, d in enumerate(self.x_shape))
-        g = _math.reshape(dy, kept)
-        if self.mean:
-            g = _math.mul(g, 1.0 / max(self.n, 1))
-        return _math.copy(_math.broadcast_to(g, self.x_shape))
-
-
-class ReduceSum(_Reduce):
-    """y = sum over ``axes``; dx = dy broadcast back (SINGA scaled it like a mean)."""
-
-
-class ReduceMean(_Reduce):
-    """y = mean over ``axes``; dx = dy / n broadcast back."""
-
-    mean = True
+# ---------------------------------------------------------------- pooling over all cells
 
 
 class GlobalAveragePool(Operator):
@@ -239,8 +207,7 @@ class GlobalAveragePool(Operator):
         nd = len(x.dims)
         axes = tuple(range(2, nd)) if self.data_format == "channels_first" else \
             tuple(range(1, nd - 1))
-        self.inner = _Reduce(axes, 1)
-        self.inner.mean = True
+        self.inner = _REDUCTIONS["ReduceMean"](axes, 1)
         return self.inner.forward(x)
 
     def backward(self, dy):

@@ -1,6 +1,7 @@
 """Declarations of the tensor-math operators: elementwise, reductions, GEMM, copies, fills.
 
-The unary and binary elementwise ops come from their records in :mod:`._elementwise`; the
+The unary and binary elementwise ops come from their records in :mod:`._elementwise`, the axis
+reductions (Sum, ReduceMean, ReduceMax, ReduceMin) from theirs in :mod:`._reductions`; the
 other entries are (name, numpy reference, dtypes) tables or single declarations, with shared
 shape/dtype rules.
 References compute in the dtype they are given (the conformance kit passes float64 copies of
@@ -17,6 +18,7 @@ from .. import _dtype
 from ..errors import ShapeError
 from . import _rules as rules
 from ._elementwise import BINARY, UNARY
+from ._reductions import REDUCTIONS
 from ._registry import FHD, NUM, defop
 
 # ---------------------------------------------------------------- unary elementwise
@@ -247,33 +249,20 @@ def _reduce_sample(g, dtype):
     return [x], {"axes": axes, "keepdims": g.choice([False, True])}
 
 
-def _np_axes(x, axes):
-    return rules.normalize_axes("reduce", axes, x.ndim)
-
-
-def _reduce_bound(mean):
+def _reduce_bound(total):
     def bound(x, axes=None, keepdims=False):
-        ax = _np_axes(x, axes)
+        ax = rules.normalize_axes("reduce", axes, x.ndim)
         n = math.prod(x.shape[a] for a in ax)
-        f = np.mean if mean else np.sum
-        return np.sqrt(n) * f(np.abs(x.astype(np.float64)), ax, keepdims=keepdims)
+        return np.sqrt(n) * total(np.abs(x.astype(np.float64)), ax, keepdims=keepdims)
 
     return bound
 
 
-defop("Sum", 1, rules.reduce_rule("Sum"),
-      lambda x, axes=None, keepdims=False: np.sum(x, _np_axes(x, axes), keepdims=keepdims)
-      .astype(x.dtype), _reduce_sample, dtypes=NUM, acc_bound=_reduce_bound(False),
-      doc="sum over attrs['axes'] (None: all)")
-defop("ReduceMean", 1, rules.reduce_rule("ReduceMean"),
-      lambda x, axes=None, keepdims=False: np.mean(x, _np_axes(x, axes), keepdims=keepdims),
-      _reduce_sample, dtypes=FHD, acc_bound=_reduce_bound(True), doc="mean over attrs['axes']")
-defop("ReduceMax", 1, rules.reduce_rule("ReduceMax"),
-      lambda x, axes=None, keepdims=False: np.max(x, _np_axes(x, axes), keepdims=keepdims),
-      _reduce_sample, dtypes=NUM, doc="max over attrs['axes']")
-defop("ReduceMin", 1, rules.reduce_rule("ReduceMin"),
-      lambda x, axes=None, keepdims=False: np.min(x, _np_axes(x, axes), keepdims=keepdims),
-      _reduce_sample, dtypes=NUM, doc="min over attrs['axes']")
+for _reduction in REDUCTIONS.values():
+    defop(_reduction.op, 1, rules.reduce_rule(_reduction.op), _reduction.reference,
+          _reduce_sample, dtypes=_reduction.dtypes,
+          acc_bound=None if _reduction.bound is None else _reduce_bound(_reduction.bound),
+          doc=f"y = {_reduction.formula} over attrs['axes'] (None: all)")
 
 
 def _argmax_infer(ins, attrs):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 from singa import autograd
+from singa.ops import REDUCTIONS
 
 from ._registry import register
 
@@ -46,24 +47,16 @@ def _reduction(body, over_no_axis=autograd.identity):
     return handler
 
 
-def _sum(ctx, x, ax, k):
-    """sum over axes."""
-    return autograd.reduce_sum(x, ax, k)
+def _record(decl):
+    """The body of the reduce handler of a reduction record (``singa.ops.REDUCTIONS``): its
+    autograd function, with ONNX's axes and keepdims."""
+    function = getattr(autograd, decl.autograd)
 
+    def body(ctx, x, ax, k):
+        return function(x, ax, k)
 
-def _mean(ctx, x, ax, k):
-    """mean over axes."""
-    return autograd.reduce_mean(x, ax, k)
-
-
-def _max(ctx, x, ax, k):
-    """max over axes."""
-    return autograd.reduce_max(x, ax, k)
-
-
-def _min(ctx, x, ax, k):
-    """min over axes."""
-    return autograd.reduce_min(x, ax, k)
+    body.__doc__ = f"y = {decl.formula} over axes (singa's {decl.op})."
+    return body
 
 
 def _l1(ctx, x, ax, k):
@@ -114,7 +107,10 @@ def _prod(ctx, x, ax, k):
     return autograd.mul(autograd.mul(mag, sign), nz)
 
 
-_REDUCERS = {"ReduceSum": _sum, "ReduceMean": _mean, "ReduceMax": _max, "ReduceMin": _min,
+# ReduceSum, ReduceMean, ReduceMax, ReduceMin: one per reduction record that names its ONNX
+# operator, made from the record; the others are compositions of those, written out above
+_REDUCERS = {**{decl.onnx.op_type: _record(decl) for decl in REDUCTIONS.values()
+                if decl.onnx is not None and decl.autograd},
              "ReduceL1": _l1, "ReduceL2": _l2, "ReduceSumSquare": _sum_square,
              "ReduceLogSum": _log_sum, "ReduceLogSumExp": _log_sum_exp, "ReduceProd": _prod}
 
