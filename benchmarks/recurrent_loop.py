@@ -2,54 +2,50 @@
 
 ``singa_cpu.kernels.recurrent`` runs a float32 ``LSTMSeq``/``GRUSeq`` as one numba function
 over all steps (``_lstm_seq32``/``_gru_seq32``, the recurrent product by ``_rows_dot32``) when
-its batch is at most ``MAX_LOOP_BATCH``, otherwise per step numpy's GEMM and a numba pass
-over the gates. This script times both paths of the forward kernel on the same arrays for
-every cell, hidden size and batch asked, forcing each path by setting ``MAX_LOOP_BATCH`` for
-the call; the backward ops have no loop (per step one GEMM and a numba pass at every batch),
-so only the forward kernels are timed.
+its batch is at most ``MAX_LOOP_BATCH``'s bound for its hidden size, otherwise per step
+numpy's GEMM and a numba pass over the gates. This script times both paths of the forward
+kernel on the same arrays for every cell, hidden size and batch asked, forcing each path by
+setting ``MAX_LOOP_BATCH`` for the call; the backward ops have no loop (per step one GEMM
+and a numba pass at every batch), so only the forward kernels are timed.
 
 Usage::
 
-    OPENBLAS_NUM_THREADS=1 NUMBA_NUM_THREADS=1 python benchmarks/recurrent_loop.py \\
-        [--cells lstm gru gru_lbr] [--hidden 64 128 256 512 1024] \\
-        [--batches 1 2 4 8 12 16 24 32 48 64 128] [--steps 64] [--reps 7] [--json out.json]
+    python benchmarks/recurrent_loop.py [--cells lstm gru gru_lbr] \\
+        [--hidden 64 128 256 512 1024] [--batches 1 2 4 8 12 16 24 32 48 64 128] \\
+        [--steps 64] [--reps 7] [--min-sample 0.01] [--json out.json]
 
 Each case calls the kernel directly (``recurrent.lstm_seq(ins, outs, attrs)``; its setup,
 such as the GEMM path's transposed copy of the weights, included) on preallocated outputs.
 After a warm-up call of each path (compilation), ``--reps`` rounds alternate the two paths
 (loop first in even rounds, GEMM first in odd ones); a sample is the calling thread's CPU
-time (``time.thread_time``; one thread, so other processes' time on a shared core is left
-out) of enough calls to take ``--min-sample`` seconds, the same count for both paths. Prints
-per case both medians in ms per call and their ratio loop / GEMM (< 1: the loop is faster),
-then per cell and hidden size the batches where the loop is faster, and the current rule's
-choice (``*`` marks the path the module picks).
+time (``time.thread_time``: both paths run on the calling thread alone, the GEMM under
+``single_threaded_blas`` and the loop serial, so other processes' time on a shared core is
+left out) of enough calls to take ``--min-sample`` seconds, the same count for both paths.
+Prints per case both medians in ms per call and their ratio loop / GEMM (< 1: the loop is
+faster; ``*`` marks the path the module picks), then per cell and hidden size the batches
+where the loop is faster.
 """
 
 from __future__ import annotations
 
-import os
+import argparse
+import json
+import platform
+import statistics
+import time
 
-for _var in ("OPENBLAS_NUM_THREADS", "NUMBA_NUM_THREADS", "OMP_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")
-
-import argparse  # noqa: E402
-import json  # noqa: E402
-import platform  # noqa: E402
-import statistics  # noqa: E402
-import time  # noqa: E402
-
-import numpy as np  # noqa: E402
-from singa_cpu.kernels import recurrent  # noqa: E402
+import numpy as np
+from singa_cpu.kernels import recurrent
 
 CELLS = ("lstm", "gru", "gru_lbr")
 HIDDEN = (64, 128, 256, 512, 1024)
 BATCHES = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 128)
-PATH_CUTOFFS = {"loop": 1 << 30, "gemm": 0}  # MAX_LOOP_BATCH that forces each path
+PATH_CUTOFFS = {"loop": ((0, 1 << 30),), "gemm": ((0, 0),)}  # MAX_LOOP_BATCH forcing each path
 
 
 def uses_loop(b, h):
     """Whether the module as configured runs a float32 call of batch ``b`` as the loop."""
-    return b <= recurrent.MAX_LOOP_BATCH
+    return recurrent._runs_as_loop(np.dtype(np.float32), b, h)
 
 
 def case(cell, t, b, h, seed=0):
@@ -98,7 +94,15 @@ def time_case(cell, t, b, h, reps, min_sample):
     return {path: 1e3 * statistics.median(s) for path, s in samples.items()}
 
 
-def main():
+def _cpu_name():
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next(ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.machine()
+
+
+def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--cells", nargs="+", choices=CELLS, default=list(CELLS))
     p.add_argument("--hidden", nargs="+", type=int, default=list(HIDDEN))
@@ -108,8 +112,8 @@ def main():
     p.add_argument("--min-sample", type=float, default=0.01,
                    help="seconds of calls per timed sample (same call count both paths)")
     p.add_argument("--json", help="write the rows to this file")
-    args = p.parse_args()
-    print(f"# {platform.processor() or platform.machine()}, numpy {np.__version__}, "
+    args = p.parse_args(argv)
+    print(f"# {_cpu_name()}, numpy {np.__version__}, "
           f"{args.steps} steps, float32, forward, thread_time medians of {args.reps} rounds")
     print("| cell | hidden | batch | loop ms | GEMM ms | loop / GEMM |")
     print("|---|---:|---:|---:|---:|---:|")
