@@ -141,12 +141,12 @@ def _loop_bound(hidden):
 def test_the_loop_table_covers_every_hidden_size_widest_first():
     hidden = [h for h, _ in recurrent.MAX_LOOP_BATCH]
     assert hidden == sorted(hidden, reverse=True) and hidden[-1] == 0
-    assert [_loop_bound(h) for h in (1, 191, 192, 511, 512, 4096)] == [8, 8, 32, 32, 128, 128]
+    assert [_loop_bound(h) for h in (1, 191, 192, 511, 512, 4096)] == [8, 8, 32, 32, 64, 64]
     assert not recurrent._runs_as_loop(np.dtype(np.float64), 1, 256)
 
 
 # (hidden, batch) at each bound of MAX_LOOP_BATCH and one past it
-BOUNDS = [(h, b + d) for h, b in ((4, 8), (192, 32), (512, 128)) for d in (0, 1)]
+BOUNDS = [(h, b + d) for h, b in ((4, 8), (192, 32), (512, 64)) for d in (0, 1)]
 
 
 def test_batches_within_the_bound_take_the_compiled_loop(monkeypatch):

@@ -3,7 +3,7 @@
 A step is one product of the previous state by the recurrent weights and one numba pass over
 the gates that applies the activations and the state update, with no temporaries per step.
 float32 forward calls whose batch is at most ``MAX_LOOP_BATCH``'s bound for their hidden size
-(8 under hidden 192, 32 from 192, 128 from 512) run all steps in one compiled function, the
+(8 under hidden 192, 32 from 192, 64 from 512) run all steps in one compiled function, the
 product as dot products of contiguous rows of the weights (``_rows_dot32``); larger batches
 and float64 run a Python loop over the steps, numpy's GEMM into a preallocated buffer and the
 cell, two calls a step instead of the dozen ops of an unrolled cell. The backward ops take
@@ -243,22 +243,23 @@ def _gru_seq32(xw, rw, rb, h0, y, gates, q, hr, m, reverse, lbr):
         hp = y[t]
 
 
-MAX_LOOP_BATCH = ((512, 128), (192, 32), (0, 8))
+MAX_LOOP_BATCH = ((512, 64), (192, 32), (0, 8))
 """(hidden, batch) rows, widest first: a float32 LSTMSeq/GRUSeq whose hidden size is at least a
 row's first number runs as one compiled loop over the steps (``_rows_dot32``) up to the row's
 batch; larger batches take numpy's GEMM per step.
 
 Loop / GEMM time of the forward kernels, LSTM, GRU and GRU with linear_before_reset, hidden
-64-1024, batch 1-512, 64 steps (``python benchmarks/recurrent_loop.py``, four runs; AMD EPYC
-Zen 4, 1 thread, numpy 2.4.6 with OpenBLAS 0.3.31; 2026-11-26, commit 22b8482; tables in
-docs/benchmarks.md). Under hidden 192: 0.18-0.99 up to batch 4, 0.74-1.11 at 8, 0.79-1.23 at
-12-16, 0.89-1.37 (median 1.09) from 24 on, where the loop's short dot products lag (LSTM at
-batch 128, hidden 64-128: 41-60 GFLOP/s, the GEMM 53-71). Hidden 192-511: 0.21-1.02 up to
-batch 32, 0.80-1.14 (median 1.02) at 48-128, 1.07-1.26 at 256-512. Hidden 512 and more:
-0.13-1.07 (median 0.95 at 128) up to batch 128, 0.99-1.24 at 256-512. The loop gains most
-where the product leaves OpenBLAS's small-matrix kernels (M*N*K over 1e6) and a few rows do
-not amortise its packed GEMM's copies of the weights (LSTM hidden 512, batch 2: 38 ms, the
-loop 4.9 ms)."""
+64-1024, batch 1-512, 64 steps (``python benchmarks/recurrent_loop.py``, five runs; AMD EPYC
+Zen 4, 1 thread, numpy 2.4.6 with OpenBLAS 0.3.31; 2026-11-26, commits 22b8482 and 4c2c0e3;
+tables in docs/benchmarks.md). Under hidden 192: 0.18-0.99 up to batch 4, 0.74-1.11 (median
+0.97) at 8, 0.79-1.34 (median 1.03) at 12-32, 1.03-1.45 from 48, where the loop's short dot
+products lag (LSTM at batch 128, hidden 64-128: 41-60 GFLOP/s, the GEMM 53-71). Hidden
+192-511: 0.21-1.02 up to batch 32 (median 0.93 at 32), 0.80-1.14 (median 1.02) at 48-128.
+Hidden 512 and more: 0.13-1.03 up to batch 64 (median 0.92 at 64), 0.84-1.17 (median 0.95) at
+96-128, where the loop's time varies more from run to run than the GEMM's (LSTM hidden 1024,
+batch 64: 398-509 ms, the GEMM 494-512 ms). The loop gains most where the product leaves
+OpenBLAS's small-matrix kernels (M*N*K over 1e6) and a few rows do not amortise its packed
+GEMM's copies of the weights (LSTM hidden 512, batch 2: 38 ms, the loop 4.9 ms)."""
 
 
 def _runs_as_loop(dtype: np.dtype, batch: int, hidden: int) -> bool:
