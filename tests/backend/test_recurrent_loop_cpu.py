@@ -48,9 +48,9 @@ def _special(rng, xw, on):
         flat[rng.integers(flat.size)] = -np.inf
 
 
-def _assert_outputs(got, want):
+def _assert_outputs(got, want, scale=1):
     for name, g, w in zip(("y", "second", "third"), got, want):
-        np.testing.assert_allclose(g, w, rtol=RTOL, atol=ATOL, err_msg=name)
+        np.testing.assert_allclose(g, w, rtol=scale * RTOL, atol=scale * ATOL, err_msg=name)
 
 
 @pytest.mark.parametrize("path", list(PATHS))
@@ -190,8 +190,10 @@ def _wide_loop_cases(draw):
 def test_wide_batches_on_the_loop_match_the_reference_and_the_per_step_path(shape, kind,
                                                                              reverse, seed):
     """Batches that take the loop only at larger hidden sizes, as routed by default: within
-    the float32 tolerance of the float64 reference and of the per-step GEMM path. Weights
-    scaled by 1/sqrt(hidden) so that the gates stay unsaturated at these widths."""
+    the float32 tolerance of the float64 reference, and within twice it of the per-step GEMM
+    path (two results each within the tolerance of the reference; at these widths OpenBLAS's
+    sums leave up to ~1.5e-6 over rtol |want|, the loop's ~5e-7). Weights scaled by
+    1/sqrt(hidden) so that the gates stay unsaturated."""
     t, b, h = shape
     assert recurrent._runs_as_loop(np.dtype(np.float32), b, h)
     rng = np.random.default_rng(seed)
@@ -217,4 +219,4 @@ def test_wide_batches_on_the_loop_match_the_reference_and_the_per_step_path(shap
             kernel(ins, outs, attrs)
         got[path] = outs
     _assert_outputs(got["default"], want)
-    _assert_outputs(got["default"], got["per step"])
+    _assert_outputs(got["default"], got["per step"], scale=2)
