@@ -256,10 +256,10 @@ tables in docs/benchmarks.md). Under hidden 192: 0.18-0.99 up to batch 4, 0.74-1
 products lag (LSTM at batch 128, hidden 64-128: 41-60 GFLOP/s, the GEMM 53-71). Hidden
 192-511: 0.21-1.02 up to batch 32 (median 0.93 at 32), 0.80-1.14 (median 1.02) at 48-128.
 Hidden 512 and more: 0.13-1.03 up to batch 64 (median 0.92 at 64), 0.84-1.17 (median 0.95) at
-96-128, where the loop's time varies more from run to run than the GEMM's (LSTM hidden 1024,
-batch 64: 398-509 ms, the GEMM 494-512 ms). The loop gains most where the product leaves
-OpenBLAS's small-matrix kernels (M*N*K over 1e6) and a few rows do not amortise its packed
-GEMM's copies of the weights (LSTM hidden 512, batch 2: 38 ms, the loop 4.9 ms)."""
+96-128; from batch 64 on the loop's time varies more from run to run than the GEMM's (LSTM
+hidden 1024, batch 64: 398-509 ms, the GEMM 494-512 ms). The loop gains most where the
+product leaves OpenBLAS's small-matrix kernels (M*N*K over 1e6) and a few rows do not amortise
+its packed GEMM's copies of the weights (LSTM hidden 512, batch 2: 38 ms, the loop 4.9 ms)."""
 
 
 def _runs_as_loop(dtype: np.dtype, batch: int, hidden: int) -> bool:
