@@ -2,11 +2,12 @@
 
 A step is one product of the previous state by the recurrent weights and one numba pass over
 the gates that applies the activations and the state update, with no temporaries per step.
-float32 batches up to ``MAX_LOOP_BATCH`` run all steps in one compiled function, the product
-as dot products of contiguous rows of the weights (``_rows_dot32``); larger batches and
-float64 run a Python loop over the steps, numpy's GEMM into a preallocated buffer and the
-cell, two calls a step instead of the dozen ops of an unrolled cell. float16 runs in float32
-(``via_float32``).
+float32 forward calls whose batch is at most ``MAX_LOOP_BATCH``'s bound for their hidden size
+(8 under hidden 192, 32 from 192, 64 from 512) run all steps in one compiled function, the
+product as dot products of contiguous rows of the weights (``_rows_dot32``); larger batches
+and float64 run a Python loop over the steps, numpy's GEMM into a preallocated buffer and the
+cell, two calls a step instead of the dozen ops of an unrolled cell. The backward ops take
+the per-step path at every batch. float16 runs in float32 (``via_float32``).
 
 Each cell is written once for both dtypes, naming its activations as globals (``_sigmoid``,
 ``_tanh``, ``_lstm_gate``): float64's (libm's exp and tanh) as defined, float32's
@@ -242,9 +243,28 @@ def _gru_seq32(xw, rw, rb, h0, y, gates, q, hr, m, reverse, lbr):
         hp = y[t]
 
 
-MAX_LOOP_BATCH = 8
-"""The largest batch whose float32 LSTMSeq/GRUSeq runs as one compiled loop over the steps
-(``_rows_dot32``); larger batches take numpy's GEMM per step, faster from there on."""
+MAX_LOOP_BATCH = ((512, 64), (192, 32), (0, 8))
+"""(hidden, batch) rows, widest first: a float32 LSTMSeq/GRUSeq whose hidden size is at least a
+row's first number runs as one compiled loop over the steps (``_rows_dot32``) up to the row's
+batch; larger batches take numpy's GEMM per step.
+
+Loop / GEMM time of the forward kernels, LSTM, GRU and GRU with linear_before_reset, hidden
+64-1024, batch 1-512, 64 steps (``python benchmarks/recurrent_loop.py``, five runs; AMD EPYC
+Zen 4, 1 thread, numpy 2.4.6 with OpenBLAS 0.3.31; 2026-11-26, commits 22b8482 and 4c2c0e3;
+tables in docs/benchmarks.md). Under hidden 192: 0.18-0.99 up to batch 4, 0.74-1.11 (median
+0.97) at 8, 0.79-1.34 (median 1.03) at 12-32, 1.03-1.45 from 48, where the loop's short dot
+products lag (LSTM at batch 128, hidden 64-128: 41-60 GFLOP/s, the GEMM 53-71). Hidden
+192-511: 0.21-1.02 up to batch 32 (median 0.93 at 32), 0.80-1.14 (median 1.02) at 48-128.
+Hidden 512 and more: 0.13-1.03 up to batch 64 (median 0.92 at 64), 0.84-1.17 (median 0.95) at
+96-128; from batch 64 on the loop's time varies more from run to run than the GEMM's (LSTM
+hidden 1024, batch 64: 398-509 ms, the GEMM 494-512 ms). The loop gains most where the
+product leaves OpenBLAS's small-matrix kernels (M*N*K over 1e6) and a few rows do not amortise
+its packed GEMM's copies of the weights (LSTM hidden 512, batch 2: 38 ms, the loop 4.9 ms)."""
+
+
+def _runs_as_loop(dtype: np.dtype, batch: int, hidden: int) -> bool:
+    """Whether a forward call of these sizes runs as the compiled loop (``MAX_LOOP_BATCH``)."""
+    return dtype == np.float32 and batch <= next(b for h, b in MAX_LOOP_BATCH if hidden >= h)
 
 
 def _kernels(**cells):
@@ -281,7 +301,7 @@ def lstm_seq(ins, outs, attrs):
     xw, r, h0, c0 = ins
     y, c, gates = outs
     reverse = bool(attrs.get("reverse", False))
-    if xw.dtype == np.float32 and xw.shape[1] <= MAX_LOOP_BATCH:
+    if _runs_as_loop(xw.dtype, xw.shape[1], h0.shape[1]):
         _lstm_seq32(xw, r, h0, c0, y, c, gates, np.empty(xw.shape[1:], xw.dtype), reverse)
         return
     # one transposing copy a call: OpenBLAS's small-M GEMM by a transposed operand took ~1.35x
@@ -308,7 +328,7 @@ def gru_seq(ins, outs, attrs):
     # m is read only without linear_before_reset, but zeros: the update cell's select may
     # load it either way, and garbage bits that are subnormals slow the arithmetic
     m = np.zeros(y.shape[1:], y.dtype)
-    if y.dtype == np.float32 and y.shape[1] <= MAX_LOOP_BATCH:
+    if _runs_as_loop(y.dtype, y.shape[1], h):
         hr = np.empty((y.shape[1], (3 if lbr else 2) * h), y.dtype)
         _gru_seq32(xw, rw, rb, h0, y, gates, q, hr, m, reverse, lbr)
         return
