@@ -7,23 +7,17 @@ of hidden 4 keep a run to a second.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
+import _bench_scripts
 import pytest
 
 recurrent = pytest.importorskip("singa_cpu.kernels.recurrent")
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "recurrent_loop.py"
-
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("recurrent_loop_bench", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return _bench_scripts.load("recurrent_loop")
 
 
 @pytest.mark.parametrize("cell, loop_fn", [("lstm", "_lstm_seq32"), ("gru", "_gru_seq32"),

@@ -7,21 +7,15 @@ by running the benchmark (``--models cnn --reps 1 --steps 3 --json out.json``).
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
-from pathlib import Path
 
+import _bench_scripts
 import pytest
-
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "train_step.py"
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("train_step_bench", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return _bench_scripts.load("train_step")
 
 
 def test_batch_takes_one_number_for_all_or_model_pairs(bench):

@@ -9,24 +9,18 @@ recurrent``); here a tiny GRU stands in so that one row takes seconds.
 from __future__ import annotations
 
 import argparse
-import importlib.util
-from pathlib import Path
 
+import _bench_scripts
 import numpy as np
 import onnxruntime as ort
 import pytest
 
 torch = pytest.importorskip("torch")
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "real_models.py"
-
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("real_models_bench", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return _bench_scripts.load("real_models")
 
 
 class TinyGRU(torch.nn.Module):
