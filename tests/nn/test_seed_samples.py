@@ -79,6 +79,10 @@ def test_operation_only_mlp():
 # ---------------------------------------------------------------- autograd doc: operations + layers
 def test_operation_and_layer_cnn():
     dev = device.create_cpu_device()
+    # a fixed initialisation (the layers draw from this device's generator): from 7 of 240
+    # random ones (seeds 60-299 measured) the sample as written diverges in its first epoch
+    # (loss ~2 -> 20-40: lr 0.01 into a Linear of 25088 inputs), which a CI run once hit
+    dev.SetRandSeed(0)
     batch_sz, n = 8, 24
     x_train, y_train = _digits_28(n)
 
