@@ -171,6 +171,9 @@ class CNN(model.Model):
 
 
 def test_model_api_cnn():
+    # a fixed initialisation: from 1 of 400 random ones (seeds 0-399 measured: 198) the loss
+    # falls by less than checked below
+    device.get_default_device().SetRandSeed(0)
     use_graph, sequential = True, False
     batch_size, IMG_SIZE, num_classes = 16, 28, 10
     images, labels = _digits_28(48)
