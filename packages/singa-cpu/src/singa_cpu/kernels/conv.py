@@ -369,6 +369,21 @@ def _lean_forward(ws, x, w, b, y, g, relu, pooled):
     return run
 
 
+def _forward_path(g) -> str:
+    """The forward's path for geometry ``g`` (module docstring), in the order the general
+    kernel tries them: "winograd", "grouped", "pointwise", "direct" (few taps and outputs,
+    :mod:`.depthwise`) or "im2col". A bound kernel takes the same path, so the same bits."""
+    if winograd.eligible(g):
+        return "winograd"
+    if grouped.eligible(g):
+        return "grouped"
+    if _is_pointwise(g):
+        return "pointwise"
+    if depthwise.eligible_dense(g):
+        return "direct"
+    return "im2col"
+
+
 def _bind_forward(ws, ins, outs, attrs, relu, pooled):
     """The forward bound to exactly these arrays (see ``bind`` in docs/plugin-authoring.md):
     a 1x1 layer's (:func:`_pointwise_forward`, unpooled), a few-tap layer's
@@ -382,11 +397,11 @@ def _bind_forward(ws, ins, outs, attrs, relu, pooled):
             or not all(a.flags.c_contiguous for a in (*ins, *outs))):
         return None
     g = conv2d_geometry("Conv2d", x.shape, w.shape, attrs)
-    if _is_pointwise(g) and pooled is None:
+    path = _forward_path(g)
+    if path == "pointwise" and pooled is None:
         run = _pointwise_forward(x, w, b, y, g, relu)
         return lambda _ins, _outs, _attrs: run()
-    if (depthwise.eligible_dense(g) and not winograd.eligible(g) and not grouped.eligible(g)
-            and not _is_pointwise(g)):  # the general kernel's order of paths
+    if path == "direct":
         run = depthwise.prepared(x, w, b, y, g, relu)
         if pooled is None:
             return lambda _ins, _outs, _attrs: run()
@@ -397,7 +412,7 @@ def _bind_forward(ws, ins, outs, attrs, relu, pooled):
             pooling([y], [pooled], second)
 
         return run_pooled
-    if winograd.eligible(g) or _is_pointwise(g) or not _lean(g, x.itemsize):
+    if path != "im2col" or not _lean(g, x.itemsize):
         return None
     if pooled is not None and not pool.is_2x2_max(
             pool2d_geometry("Pooling2d", y.shape, attrs.get("second", EMPTY))):
@@ -423,15 +438,16 @@ def kernels(device) -> dict:
         g = conv2d_geometry("Conv2d", x.shape, w.shape, attrs)
         w2 = w.reshape(g.o, -1)
         pool_attrs = attrs.get("second", EMPTY)
-        if winograd.eligible(g):
+        path = _forward_path(g)
+        if path == "winograd":
             winograd.conv3x3(ws, x, w, b, y, (g.pt, g.pb, g.pl, g.pr), _pad_into)
-        elif grouped.eligible(g):
+        elif path == "grouped":
             grouped.forward(x, w, b, y, g, relu)
             relu = False
-        elif _is_pointwise(g):
+        elif path == "pointwise":
             _pointwise_forward(x, w, b, y, g, relu)()
             relu = False
-        elif depthwise.eligible_dense(g):
+        elif path == "direct":
             depthwise.forward(x, w, b, y, g, relu)
             relu = False
         else:  # im2col: what the chunks can do, they do in cache
