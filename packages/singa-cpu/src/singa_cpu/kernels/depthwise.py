@@ -259,18 +259,22 @@ def forward(x, w, b, y, g, relu: bool) -> None:
 def prepared(x, w, b, y, g, relu: bool):
     """:func:`forward` on exactly these arrays as a function of no arguments, the loop and
     its arguments resolved here (a graph's bound kernel builds it once per plan)."""
-    return conv(x, w, b, y, (g.sh, g.sw), (g.dh, g.dw), (g.pt, g.pl), relu, block(g),
-                run=False)
+    return planned(x, w, b, y, (g.sh, g.sw), (g.dh, g.dw), (g.pt, g.pl), relu, block(g))
 
 
-def conv(x, w, b, y, stride, dilation, pads, relu: bool, ob: int = 1, run: bool = True):
+def conv(x, w, b, y, stride, dilation, pads, relu: bool, ob: int = 1) -> None:
+    """y = conv(x, w) (+ b): :func:`planned`'s call, run once."""
+    planned(x, w, b, y, stride, dilation, pads, relu, ob)()
+
+
+def planned(x, w, b, y, stride, dilation, pads, relu: bool, ob: int = 1):
     """y = conv(x, w) (+ b) of ``w``'s shape (O, C/group, kh, kw) over x's C channels (output
-    channel o reads the group of input channels o // (O/group)), with ``relu`` max(y, 0);
-    ``pads`` the (top, left) padding, negative to crop; ``ob`` output channels of a group at
-    a time (a divisor of O/group). The blocks of output planes are split across the cores
-    when the call has at least :data:`_threads.PARALLEL_MIN_MACS` multiply-adds (the split
-    does not change the bits: each block is computed alone). ``run`` False: the call as a
-    function of no arguments instead."""
+    channel o reads the group of input channels o // (O/group)), with ``relu`` max(y, 0), as
+    a function of no arguments; ``pads`` the (top, left) padding, negative to crop; ``ob``
+    output channels of a group at a time (a divisor of O/group). The blocks of output planes
+    are split across the cores when the call has at least
+    :data:`_threads.PARALLEL_MIN_MACS` multiply-adds (the split does not change the bits:
+    each block is computed alone)."""
     has_bias = b is not None
     bias = b if has_bias else np.zeros(1, x.dtype)
     n, o, ho, wo = y.shape
@@ -280,11 +284,4 @@ def conv(x, w, b, y, stride, dilation, pads, relu: bool, ob: int = 1, run: bool 
     args = (x, w, bias, y, has_bias, relu, og, stride[0], *dilation, *pads)
     items = n * o // ob
     parallel = n * o * ho * wo * cg * kh * kw >= _threads.PARALLEL_MIN_MACS
-
-    def call():
-        run_ranges(lambda lo, hi: loop(*args, lo, hi), items, parallel=parallel)
-
-    if run:
-        call()
-        return None
-    return call
+    return lambda: run_ranges(lambda lo, hi: loop(*args, lo, hi), items, parallel=parallel)
