@@ -17,6 +17,11 @@ def _axes(x, attrs):
     return tuple(range(x.ndim)) if axes is None else tuple(axes)
 
 
+def _normalized_axes(x, attrs) -> tuple:
+    """:func:`_axes` with negative axes counted from the end (none for a 0-d x)."""
+    return tuple(a % x.ndim for a in _axes(x, attrs)) if x.ndim else ()
+
+
 def _reducer(fn):
     def kernel(ins, outs, attrs):
         x = ins[0]
@@ -27,7 +32,7 @@ def _reducer(fn):
 
 def _sum(ins, outs, attrs):
     x, out = ins[0], outs[0]
-    axes = tuple(a % x.ndim for a in _axes(x, attrs)) if x.ndim else ()
+    axes = _normalized_axes(x, attrs)
     keep = attrs.get("keepdims", False)
     if x.dtype == np.float16:  # accumulate in float32 like the GPU libraries do
         out[...] = np.sum(x, axis=axes, keepdims=keep, dtype=np.float32)
@@ -71,15 +76,13 @@ def _outer_kernel(x, out, shape, mean: bool):
     per row: 1152 x 7x7 floats 35 us, 32 x 112x112 71 us; a BLAS product with ones 5.8 and
     ~20 us, these row sums 3.7 and ~10; one AMD Zen 4 core), then the leading axes summed."""
     lead, mid, tail = shape
-    x2 = x.reshape(lead * mid, tail)
+    x2, out1 = x.reshape(lead * mid, tail), out.reshape(mid)
     sums = _row_sums.serial()
     if lead == 1:  # the mean's division in the same pass
-        out1 = out.reshape(mid)
         count = x.dtype.type(tail if mean else 0)
         return lambda: sums(x2, out1, count)
     rows = np.empty(lead * mid, x.dtype)
     zero, count = x.dtype.type(0), x.dtype.type(x.size // mid)
-    out1 = out.reshape(mid)
 
     def run():
         sums(x2, rows, zero)
@@ -103,7 +106,7 @@ def _mean(ins, outs, attrs):
     """mean = sum / count; over leading and trailing axes (global average pooling, (N, C, H,
     W) over (2, 3), a squeeze-excitation block's squeeze) by :func:`_outer_kernel`."""
     x, out = ins[0], outs[0]
-    axes = tuple(a % x.ndim for a in _axes(x, attrs)) if x.ndim else ()
+    axes = _normalized_axes(x, attrs)
     if x.dtype != np.float16 and out.size and _sum_outer(x, axes, out, mean=True):
         return
     out[...] = np.mean(x, axis=axes, keepdims=attrs.get("keepdims", False),
@@ -115,8 +118,8 @@ def _bind_outer(mean: bool):
         """On a replay's arrays, the reduction over leading and trailing axes with its views
         and loop resolved once (see ``bind`` in docs/plugin-authoring.md); None otherwise."""
         x, out = ins[0], outs[0]
-        axes = tuple(a % x.ndim for a in _axes(x, attrs)) if x.ndim else ()
-        shape = _outer(x, axes, out) if out.size and x.dtype != np.float16 else None
+        axes = _normalized_axes(x, attrs)
+        shape = _outer(x, axes, out)  # None for float16 and empty arrays too
         if shape is None:
             return None
         run = _outer_kernel(x, out, shape, mean)
