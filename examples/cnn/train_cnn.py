@@ -23,9 +23,9 @@ after every epoch, with the optimizer's state and the epoch), ``<model>_<data>_c
 ``--resume`` continues from a checkpoint's epoch with its weights and optimizer state; each
 epoch's shuffle and device randomness are seeded by ``(--seed, epoch)``, so a run resumed after
 epoch k ends bit for bit where the uninterrupted run ends, eager (``-g``) or graph mode, as
-far as the kernels are deterministic: on the CPU with one BLAS thread
-(``OPENBLAS_NUM_THREADS=1``); with more, the convolution's weight gradient adds per-thread
-partial sums in the order the threads finish, and runs differ in the last bits.
+far as the kernels are deterministic: the CPU's are for a given number of threads (another
+thread count groups the convolution's weight-gradient partial sums differently, and its runs
+differ in the last bits).
 ``--trace`` writes the Chrome/Perfetto trace of the graph-mode training steps (per-op times);
 ``--tensorboard`` logs loss, accuracy and learning rate per step and per epoch (needs
 tensorboardX: ``pip install ".[examples]"`` in the singa checkout).

@@ -127,11 +127,11 @@ def _final_state(result):
 
 @pytest.mark.parametrize("mode", [["-g"], []], ids=["eager", "graph"])
 def test_resume_continues_bit_for_bit(train_cnn, tmp_path, mode):
-    # One BLAS thread: with more, singa-cpu's convolution weight gradient adds per-thread
-    # partial sums in the order the threads finish, so even two uninterrupted runs differ
-    # in the last bits (the CPU backend follows numpy's BLAS thread count).
+    # Two threads (the CPU backend follows numpy's BLAS thread count): the chunks of the
+    # convolution's weight gradient run on both, and its partial sums must still add up the
+    # same way in every run (they once were added in the order the threads finished).
     threadpoolctl = pytest.importorskip("threadpoolctl")
-    with threadpoolctl.threadpool_limits(1, user_api="blas"):
+    with threadpoolctl.threadpool_limits(2, user_api="blas"):
         whole = train_cnn.main(SMALL + mode + ["-m", "2", "-o", str(tmp_path / "whole")])
         part = tmp_path / "part"
         train_cnn.main(SMALL + mode + ["-m", "1", "-o", str(part)])

@@ -336,36 +336,53 @@ def split_flat(kernel, min_items, whole=()):
 
 
 class ThreadSums:
-    """Per-thread partial sums of a reduction over :func:`run_chunks` chunks (a weight
-    gradient summed over batch chunks). The calling thread accumulates into ``out`` itself,
-    every other thread into its own ``make()`` buffer; :meth:`finish` adds them into ``out``.
+    """Partial sums of a reduction over chunks (a weight gradient summed over batch chunks),
+    with bits that do not depend on which thread ran which chunk or when it finished.
+
+    :meth:`run` cuts the chunks into one contiguous group per thread (the group count is fixed
+    by the thread count, not by timing), runs the groups with :func:`run_chunks` and the chunks
+    of a group in order: group 0 accumulates into ``out``, group g > 0 into ``make(g)`` (a
+    buffer of its own; g is in the key so that a thread running two groups keeps them apart).
+    :meth:`finish` adds groups 1, 2, ... into ``out`` in that order. So the sum is the same on
+    every run with the same thread count; a different thread count groups differently and may
+    differ in the last bits.
 
     Each chunk calls :meth:`target` for the array it writes its contribution into, then adds
-    it to the returned accumulator unless that is None (a thread's first chunk writes its
+    it to the returned accumulator unless that is None (a group's first chunk writes its
     accumulator directly)."""
 
     def __init__(self, out, make):
         self.out, self.make = out, make
-        self.caller = threading.get_ident()
-        self.partial = {}  # thread id -> accumulator
+        self.partial = {}  # group -> accumulator
+        self._current = threading.local()  # (group, whether its accumulator is written yet)
+
+    def run(self, chunk, spans, threads: int | None = None):
+        """``chunk(span)`` for every span, grouped as described above."""
+        spans = list(spans)
+        groups = split_spans(len(spans), num_threads() if threads is None else threads)
+
+        def group(g):
+            lo, count = groups[g]
+            self._current.group, self._current.started = g, False
+            for span in spans[lo:lo + count]:
+                chunk(span)
+
+        run_chunks(group, range(len(groups)), len(groups))
 
     def target(self, scratch):
         """(array to write into, accumulator to add it to or None); ``scratch()`` makes the
-        array for a thread's later chunks."""
-        tid = threading.get_ident()
-        acc = self.partial.get(tid)
-        if acc is None:
-            acc = self.partial[tid] = self.out if tid == self.caller else self.make()
+        array for a group's later chunks."""
+        g = self._current.group
+        if not self._current.started:
+            self._current.started = True
+            acc = self.partial[g] = self.out if g == 0 else self.make(g)
             return acc, None
-        return scratch(), acc
+        return scratch(), self.partial[g]
 
     def finish(self):
-        """``out`` = the sum of every thread's partial sum."""
-        others = [acc for tid, acc in self.partial.items() if tid != self.caller]
-        if self.caller not in self.partial:  # the other threads took every chunk
-            self.out[...] = others.pop()
-        for acc in others:
-            self.out += acc
+        """``out`` = the sum of every group's partial sum, added in group order."""
+        for g in range(1, len(self.partial)):
+            self.out += self.partial[g]
         return self.out
 
 

@@ -30,7 +30,8 @@ Chunks bound the column buffer (``COL_BYTES``, about the L2 size) so that it is 
 when the GEMM reads it; the workspace (per device and thread, reused across calls) stays small.
 Groups use row blocks of the same column buffer. Chunks run in parallel on the cores
 (:func:`._threads.run_chunks`, single-threaded BLAS per chunk); the weight gradient sums one
-partial dW per thread.
+partial dW per fixed group of chunks (:class:`._threads.ThreadSums`), so its bits do not depend
+on which thread ran which chunk.
 """
 
 from __future__ import annotations
@@ -644,7 +645,7 @@ def kernels(device) -> dict:
         # weights are big: batch 8, 256 -> 512 on 2x2 0.16 -> 0.31 ms, 320 -> 1280 on 7x7
         # 3.6 -> 4.6 ms)
         in_place = pointwise and per_image
-        sums = ThreadSums(dw2, lambda: ws.get("dw_acc", dw2.shape, x.dtype))
+        sums = ThreadSums(dw2, lambda g: ws.get(f"dw_acc{g}", dw2.shape, x.dtype))
 
         def chunk(span):
             n0, m = span
@@ -668,7 +669,7 @@ def kernels(device) -> dict:
             if acc is not None:
                 acc += target
 
-        run_chunks(chunk, _spans(g, x.itemsize))
+        sums.run(chunk, _spans(g, x.itemsize))
         sums.finish()
 
     return {

@@ -488,8 +488,9 @@ def conv3x3_backward_x(ws, dy, w, dx, pads, pad_into):
 
 def conv3x3_backward_w(ws, dy, x, dw, pads, pad_into):
     """dW of a 3x3 stride-1 convolution: dW = G^T [sum_t (A dY_t A^T) * (B^T d_t B)] G, i.e.
-    GEMMs ``dU[k] = Z[k] @ V[k].T`` whose inner dimension is the number of tiles. Each
-    thread sums the chunks it ran into its own dU; those partial sums are added at the end."""
+    GEMMs ``dU[k] = Z[k] @ V[k].T`` whose inner dimension is the number of tiles. The chunks
+    of images are summed in a fixed group per thread (:class:`._threads.ThreadSums`), each into
+    its own dU; those partial sums are added in group order at the end."""
     n, c = x.shape[:2]
     o, ho, wo = dy.shape[1:]
     m = _tile(ho, wo)
@@ -516,8 +517,8 @@ def conv3x3_backward_w(ws, dy, x, dw, pads, pad_into):
                                             out=du[lo:hi]), k, threads=t)
         _weight_grad_transform(du, dw)
         return
-    sums = ThreadSums(ws.get("wino_du", (k, o, c), x.dtype),  # each thread's own buffer
-                      lambda: ws.get("wino_du", (k, o, c), x.dtype))
+    sums = ThreadSums(ws.get("wino_du", (k, o, c), x.dtype),  # a buffer per group
+                      lambda g: ws.get(f"wino_du{g}", (k, o, c), x.dtype))
 
     def chunk(span):
         n0, m_ = span
@@ -532,5 +533,5 @@ def conv3x3_backward_w(ws, dy, x, dw, pads, pad_into):
         if acc is not None:
             acc += target
 
-    run_chunks(chunk, _spans(n, k * max(c, o) * th * tw * x.itemsize, th * tw))
+    sums.run(chunk, _spans(n, k * max(c, o) * th * tw * x.itemsize, th * tw))
     _weight_grad_transform(sums.finish(), dw)
