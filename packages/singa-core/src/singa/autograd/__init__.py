@@ -10,6 +10,8 @@ from __future__ import annotations
 from ..errors import ShapeError
 from ..ops._elementwise import BINARY as _BINARY
 from ..ops._elementwise import UNARY as _UNARY
+from ..ops._rearrangements import REARRANGEMENTS as _REARRANGEMENTS
+from ..ops._rearrangements import compile_def as _compile_def
 from ..ops._reductions import REDUCTIONS as _REDUCTIONS
 from . import _engine
 from ._elementwise import (
@@ -54,6 +56,7 @@ from ._nn import (
     _Pooling2d,
 )
 from ._onnx_extra import ArgMax, ConvTranspose2d, argmax, conv_transpose2d
+from ._rearrangements import OPERATORS as _REARRANGEMENT_OPERATORS
 from ._recurrent import GRUSeq, LSTMSeq, has_seq_kernel  # noqa: F401  (public: singa-onnx uses them)
 from ._reductions import OPERATORS as _REDUCTION_OPERATORS
 from ._shape import (
@@ -61,10 +64,8 @@ from ._shape import (
     Concat,
     ConstantOfShape,
     CosSim,
-    DepthToSpace,
     Embedding,
     Expand,
-    Flatten,
     Gather,
     Gemm,
     GlobalAveragePool,
@@ -73,17 +74,12 @@ from ._shape import (
     NonZero,
     OneHot,
     Pad,
-    Reshape,
     ScatterElements,
     Shape,
     Slice,
     SoftMax,
-    SpaceToDepth,
     Split,
-    Squeeze,
     Tile,
-    Transpose,
-    Unsqueeze,
     UpSample,
     Where,
 )
@@ -95,6 +91,7 @@ _engine.register_training_switch(lambda: training)
 
 globals().update(_OPERATORS)
 globals().update(_REDUCTION_OPERATORS)
+globals().update(_REARRANGEMENT_OPERATORS)
 
 
 def _unary_function(cls, doc):
@@ -121,9 +118,19 @@ def _reduction_function(cls, doc):
     return function
 
 
-# relu, sigmoid, ..., _not; add, sub, ..., _xor; reduce_sum, ..., reduce_min: SINGA's
-# functional form of each Operator that the elementwise and reduction tables declare, named by
-# the record
+def _rearrangement_function(cls, decl):
+    # SINGA's signature, the constructor's arguments passed on by position
+    params = decl.function_params
+    function = _compile_def(decl.autograd, ("x",), params,
+                            f"return _cls({', '.join(p.name for p in params)})(x)[0]",
+                            {"_cls": cls}, __name__)
+    function.__doc__ = decl.doc("autograd", kind="Tensor")
+    return function
+
+
+# relu, sigmoid, ..., _not; add, sub, ..., _xor; reduce_sum, ..., reduce_min; reshape, ...,
+# space_to_depth: SINGA's functional form of each Operator that the elementwise, reduction and
+# rearrangement tables declare, named by the record
 _FUNCTIONS = {
     **{decl.autograd: _unary_function(_OPERATORS[decl.operator or decl.op],
                                       decl.doc("autograd", kind="Tensor"))
@@ -134,6 +141,8 @@ _FUNCTIONS = {
     **{decl.autograd: _reduction_function(_REDUCTION_OPERATORS[decl.operator],
                                           decl.doc("autograd", kind="Tensor"))
        for decl in _REDUCTIONS.values() if decl.operator and decl.autograd},
+    **{decl.autograd: _rearrangement_function(_REARRANGEMENT_OPERATORS[decl.op], decl)
+       for decl in _REARRANGEMENTS.values()},
 }
 for _name, _function in _FUNCTIONS.items():
     _function.__name__ = _function.__qualname__ = _name
@@ -495,94 +504,9 @@ def shape(x):
     return _first(Shape(), x)
 
 
-def reshape(x, shape):
-    """ONNX Reshape (:class:`Reshape`): a 0 copies x's dimension, a -1 is inferred.
-
-    Parameters
-    ----------
-    x : Tensor
-        Any shape and dtype.
-    shape : sequence of int
-        The new shape, with as many cells as x.
-
-    Returns
-    -------
-    Tensor
-        y, of the new shape, x's dtype.
-    """
-    return _first(Reshape(shape), x)
 
 
-def flatten(x, axis=1):
-    """Reshape to 2-D (prod(x.shape[:axis]), prod(x.shape[axis:])) (:class:`Flatten`).
 
-    Parameters
-    ----------
-    x : Tensor
-        Any shape and dtype.
-    axis : int, default 1
-        Where the second dimension starts.
-
-    Returns
-    -------
-    Tensor
-        y, 2-D, x's dtype.
-    """
-    return _first(Flatten(axis), x)
-
-
-def unsqueeze(x, axis=-1):
-    """Insert size-1 axes (:class:`Unsqueeze`).
-
-    Parameters
-    ----------
-    x : Tensor
-        Any shape and dtype.
-    axis : int or sequence of int, default -1
-        Positions of the new axes in the output.
-
-    Returns
-    -------
-    Tensor
-        y, x.ndim + len(axis) dimensions.
-    """
-    return _first(Unsqueeze(axis), x)
-
-
-def squeeze(x, axis=()):
-    """Remove size-1 axes (:class:`Squeeze`).
-
-    Parameters
-    ----------
-    x : Tensor
-        Any shape and dtype.
-    axis : int or sequence of int, default ()
-        Axes to remove (each of size 1); empty: every size-1 axis.
-
-    Returns
-    -------
-    Tensor
-        y, x's dtype.
-    """
-    return _first(Squeeze(axis), x)
-
-
-def transpose(x, shape=None):
-    """Permute the axes of x (:class:`Transpose`); dx = dy permuted back.
-
-    Parameters
-    ----------
-    x : Tensor
-        Any shape and dtype.
-    shape : sequence of int, optional
-        The permutation (y.shape[i] = x.shape[shape[i]]); None reverses the axes.
-
-    Returns
-    -------
-    Tensor
-        y, the permuted shape.
-    """
-    return _first(Transpose(shape), x)
 
 
 def cat(xs, axis=0):
@@ -753,45 +677,6 @@ def upsample(x, mode, scales):
     return _first(UpSample(mode, scales), x)
 
 
-def depth_to_space(x, blocksize, mode="DCR"):
-    """(N, C, H, W) -> (N, C / b^2, H b, W b) (:class:`DepthToSpace`).
-
-    Parameters
-    ----------
-    x : Tensor
-        Shape (N, C, H, W), C divisible by b^2.
-    blocksize : int
-        b.
-    mode : str, default "DCR"
-        "DCR" (depth-column-row) or "CRD" (column-row-depth).
-
-    Returns
-    -------
-    Tensor
-        y, x's dtype.
-    """
-    return _first(DepthToSpace(blocksize, mode), x)
-
-
-def space_to_depth(x, blocksize, mode="DCR"):
-    """(N, C, H, W) -> (N, C b^2, H / b, W / b), the inverse of depth_to_space
-    (:class:`SpaceToDepth`).
-
-    Parameters
-    ----------
-    x : Tensor
-        Shape (N, C, H, W), H and W divisible by b.
-    blocksize : int
-        b.
-    mode : str, default "DCR"
-        "DCR" or "CRD".
-
-    Returns
-    -------
-    Tensor
-        y, x's dtype.
-    """
-    return _first(SpaceToDepth(blocksize, mode), x)
 
 
 def where(x, y, condition):

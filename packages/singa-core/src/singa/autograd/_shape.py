@@ -1,9 +1,9 @@
 """Products, global average pooling, and shape/indexing operators (the axis reductions are
-built from their records in :mod:`._reductions`)."""
+built from their records in :mod:`._reductions`, the rearrangements, Reshape to SpaceToDepth,
+in :mod:`._rearrangements`)."""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -14,7 +14,7 @@ from .._ctensor import CTensor
 from .._shapes import as_int, check_shape
 from ..errors import DtypeMismatchError, ShapeError
 from ..ops import OPS, run
-from ..ops._rules import broadcast_shapes, check_axis, normalize_axes
+from ..ops._rules import broadcast_shapes, check_axis
 from ._elementwise import _zeros_like
 from ._engine import Operator, back_broadcast, is_training
 from ._reductions import OPERATORS as _REDUCTIONS
@@ -215,118 +215,7 @@ class GlobalAveragePool(Operator):
         return self.inner.backward(dy)
 
 
-# ---------------------------------------------------------------- pure shape
-
-
-class _View(Operator):
-    """Ops whose backward reshapes dy back to x's shape."""
-
-    def backward(self, dy):
-        return _math.reshape(dy, self.x_shape)
-
-
-class Reshape(_View):
-    """ONNX Reshape: 0 copies the input dimension, -1 is inferred."""
-
-    def __init__(self, shape):
-        super().__init__()
-        self.shape = list(shape) if not isinstance(shape, (int, np.integer)) else [shape]
-        for i, d in enumerate(self.shape):
-            as_int(d, f"Reshape: dimension {i} of shape {self.shape}")
-
-    def forward(self, x):
-        """y = x reshaped (0 copies x's dimension, -1 is inferred); dx reshapes back."""
-        self.x_shape = x.dims
-        if any(d == 0 for d in self.shape[len(x.dims):]):
-            raise ShapeError(f"Reshape: shape {self.shape} has a 0 at a position the input "
-                             f"{x.dims} does not have (0 copies the input's dimension there)")
-        shape = [x.dims[i] if d == 0 else int(d) for i, d in enumerate(self.shape)]
-        return _math.reshape(x, shape)
-
-
-class Flatten(_View):
-    """Reshape to 2-D: (prod(shape[:axis]), prod(shape[axis:]))."""
-
-    def __init__(self, axis=1):
-        super().__init__()
-        self.axis = as_int(axis, "Flatten: axis")
-
-    def forward(self, x):
-        """y = x reshaped to (prod(shape[:axis]), prod(shape[axis:]))."""
-        self.x_shape = x.dims
-        nd = len(x.dims)
-        ax = self.axis + nd if self.axis < 0 else self.axis
-        if not 0 <= ax <= nd:
-            raise ShapeError(f"Flatten: axis {self.axis} out of range for {x.dims}")
-        return _math.reshape(x, (math.prod(x.dims[:ax]), math.prod(x.dims[ax:])))
-
-
-class Unsqueeze(_View):
-    """Insert size-1 axes at ``axis`` (positions in the output)."""
-
-    def __init__(self, axis):
-        super().__init__()
-        axes = [axis] if not isinstance(axis, (list, tuple, range)) else list(axis)
-        self.axis = [as_int(a, "Unsqueeze: axis") for a in axes]
-
-    def forward(self, x):
-        """y = x with size-1 axes inserted at ``axis``."""
-        self.x_shape = x.dims
-        nd = len(x.dims) + len(self.axis)
-        if any(not -nd <= a < nd for a in self.axis):
-            raise ShapeError(f"Unsqueeze: axes {self.axis} must lie in [-{nd}, {nd}) for a "
-                             f"{len(x.dims)}-D input with {len(self.axis)} new axes")
-        axes = sorted(a + nd if a < 0 else a for a in self.axis)
-        if len(set(axes)) != len(axes):
-            raise ShapeError(f"Unsqueeze: axes {self.axis} name one position twice")
-        shape = list(x.dims)
-        for a in axes:
-            shape.insert(a, 1)
-        return _math.reshape(x, shape)
-
-
-class Squeeze(_View):
-    """Remove size-1 axes (all of them when ``axis`` is empty)."""
-
-    def __init__(self, axis=()):
-        super().__init__()
-        axes = [axis] if not isinstance(axis, (list, tuple, range)) and axis is not None \
-            else list(axis or [])
-        self.axis = [as_int(a, "Squeeze: axis") for a in axes]
-
-    def forward(self, x):
-        """y = x without the size-1 axes ``axis`` (all size-1 axes when empty)."""
-        self.x_shape = x.dims
-        if self.axis:
-            if not x.dims:  # normalize_axes lets axis 0 through for a 0-d tensor
-                raise ShapeError(f"Squeeze: a 0-d tensor has no axis {self.axis}; "
-                                 "squeeze it without axes (or not at all)")
-            axes = normalize_axes("Squeeze", self.axis, len(x.dims))
-            for a in axes:
-                if x.dims[a] != 1:
-                    raise ShapeError(f"Squeeze: axis {a} of {x.dims} is not 1")
-        else:
-            axes = tuple(i for i, d in enumerate(x.dims) if d == 1)
-        return _math.reshape(x, [d for i, d in enumerate(x.dims) if i not in axes])
-
-
-class Transpose(Operator):
-    """Permute axes (a strided view); dx = dy permuted back."""
-
-    def __init__(self, perm=None):
-        super().__init__()
-        self.perm = None if perm is None else [as_int(a, "Transpose: axis") for a in perm]
-
-    def forward(self, x):
-        """y = x with its axes permuted by ``perm`` (a strided view)."""
-        perm = self.perm if self.perm is not None else list(range(len(x.dims)))[::-1]
-        y = _math.transpose(x, perm)  # validates perm (a permutation of x's axes)
-        self.inv = list(np.argsort([a % len(x.dims) for a in perm])) if x.dims else []
-        return y
-
-    def backward(self, dy):
-        """dx = dy permuted by the inverse permutation."""
-        return _math.transpose(dy, self.inv)
+# ---------------------------------------------------------------- joining and cutting
 
 
 class Concat(Operator):
@@ -603,58 +492,6 @@ class UpSample(Operator):
         """dx = dy summed over each block of repeated cells."""
         return run(OPS["UpsampleNearestBackward"], [dy],
                    {"scales": self.scales, "x_shape": self.x_shape})[0]
-
-
-class _Rearrange(Operator):
-    """reshape -> transpose -> reshape, with the inverse as backward."""
-
-    def _plan(self, x_shape):
-        raise NotImplementedError
-
-    def forward(self, x):
-        mid, perm, out = self._plan(x.dims)
-        self.x_shape, self.mid, self.perm = x.dims, mid, perm
-        return _math.reshape(_math.transpose(_math.reshape(x, mid), perm), out)
-
-    def backward(self, dy):
-        inv = list(np.argsort(self.perm))
-        mid_t = [self.mid[p] for p in self.perm]
-        return _math.reshape(_math.transpose(_math.reshape(dy, mid_t), inv), self.x_shape)
-
-
-class DepthToSpace(_Rearrange):
-    """(N, C, H, W) -> (N, C/b^2, H b, W b); modes DCR (depth-column-row) and CRD."""
-
-    def __init__(self, blocksize, mode="DCR"):
-        super().__init__()
-        self.b, self.mode = int(blocksize), mode.upper()
-
-    def _plan(self, s):
-        n, c, h, w = s
-        b = self.b
-        if c % (b * b):
-            raise ShapeError(f"DepthToSpace: channels {c} not divisible by blocksize^2 {b * b}")
-        if self.mode == "DCR":
-            return (n, b, b, c // (b * b), h, w), (0, 3, 4, 1, 5, 2), (n, c // (b * b), h * b,
-                                                                       w * b)
-        return (n, c // (b * b), b, b, h, w), (0, 1, 4, 2, 5, 3), (n, c // (b * b), h * b, w * b)
-
-
-class SpaceToDepth(_Rearrange):
-    """(N, C, H, W) -> (N, C b^2, H/b, W/b), the inverse of DepthToSpace (same mode)."""
-
-    def __init__(self, blocksize, mode="DCR"):
-        super().__init__()
-        self.b, self.mode = int(blocksize), mode.upper()
-
-    def _plan(self, s):
-        n, c, h, w = s
-        b = self.b
-        if h % b or w % b:
-            raise ShapeError(f"SpaceToDepth: H {h} and W {w} must be divisible by {b}")
-        mid = (n, c, h // b, b, w // b, b)
-        perm = (0, 3, 5, 1, 2, 4) if self.mode == "DCR" else (0, 1, 3, 5, 2, 4)
-        return mid, perm, (n, c * b * b, h // b, w // b)
 
 
 class Where(Operator):

@@ -6,7 +6,9 @@ codes and the rest of the backend contract are in ``docs/plugin-authoring.md``, 
 import these names from the public module :mod:`singa.backend`.
 
 ``UNARY`` and ``BINARY`` map the elementwise ops' keys to their records (:class:`Unary`,
-:class:`Binary`), ``REDUCTIONS`` the axis reductions' keys to theirs (:class:`Reduction`): one
+:class:`Binary`), ``REDUCTIONS`` the axis reductions' keys to theirs (:class:`Reduction`),
+``REARRANGEMENTS`` the Operator names of the ops that only move cells (Reshape, Transpose, ...)
+to theirs (:class:`Rearrangement`, with no op-table entry: they run views and copies): one
 declaration per op, from which core builds the functional, ``tensor`` and ``autograd`` wrappers
 and extensions build theirs (singa-onnx its import handlers and exporters, from each record's
 :class:`Onnx`).
@@ -19,9 +21,11 @@ from . import (
 )
 from ._elementwise import BINARY, UNARY, Binary, Onnx, Unary
 from ._fusion import FUSIONS, ChainStep, ElementwiseChain, FusionDef, node_op
+from ._rearrangements import REARRANGEMENTS, Rearrangement
 from ._reductions import REDUCTIONS, Reduction
 from ._registry import EMPTY, OPS, Kernel, KernelCall, OpDef, as_kernel, defop, kernel_attrs, run
 
 __all__ = ["EMPTY", "FUSIONS", "OPS", "ChainStep", "ElementwiseChain", "FusionDef", "node_op",
            "Kernel", "KernelCall", "OpDef", "as_kernel", "defop", "kernel_attrs", "run",
-           "UNARY", "BINARY", "Unary", "Binary", "Onnx", "REDUCTIONS", "Reduction"]
+           "UNARY", "BINARY", "Unary", "Binary", "Onnx", "REDUCTIONS", "Reduction",
+           "REARRANGEMENTS", "Rearrangement"]
