@@ -3,8 +3,9 @@
 The graph is recovered from the outputs' creators (each op's ``src`` records); parameters
 (``stores_grad``) and other leaf tensors that are not listed as inputs become initializers.
 Each op is translated by a function in :data:`EXPORTERS`, keyed by the op's class name; those of
-the elementwise ops and the axis reductions come from their records (``singa.ops.UNARY``,
-``BINARY``, ``REDUCTIONS``: each names its ONNX operator).
+the elementwise ops, the axis reductions and the rearrangements come from their records
+(``singa.ops.UNARY``, ``BINARY``, ``REDUCTIONS``, ``REARRANGEMENTS``: each names its ONNX
+operator).
 The result passes ``onnx.checker`` and runs in onnxruntime with the same numbers.
 """
 
@@ -17,7 +18,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 from singa import autograd, tensor
 from singa.errors import SingaONNXError
-from singa.ops import BINARY, REDUCTIONS, UNARY, Binary, Unary
+from singa.ops import BINARY, REARRANGEMENTS, REDUCTIONS, UNARY, Binary, Unary
 
 __all__ = ["to_onnx", "SingaFrontend", "EXPORTERS", "EXPORT_OPSET"]
 
@@ -144,25 +145,6 @@ def _axis_op(onnx_type):
     return export
 
 
-def _reshape(b, op, ins, outs):
-    b.node("Reshape", [ins[0], b.const(op.name + "_shape", _ints(op.shape))], outs, op.name)
-
-
-def _transpose(b, op, ins, outs):
-    perm = op.perm if op.perm is not None else None
-    kw = {} if perm is None else {"perm": [int(p) for p in perm]}
-    b.node("Transpose", ins, outs, op.name, **kw)
-
-
-def _squeeze_like(onnx_type):
-    def export(b, op, ins, outs):
-        axes = list(op.axis)
-        extra = [b.const(op.name + "_axes", _ints(axes))] if axes else []
-        b.node(onnx_type, ins + extra, outs, op.name)
-
-    return export
-
-
 def _split(b, op, ins, outs):
     b.node("Split", ins + [b.const(op.name + "_split", _ints(op.sizes))], outs, op.name,
            axis=int(op.ax))
@@ -189,6 +171,34 @@ def _reduce(onnx_type):
                    keepdims=int(op.keepdims))
         else:
             b.node(onnx_type, ins, outs, op.name, axes=axes, keepdims=int(op.keepdims))
+
+    return export
+
+
+def _rearrangement(form):
+    """The exporter of a rearrangement record's Operator: one ``form.op_type`` node, each
+    Operator attribute that ``form.attrs`` pairs with an ONNX name written as a constant int64
+    input where onnx's schema has an input of that name at EXPORT_OPSET (Reshape's shape,
+    Squeeze's axes), else as an attribute (Flatten's axis, Transpose's perm). A value of None,
+    or an empty one where ONNX's operand is optional, is left out: ONNX's default is what the
+    Operator did (Squeeze's every size-1 axis, Transpose's reversed axes)."""
+    schema = onnx.defs.get_schema(form.op_type, EXPORT_OPSET)
+    optional = onnx.defs.OpSchema.FormalParameterOption.Optional
+    inputs = {i.name: i.option == optional for i in schema.inputs}
+    attributes = {name: not a.required for name, a in schema.attributes.items()}
+
+    def export(b, op, ins, outs):
+        extra, attrs = [], {}
+        for name, field in form.attrs:
+            value = getattr(op, field)
+            if value is None or isinstance(value, list) and not value and \
+                    inputs.get(name, attributes.get(name)):
+                continue
+            if name in inputs:
+                extra.append(b.const(f"{op.name}_{name}", _ints(value)))
+            else:
+                attrs[name] = [int(v) for v in value] if isinstance(value, list) else value
+        b.node(form.op_type, ins + extra, outs, op.name, **attrs)
 
     return export
 
@@ -243,14 +253,6 @@ def _expand(b, op, ins, outs):
 def _where(b, op, ins, outs):
     cond = b.const(op.name + "_cond", op.cond.to_numpy() != 0)
     b.node("Where", [cond] + ins, outs, op.name)
-
-
-def _depth(onnx_type):
-    def export(b, op, ins, outs):
-        kw = {"mode": op.mode} if onnx_type == "DepthToSpace" else {}
-        b.node(onnx_type, ins, outs, op.name, blocksize=op.b, **kw)
-
-    return export
 
 
 def _shape(b, op, ins, outs):
@@ -349,9 +351,13 @@ _RECORD_EXPORTERS = {(decl.operator or decl.op): _record(decl.onnx)
 _REDUCTION_EXPORTERS = {decl.operator: _reduce(decl.onnx.op_type)
                         for decl in REDUCTIONS.values()
                         if decl.onnx is not None and decl.operator}
+# Reshape, Flatten, Squeeze, Unsqueeze, Transpose, DepthToSpace, SpaceToDepth: one exporter
+# per rearrangement record that names an ONNX operator, keyed by its Operator's class
+_REARRANGEMENT_EXPORTERS = {decl.op: _rearrangement(decl.onnx)
+                            for decl in REARRANGEMENTS.values() if decl.onnx is not None}
 
 EXPORTERS = {
-    **_RECORD_EXPORTERS, **_REDUCTION_EXPORTERS,
+    **_RECORD_EXPORTERS, **_REDUCTION_EXPORTERS, **_REARRANGEMENT_EXPORTERS,
     "_Conv2d": _conv, "_Pooling2d": _pool, "_BatchNorm2d": _batchnorm,
     "Identity": _simple("Identity"), "PRelu": _simple("PRelu"),
     "Sum": _simple("Sum"), "Mean": _simple("Mean"), "Max": _simple("Max"),
@@ -362,14 +368,11 @@ EXPORTERS = {
                                        gamma=op.gamma),
     "Clip": _clip, "Cast": _cast, "AddBias": _add_bias, "Gemm": _gemm,
     "SoftMax": _axis_op("Softmax"), "LogSoftMax": _axis_op("LogSoftmax"),
-    "Flatten": _axis_op("Flatten"), "Concat": lambda b, op, i, o: b.node(
-        "Concat", i, o, op.name, axis=int(op.ax)),
-    "Reshape": _reshape, "Transpose": _transpose, "Squeeze": _squeeze_like("Squeeze"),
-    "Unsqueeze": _squeeze_like("Unsqueeze"), "Split": _split, "Slice": _slice,
+    "Concat": lambda b, op, i, o: b.node("Concat", i, o, op.name, axis=int(op.ax)),
+    "Split": _split, "Slice": _slice,
     "GlobalAveragePool": _mean_reduce, "Embedding": _embedding, "Gather": _gather,
     "Dropout": _dropout, "Pad": _pad, "UpSample": _upsample, "Tile": _tile,
-    "Expand": _expand, "Where": _where, "DepthToSpace": _depth("DepthToSpace"),
-    "SpaceToDepth": _depth("SpaceToDepth"), "Shape": _shape, "ArgMax": _argmax,
+    "Expand": _expand, "Where": _where, "Shape": _shape, "ArgMax": _argmax,
     "LSTMSeq": _lstm_seq, "GRUSeq": _gru_seq,
 }
 
