@@ -198,6 +198,20 @@ MUTANTS = [
         "    axes_as_input = any(",
         "    axes_as_input = not any(",
         ("tests/onnx/test_reduction_records.py", "-k", "exports"), needs=ONNX),
+    Mutant(
+        "rearrangement-grad-not-inverted", "the rearrangements' shared backward permutes dy by "
+        "the forward's permutation instead of its inverse",
+        "packages/singa-core/src/singa/autograd/_rearrangements.py",
+        "dy = _math.transpose(dy, list(np.argsort([a % len(perm) for a in perm])))",
+        "dy = _math.transpose(dy, list(perm))",
+        ("tests/nn/test_rearrangement_records.py", "-k", "finite_differences")),
+    Mutant(
+        "onnx-export-rearrangement-operand-form", "the rearrangement exporter writes an operand "
+        "as an attribute where the export opset wants an input, and the reverse",
+        "packages/singa-onnx/src/singa_onnx/frontend.py",
+        "            if name in inputs:\n",
+        "            if name not in inputs:\n",
+        ("tests/onnx/test_rearrangement_records.py", "-k", "exports"), needs=ONNX),
 ]
 
 

@@ -83,8 +83,8 @@ CASES = {
 ALL = [(decl, *case) for decl in RECORDS for case in CASES.get(decl.op, [])]
 
 
-def _id(case):
-    return case.op if hasattr(case, "op") else str(case)
+def _id(value):
+    return value.op if hasattr(value, "op") else "" if callable(value) else str(value)
 
 
 def _tensor(x, grad=False):
