@@ -61,10 +61,11 @@ class Onnx:
 
     op_type: its name. attrs: ``(ONNX attribute, record attribute)`` pairs, one per attribute
     of the record (HardSigmoid's gamma is ONNX's beta); ONNX's default of each is the
-    record's. bools: which of the ONNX operator's tensors are bool, where singa holds 1/0 in
-    the input's dtype: "" none, "out" the output (comparisons), "all" inputs and output
-    (logic). The opsets that define ``op_type`` are onnx's schema's to say (``onnx.defs``), not
-    the record's.
+    record's. A rearrangement's pairs name the Operator's attribute instead, and the ONNX
+    operand may be an input (Reshape's shape; see ``Rearrangement``). bools: which of the ONNX
+    operator's tensors are bool, where singa holds 1/0 in the input's dtype: "" none, "out"
+    the output (comparisons), "all" inputs and output (logic). The opsets that define
+    ``op_type`` are onnx's schema's to say (``onnx.defs``), not the record's.
     """
 
     op_type: str
