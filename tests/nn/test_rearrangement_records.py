@@ -135,6 +135,10 @@ def test_signatures_are_the_records(decl):
     assert [name for name, _ in params(decl.init)] == [p.name for p in decl.params]
     assert function.__name__ == decl.autograd and function.__module__ == "singa.autograd"
     assert cls.__name__ == cls.__qualname__ == decl.op
+    assert cls.__init__.__qualname__ == f"{decl.op}.__init__"
+    # the compiled code has its text: tracebacks and inspect show the line that runs
+    assert inspect.getsource(function).startswith(f"def {decl.autograd}(x")
+    assert "_init(" in inspect.getsource(cls.__init__)
 
 
 @pytest.mark.parametrize("decl", RECORDS, ids=_id)

@@ -54,8 +54,8 @@ def _rearrangement_operator(decl) -> type:
     names = ", ".join(p.name for p in decl.params)
     init = compile_def("__init__", ("self",), decl.params,
                        f"_operator_init(self)\nself.__dict__.update(_init({names}))",
-                       {"_operator_init": Operator.__init__, "_init": decl.init}, __name__)
-    init.__qualname__ = f"{decl.op}.__init__"
+                       {"_operator_init": Operator.__init__, "_init": decl.init}, __name__,
+                       f"{decl.op}.__init__")
     init.__doc__ = "Check the arguments (the class's Parameters) and keep them on the op."
     body = {"__doc__": RecordDoc(functools.partial(decl.doc, "operator")),
             "__module__": __name__, "__qualname__": decl.op, "__init__": init,

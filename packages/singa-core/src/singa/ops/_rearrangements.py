@@ -21,6 +21,7 @@ Operator class names to the records.
 from __future__ import annotations
 
 import functools
+import linecache
 import math
 import textwrap
 from collections.abc import Callable
@@ -52,9 +53,9 @@ class Param:
 
 
 def compile_def(name: str, lead: tuple[str, ...], params: tuple[Param, ...], body: str,
-                env: dict, module: str) -> Callable:
+                env: dict, module: str, qualname: str | None = None) -> Callable:
     """``def name(*lead, <params>): <body>``, compiled in ``module``'s name with ``env`` as its
-    globals.
+    globals, named ``qualname`` (default: ``name``).
 
     Written out and compiled, as :mod:`dataclasses` writes ``__init__``: the function has the
     exact signature SINGA's has (keyword calls, ``help()``, the public-API snapshot), and a
@@ -65,10 +66,15 @@ def compile_def(name: str, lead: tuple[str, ...], params: tuple[Param, ...], bod
              for p in params]
     lines = "\n".join(f"    {line}" for line in body.splitlines())
     source = f"def {name}({', '.join([*lead, *names])}):\n{lines}\n"
+    # a file name of its own, its text in linecache: tracebacks and inspect.getsource show it
+    qualname = qualname or name
+    filename = f"<singa generated {module}.{qualname}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     namespace: dict = {}
-    exec(source, {**env, **defaults, "__name__": module}, namespace)  # noqa: S102
+    # the text is made of the records' parameter names only, never of a caller's values
+    exec(compile(source, filename, "exec"), {**env, **defaults, "__name__": module}, namespace)
     function = namespace[name]
-    function.__qualname__ = name
+    function.__qualname__ = qualname
     return function
 
 
