@@ -5,16 +5,20 @@ The oracle of every case is numpy's own function for the op (``reshape``, ``sque
 ``expand_dims``, ``transpose``) or, for DepthToSpace and SpaceToDepth, ONNX's definition
 written cell by cell below; the record's ``numpy`` form is checked against the same oracle,
 since it renders the docstring examples. Gradients are checked against central differences.
-A record added to the table without cases here fails ``test_every_record_has_cases``.
+A record added to the table without cases here fails ``test_every_record_has_cases``; the
+generated cases (hypothesis) draw shapes and arguments for every record in the table.
 """
 
 from __future__ import annotations
 
 import inspect
+import math
 
 import numpy as np
 import pytest
 from gradcheck import check_op
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from singa import _math, autograd, tensor
 from singa.errors import ShapeError
 from singa.ops import REARRANGEMENTS
@@ -229,3 +233,57 @@ def test_a_users_subclass_works_as_in_singa(rng):
                                                    requires_grad=False)))
     np.testing.assert_array_equal(g.to_numpy(), np.full((2, 3, 4), 3.0))
     assert ScaledFlatten.__doc__ == "My flatten." and y.creator.axis == 2
+
+
+@st.composite
+def _drawn(draw):
+    """(op, x shape, constructor arguments) of a rearrangement the op can take."""
+    op = draw(st.sampled_from(sorted(REARRANGEMENTS)))
+    if op in ("DepthToSpace", "SpaceToDepth"):
+        b = draw(st.integers(1, 3))
+        n, c, h, w = draw(st.tuples(*[st.integers(1, 2)] * 4))
+        shape = (n, c * b * b, h, w) if op == "DepthToSpace" else (n, c, h * b, w * b)
+        return op, shape, (b, draw(st.sampled_from(["DCR", "CRD", "dcr"])))
+    shape = draw(st.lists(st.integers(1, 3), min_size=1, max_size=4).map(tuple))
+    nd = len(shape)
+
+    def some_negative(axes, n):
+        return [a - n if draw(st.booleans()) else a for a in axes]
+
+    if op == "Transpose":
+        return op, shape, (some_negative(draw(st.permutations(range(nd))), nd),)
+    if op == "Flatten":
+        return op, shape, (draw(st.integers(-nd, nd)),)
+    if op == "Unsqueeze":
+        k = draw(st.integers(1, 2))
+        axes = draw(st.lists(st.integers(0, nd + k - 1), min_size=k, max_size=k, unique=True))
+        return op, shape, (some_negative(axes, nd + k),)
+    if op == "Squeeze":
+        ones = [i for i, d in enumerate(shape) if d == 1]
+        return op, shape, (draw(st.lists(st.sampled_from(ones), unique=True)) if ones else [],)
+    assert op == "Reshape", f"no strategy for the record {op}"
+    n = math.prod(shape)
+    d = draw(st.sampled_from([k for k in range(1, n + 1) if n % k == 0]))
+    return op, shape, (draw(st.sampled_from([[d, -1], [-1, d], [0, -1], [n]])),)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=_drawn(), seed=st.integers(0, 2 ** 16))
+def test_drawn_cases_move_each_cell_and_its_gradient_back(case, seed):
+    """y takes x's cells where numpy's form puts them, and dx takes each dy cell back to the
+    cell of x it came from: with x's cells labelled 0, 1, ..., numpy's form of the labels
+    says where each of y's cells came from, so dx[label] = dy, exactly."""
+    op, shape, args = case
+    decl = REARRANGEMENTS[op]
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(shape)
+    autograd.training = True
+    t = _tensor(x, grad=True)
+    y = getattr(autograd, op)(*args)(t)[0]
+    np.testing.assert_array_equal(y.to_numpy(), decl.numpy(x, *args))
+    dy = rng.standard_normal(y.shape)
+    (_, dx), = list(autograd.backward(y, Tensor(data=dy, dtype=tensor.float64,
+                                                    requires_grad=False)))
+    want = np.empty(x.size)
+    want[decl.numpy(np.arange(x.size).reshape(shape), *args).ravel()] = dy.ravel()
+    np.testing.assert_array_equal(dx.to_numpy(), want.reshape(shape))
