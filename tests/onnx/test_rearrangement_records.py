@@ -30,9 +30,14 @@ EXPORT_CASES = {
     "Flatten": [((2, 3, 4), ()), ((2, 3, 4), (0,)), ((2, 3, 4), (-1,))],
     "Squeeze": [((1, 3, 1), ()), ((1, 3, 1), ([2],)), ((1, 3, 1), ([0, -1],))],
     "Unsqueeze": [((2, 3), (0,)), ((2, 3), ([-1, 1],))],
-    "Transpose": [((2, 3, 4), ()), ((2, 3, 4), ([1, 2, 0],))],
+    "Transpose": [((2, 3, 4), ()), ((2, 3, 4), ([1, 2, 0],)), ((2, 3, 4), ([-1, 0, -2],))],
     "DepthToSpace": [((2, 8, 2, 3), (2,)), ((2, 8, 2, 3), (2, "CRD"))],
-    "SpaceToDepth": [((2, 2, 4, 6), (2,))],
+    "SpaceToDepth": [((2, 2, 4, 6), (2,)), ((2, 2, 4, 6), (2, "DCR"))],
+}
+# forms the ONNX operator cannot express, exported as their steps: (x shape, arguments, nodes)
+STEP_CASES = {
+    "SpaceToDepth": [((2, 2, 4, 6), (2, "CRD"), ["Reshape", "Transpose", "Reshape"]),
+                     ((1, 3, 2, 2), (2, "crd"), ["Reshape", "Transpose", "Reshape"])],
 }
 # op -> [(x shape, ONNX attributes or inputs by name)]
 IMPORT_CASES = {
@@ -69,6 +74,26 @@ def test_record_exports_through_the_table(decl, shape, args, rng):
     (got,) = ort_run(model, {model.graph.input[0].name: x})
     np.testing.assert_array_equal(got, tensor.to_numpy(y))
     np.testing.assert_array_equal(got, decl.numpy(x, *args))
+
+
+@pytest.mark.parametrize("op,shape,args,nodes", [(op, *c) for op, cases in STEP_CASES.items()
+                                                 for c in cases])
+def test_forms_onnx_lacks_export_as_their_steps(op, shape, args, nodes, rng):
+    """ONNX's SpaceToDepth is DCR only: the CRD one (once exported silently as a DCR node,
+    a different model) is written as Reshape, Transpose, Reshape, run by onnxruntime against
+    singa's forward, the record's numpy form, and the inverse of DepthToSpace's CRD."""
+    decl = REARRANGEMENTS[op]
+    x = rng.uniform(-3, 3, shape).astype(np.float32)
+    t = tensor.from_numpy(x)
+    y = getattr(autograd, op)(*args)(t)[0]
+    model = singa_onnx.to_onnx([t], [y])
+    onnx.checker.check_model(model, full_check=True)
+    assert [n.op_type for n in model.graph.node] == nodes
+    (got,) = ort_run(model, {model.graph.input[0].name: x})
+    np.testing.assert_array_equal(got, tensor.to_numpy(y))
+    np.testing.assert_array_equal(got, decl.numpy(x, *args))
+    back = REARRANGEMENTS["DepthToSpace"].numpy(got, args[0], "CRD")
+    np.testing.assert_array_equal(back, x)
 
 
 def _node_model(decl, shape, given, opset) -> onnx.ModelProto:

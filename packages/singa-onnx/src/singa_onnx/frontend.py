@@ -188,12 +188,17 @@ def _rearrangement(form):
     attributes = {name: not a.required for name, a in schema.attributes.items()}
 
     def export(b, op, ins, outs):
+        if form.op_type in _STEPS_ONLY and _STEPS_ONLY[form.op_type](op):
+            _export_steps(b, op, ins, outs)
+            return
         extra, attrs = [], {}
         for name, field in form.attrs:
             value = getattr(op, field)
             if value is None or isinstance(value, list) and not value and \
                     inputs.get(name, attributes.get(name)):
                 continue
+            if name == "perm":  # ONNX takes 0 .. rank-1; the op ran, so each is in range
+                value = [int(a) + len(value) if int(a) < 0 else int(a) for a in value]
             if name in inputs:
                 extra.append(b.const(f"{op.name}_{name}", _ints(value)))
             else:
@@ -201,6 +206,28 @@ def _rearrangement(form):
         b.node(form.op_type, ins + extra, outs, op.name, **attrs)
 
     return export
+
+
+#: ONNX operators that cannot express every form of their rearrangement record: the op ->
+#: whether this instance needs its steps written out instead (ONNX's SpaceToDepth is the DCR
+#: one only; its CRD form is the inverse of DepthToSpace's CRD).
+_STEPS_ONLY = {"SpaceToDepth": lambda op: op.mode != "DCR"}
+
+
+def _export_steps(b, op, ins, outs):
+    """A rearrangement as the steps its forward ran (``op.layout``: reshape to mid, permute,
+    reshape to out), as Reshape, Transpose and Reshape nodes with the shapes of that run."""
+    mid, perm, out = op.layout
+    x = ins[0]
+    steps = [("Reshape", mid), ("Transpose", perm), ("Reshape", out)]
+    steps = [(kind, value) for kind, value in steps if value is not None]
+    for i, (kind, value) in enumerate(steps):
+        y = outs[0] if i == len(steps) - 1 else b.fresh(f"{op.name}:{kind.lower()}")
+        if kind == "Reshape":
+            b.node(kind, [x, b.const(f"{op.name}_shape", _ints(value))], [y], op.name)
+        else:
+            b.node(kind, [x], [y], op.name, perm=[int(a) for a in value])
+        x = y
 
 
 def _clip(b, op, ins, outs):
