@@ -11,11 +11,19 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+import numpy as np
+
 from .. import _dtype, _math
 from .._ctensor import CTensor
 from ..ops._elementwise import BINARY, UNARY, RecordDoc
+from ..ops._signatures import Param
 from ..tensor import Tensor
 from ._engine import Operator, back_broadcast, is_training
+from ._functions import ANY, Function, X, declares
+
+_SAME = "y, of x's shape and dtype."
+_XS = Param("*xs", "Tensor", "At least one tensor, all of one shape.")
+_NARY = "y, of the inputs' shape."
 
 
 def _ones_like(x: CTensor) -> CTensor:
@@ -74,6 +82,9 @@ def _unary_operator(decl) -> type:
     return type(name, (_Unary,), body)
 
 
+@declares(Function(
+    "identity", "y = x, a copy", (X,), ("x",), _SAME, grad="dx = dy",
+    numpy=lambda x: x.copy(), example={"x": [-1.0, 0.0, 2.0]}))
 class Identity(_Unary):
     """y = x (a copy); dx = dy."""
 
@@ -88,6 +99,12 @@ class Identity(_Unary):
         return dy
 
 
+@declares(Function(
+    "elu", "y = x if x > 0 else alpha (exp(x) - 1), elementwise",
+    (X, Param("alpha", "float", "Scale of the negative part.", 1.0)), ("x",), _SAME,
+    grad="dx = dy if x > 0 else dy (y + alpha)",
+    numpy=lambda x, alpha=1.0: np.where(x > 0, x, alpha * (np.exp(x) - 1)),
+    example={"x": [-1.0, 0.0, 2.0], "alpha": 0.5}))
 class Elu(_Unary):
     """y = x if x > 0 else alpha (exp(x) - 1); dx = dy if x > 0 else dy (y + alpha)."""
 
@@ -111,6 +128,14 @@ class Elu(_Unary):
         return _math.mul(dy, _math.add(pos, _math.mul(g_neg, _math.rsub(pos, 1.0))))
 
 
+@declares(Function(
+    "selu", "y = gamma x if x > 0 else gamma alpha (exp(x) - 1), elementwise",
+    (X, Param("alpha", "float", "Scale of the negative part.", 1.67326),
+     Param("gamma", "float", "Overall scale.", 1.0507)), ("x",), _SAME,
+    grad="dx = gamma dy if x > 0 else gamma alpha exp(x) dy",
+    numpy=lambda x, alpha=1.67326, gamma=1.0507: gamma * np.where(x > 0, x, alpha * (
+        np.exp(x) - 1)),
+    example={"x": [-1.0, 0.0, 2.0]}))
 class SeLU(_Unary):
     """y = gamma x if x > 0 else gamma alpha (exp(x) - 1)."""
 
@@ -137,6 +162,12 @@ class SeLU(_Unary):
                                        _math.mul(g_neg, _math.rsub(pos, 1.0))))
 
 
+@declares(Function(
+    "leakyrelu", "y = x if x > 0 else a x, elementwise",
+    (X, Param("a", "float", "Slope of the negative part.", 0.01)), ("x",), _SAME,
+    grad="dx = dy if x > 0 else a dy",
+    numpy=lambda x, a=0.01: np.where(x > 0, x, a * x),
+    example={"x": [-1.0, 0.0, 2.0], "a": 0.1}))
 class LeakyRelu(_Unary):
     """y = x if x > 0 else a x; dx = dy if x > 0 else a dy."""
 
@@ -155,6 +186,12 @@ class LeakyRelu(_Unary):
         return _math.mul(dy, _math.add(pos, _math.mul(_math.rsub(pos, 1.0), self.a)))
 
 
+@declares(Function(
+    "hardsigmoid", "y = clip(alpha x + gamma, 0, 1), elementwise",
+    (X, Param("alpha", "float", "Slope.", 0.2), Param("gamma", "float", "Offset.", 0.5)),
+    ("x",), _SAME, grad="dx = alpha dy where 0 < alpha x + gamma < 1, else 0",
+    numpy=lambda x, alpha=0.2, gamma=0.5: np.clip(alpha * x + gamma, 0, 1),
+    example={"x": [-3.0, 0.0, 1.0]}))
 class HardSigmoid(_Unary):
     """y = clip(alpha x + gamma, 0, 1), one op (``HardSigmoid``); dx = alpha dy where
     0 < alpha x + gamma < 1, else 0 (the record's rule, one ``HardSigmoidBackward`` op)."""
@@ -173,6 +210,13 @@ class HardSigmoid(_Unary):
         return UNARY["HardSigmoid"].grad(_math, dy, x, y, alpha=self.alpha, gamma=self.gamma)
 
 
+@declares(Function(
+    "clip", "y = min(max(x, min), max), elementwise",
+    (X, Param("min", "float or None", "Lower bound; None leaves that side open.", None),
+     Param("max", "float or None", "Upper bound; None leaves that side open.", None)),
+    ("x",), _SAME, grad="dx = dy inside [min, max], 0 outside",
+    numpy=lambda x, min=None, max=None: np.clip(x, min, max),  # noqa: A006
+    example={"x": [-1.0, 0.5, 2.0], "min": 0.0, "max": 1.0}))
 class Clip(_Unary):
     """y = clip(x, min, max); dx = dy inside [min, max], 0 outside."""
 
@@ -195,6 +239,12 @@ class Clip(_Unary):
         return _math.mul(dy, mask)
 
 
+@declares(Function(
+    "cast", "Convert x to dtype ``to``",
+    (ANY, Param("to", "int", "A SINGA dtype code (``singa.tensor.float32``, ``int32``, ...).")),
+    ("x",), "y, of x's shape, dtype ``to``.", grad="dx = dy cast back to x's dtype",
+    numpy=lambda x, to: x.astype(_dtype.NP_DTYPE[to]),
+    example={"x": [1.5, -2.0], "to": _dtype.kInt}))
 class Cast(Operator):
     """Convert to dtype ``to`` (a SINGA dtype code); the gradient is cast back."""
 
@@ -304,6 +354,13 @@ def _binary_operator(decl) -> type:
     return type(name, (_Binary,), body)
 
 
+@declares(Function(
+    "prelu", "y = x if x > 0 else slope x, elementwise",
+    (X, Param("slope", "Tensor", "Broadcasts with x (e.g. one value per channel).")),
+    ("x", "slope"), _SAME,
+    grad="dx = dy if x > 0 else slope dy; dslope = dy x where x <= 0, summed to slope's shape",
+    numpy=lambda x, slope: np.where(x > 0, x, slope * x),
+    example={"x": [[-2.0, 1.0], [3.0, -4.0]], "slope": [0.1, 0.5]}))
 class PRelu(_Binary):
     """y = x if x > 0 else slope x (slope broadcasts); dslope = sum(dy x [x <= 0])."""
 
@@ -351,6 +408,10 @@ class _Nary(Operator):
         return y
 
 
+@declares(Function(
+    "sum", "y = x_1 + ... + x_n, elementwise", (_XS,), ("*xs",), _NARY,
+    grad="each dx_i = dy", numpy=lambda xs: np.sum(xs, 0),
+    example={"*xs": ([1.0, 5.0], [3.0, 2.0])}))
 class Sum(_Nary):
     """y = sum of the inputs; each dx = dy."""
 
@@ -364,6 +425,10 @@ class Sum(_Nary):
         return tuple(dy for _ in range(self.n))
 
 
+@declares(Function(
+    "mean", "y = (x_1 + ... + x_n) / n, elementwise", (_XS,), ("*xs",), _NARY,
+    grad="each dx_i = dy / n", numpy=lambda xs: np.mean(xs, 0),
+    example={"*xs": ([1.0, 5.0], [3.0, 2.0])}))
 class Mean(_Nary):
     """y = mean of the inputs; each dx = dy / n."""
 
@@ -413,12 +478,20 @@ class _Extreme(_Nary):
         return tuple(dxs)
 
 
+@declares(Function(
+    "max", "y = max(x_1, ..., x_n), elementwise", (_XS,), ("*xs",), _NARY,
+    grad="dx_i = dy where x_i is the first input holding the maximum, else 0",
+    numpy=lambda xs: np.max(xs, 0), example={"*xs": ([1.0, 5.0], [3.0, 2.0])}))
 class Max(_Extreme):
     """y = elementwise max of the inputs."""
 
     pick = staticmethod(_math.maximum)
 
 
+@declares(Function(
+    "min", "y = min(x_1, ..., x_n), elementwise", (_XS,), ("*xs",), _NARY,
+    grad="dx_i = dy where x_i is the first input holding the minimum, else 0",
+    numpy=lambda xs: np.min(xs, 0), example={"*xs": ([1.0, 5.0], [3.0, 2.0])}))
 class Min(_Extreme):
     """y = elementwise min of the inputs."""
 

@@ -6,14 +6,29 @@ so these classes hold no backend code: each backend supplies the kernels.
 
 from __future__ import annotations
 
+import numpy as np
+
 from .. import _dtype, _math
 from .._ctensor import CTensor
 from .._handles import BatchNormHandle, ConvHandle, PoolingHandle, _pads4
 from ..errors import DeviceMismatchError, ShapeError, SingaError
 from ..ops import OPS, run
+from ..ops._signatures import Param
 from ._engine import Operator, is_training
+from ._functions import Function, X, declares
+
+_ODD = Param("odd_padding", "tuple of 4 int", "Extra asymmetric pads of x.", (0, 0, 0, 0))
+_LOSS = "The loss, shape (1,), x's dtype."
 
 
+@declares(Function(
+    "conv2d", "y = conv(x, W) + b with the geometry of ``handle`` (NCHW)",
+    (Param("handle", "ConvHandle", "Kernel size, stride, padding, groups and channels."),
+     Param("x", "Tensor", "Shape (N, C_in, H, W)."),
+     Param("W", "Tensor", "Shape (C_out, C_in / group, kh, kw)."),
+     Param("b", "Tensor", "Shape (C_out,).", None), _ODD), ("x", "W", "b"),
+    "y, shape (N, C_out, H_out, W_out).",
+    grad="dx = Conv2dBackwardX(dy, W), dW = Conv2dBackwardW(dy, x), db = sum(dy, (0, 2, 3))"))
 class _Conv2d(Operator):
     """y = conv(x, W) + b with the geometry of ``handle``; ``odd_padding`` adds asymmetric pads.
 
@@ -47,6 +62,11 @@ class _Conv2d(Operator):
         return dx, dW
 
 
+@declares(Function(
+    "pooling_2d", "Max or average pooling with the geometry of ``handle`` (NCHW)",
+    (Param("handle", "PoolingHandle", "Kernel, stride, padding and the pooling kind."),
+     Param("x", "Tensor", "Shape (N, C, H, W)."), _ODD), ("x",),
+    "y, shape (N, C, H_out, W_out).", grad="dx = Pooling2dBackward(dy, x, y)"))
 class _Pooling2d(Operator):
     """Max or average pooling with the geometry of ``handle``."""
 
@@ -69,6 +89,19 @@ class _Pooling2d(Operator):
         return run(OPS["Pooling2dBackward"], [dy, self.x, self.y], self.attrs)[0]
 
 
+@declares(Function(
+    "batchnorm_2d", "Batch normalisation over axis 1 of (N, C) or (N, C, H, W) input: y = "
+    "scale (x - mean) / sqrt(var + eps) + bias",
+    (Param("handle", "BatchNormHandle", "Momentum and eps."),
+     Param("x", "Tensor", "Shape (N, C) or (N, C, H, W)."),
+     Param("scale", "Tensor", "Shape (C,)."), Param("bias", "Tensor", "Shape (C,)."),
+     Param("running_mean", "Tensor", "Shape (C,), updated in place in training."),
+     Param("running_var", "Tensor", "Shape (C,), updated in place in training.")),
+    ("x", "scale", "bias"), "y, x's shape.",
+    grad="dx, dscale, dbias = BatchNormBackward(dy, x, scale, batch mean, 1 / batch std)",
+    note="In training, mean and var are the batch's and the running statistics are updated "
+    "in place (running = momentum running + (1 - momentum) batch); otherwise the running "
+    "ones are used."))
 class _BatchNorm2d(Operator):
     """Batch normalisation over axis 1 of (N, C) or (N, C, H, W) input.
 
@@ -107,6 +140,12 @@ class _BatchNorm2d(Operator):
         return dx, dscale, dbias
 
 
+@declares(Function(
+    "dropout", "Training: y = x * mask / (1 - ratio), mask ~ Bernoulli(1 - ratio); otherwise "
+    "y = x",
+    (X, Param("seed", "int", "Seed of the mask.", 0),
+     Param("ratio", "float", "The probability of dropping a cell.", 0.5)), ("x",),
+    "y, of x's shape and dtype.", grad="dx = dy mask / (1 - ratio) in training, else dy"))
 class Dropout(Operator):
     """Training: y = x * mask / (1 - ratio) with mask ~ Bernoulli(1 - ratio); else y = x.
 
@@ -135,6 +174,11 @@ class Dropout(Operator):
     def backward(self, dy):
         """dx = dy mask / (1 - ratio) in training (the same mask), else dy."""
         return dy if self.mask is None else _math.mul(dy, self.mask)
+
+
+def _softmax_rows(x):
+    e = np.exp(x - x.max(1, keepdims=True))
+    return e / e.sum(1, keepdims=True)
 
 
 def _target(t, x: CTensor) -> CTensor:
@@ -174,6 +218,13 @@ def _rows_summing_to_one(t: CTensor):
     return _math.div(t, _math.add(s, _math.rsub(live, 1.0))), live
 
 
+@declares(Function(
+    "softmax_cross_entropy", "loss = mean_n(-sum_c q log softmax(x))",
+    (Param("x", "Tensor", "Logits, shape (N, C)."),
+     Param("t", "Tensor", "Int class ids of shape (N,), or a dense (N, C) target read as "
+           "q = t / sum_c t.")), ("x",), _LOSS, grad="dx = (softmax(x) - q) / N dy",
+    numpy=lambda x, t: -np.log(_softmax_rows(x)[np.arange(len(t)), t]).mean(keepdims=True),
+    example={"x": [[1.0, 2.0, 3.0], [1.0, 1.0, 1.0]], "t": [2, 0]}))
 class SoftMaxCrossEntropy(Operator):
     """loss = mean_n(-sum_c q log softmax(x)); dx = (softmax(x) - q) / N * dy.
 
@@ -211,6 +262,13 @@ class SoftMaxCrossEntropy(Operator):
         return _scale_by(g, dy)
 
 
+@declares(Function(
+    "cross_entropy", "loss = -sum(t log y) / N for probabilities y",
+    (Param("y", "Tensor", "Probabilities, shape (N, C)."),
+     Param("t", "Tensor", "Target, shape (N, C).")), ("y",), "The loss, shape (1,).",
+    grad="dy_in = -t / (y N) dy",
+    numpy=lambda y, t: -(t * np.log(y)).sum(keepdims=True).reshape(1) / len(y),
+    example={"y": [[0.2, 0.8], [0.5, 0.5]], "t": [[0.0, 1.0], [1.0, 0.0]]}))
 class CrossEntropy(Operator):
     """loss = -sum(t log x) / N for probabilities x (N, C); dx = -t / (x N) * dy."""
 
@@ -244,6 +302,15 @@ class CrossEntropy(Operator):
         return _scale_by(g, dy)
 
 
+@declares(Function(
+    "binary_cross_entropy", "loss = -sum(t log(x + eps) + (1 - t) log(1 - x + eps)) / N, eps "
+    "= 1e-4",
+    (Param("x", "Tensor", "Probabilities, shape (N, ...)."),
+     Param("t", "Tensor", "Target of x's shape.")), ("x",), "The loss, shape (1,).",
+    grad="dx = -(t / (x + eps) - (1 - t) / (1 - x + eps)) / N dy",
+    numpy=lambda x, t: -(t * np.log(x + 1e-4) + (1 - t) * np.log(1 - x + 1e-4)).sum(
+        keepdims=True).reshape(1) / len(x),
+    example={"x": [[0.9, 0.2]], "t": [[1.0, 0.0]]}))
 class BinaryCrossEntropy(Operator):
     """loss = -sum(t log(x + eps) + (1 - t) log(1 - x + eps)) / N with eps = 1e-4."""
 
@@ -273,6 +340,14 @@ class BinaryCrossEntropy(Operator):
         return _scale_by(_math.mul(g, -1.0 / x.dims[0]), dy)
 
 
+@declares(Function(
+    "mse_loss", "loss = sum((x - t)^2) / n over the n cells",
+    (Param("x", "Tensor", "Any shape."), Param("t", "Tensor", "Target of x's shape.")),
+    ("x",), "The loss, shape (1,).", grad="dx = 2 (x - t) / n dy",
+    note="SINGA's form: the target is part of the operator, so the loss has one input and "
+    "``loss.creator.backward()`` returns dx alone.",
+    numpy=lambda x, t: ((x - t) ** 2).mean(keepdims=True).reshape(1),
+    example={"x": [1.0, 2.0], "t": [0.0, 4.0]}))
 class MeanSquareError(Operator):
     """loss = sum((x - t)^2) / n (n elements); dx = 2 (x - t) / n * dy.
 
@@ -305,6 +380,15 @@ class MeanSquareError(Operator):
         return (g, _math.neg(g)) if self.two_inputs else g
 
 
+@declares(Function(
+    "ranking_loss", "loss = mean(max(0, M - pos + neg))",
+    (Param("pos", "Tensor", "Scores of the positive samples."),
+     Param("neg", "Tensor", "Scores of the negative samples, pos's shape."),
+     Param("M", "float", "The margin.", 0.2)), ("pos", "neg"), "The loss, shape (1,).",
+    grad="dpos = -dy / n, dneg = dy / n where M - pos + neg > 0, else 0",
+    numpy=lambda pos, neg, M=0.2: np.maximum(0, M - pos + neg).mean(  # noqa: N803
+        keepdims=True).reshape(1),
+    example={"pos": [1.0, 0.3], "neg": [0.5, 0.4]}))
 class RankingLoss(Operator):
     """loss = mean(max(0, M - pos + neg)); the gradient flows where the hinge is active."""
 

@@ -5,13 +5,28 @@ built from their records in :mod:`._reductions`."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from .. import _dtype, _math
 from ..ops import OPS, run
+from ..ops._signatures import Param
 from ._engine import Operator, is_training
+from ._functions import ANY, Function, declares
 
-__all__ = ["ArgMax", "ConvTranspose2d", "argmax", "conv_transpose2d"]
+__all__ = ["ArgMax", "ConvTranspose2d"]
 
 
+def _argmax_numpy(x, axis=0, keepdims=1):
+    y = np.argmax(x, axis).astype(np.int32)
+    return np.expand_dims(y, axis) if keepdims else y
+
+
+@declares(Function(
+    "argmax", "The int32 index of the first maximum of x along ``axis``; no gradient",
+    (ANY, Param("axis", "int", "The axis searched.", 0),
+     Param("keepdims", "int", "1 keeps the axis as size 1.", 1)), ("x",),
+    "y, x's shape without axis (with it as size 1 when keepdims), int32.",
+    numpy=_argmax_numpy, example={"x": [[1.0, 5.0], [3.0, 2.0]], "axis": 1}))
 class ArgMax(Operator):
     """Index (int32) of the first maximum along ``axis``; no gradient."""
 
@@ -31,11 +46,21 @@ class ArgMax(Operator):
         return None
 
 
-def argmax(x, axis=0, keepdims=1):
-    """The int32 index of the first maximum of x along ``axis`` (:class:`ArgMax`); no gradient."""
-    return ArgMax(axis, keepdims)(x)[0]
-
-
+@declares(Function(
+    "conv_transpose2d", "y = conv_transpose(x, W) + b (NCHW), the input gradient of a "
+    "convolution as a forward op",
+    (Param("x", "Tensor", "Shape (N, C_in, H, W)."),
+     Param("W", "Tensor", "Shape (C_in, C_out / group, kh, kw)."),
+     Param("b", "Tensor", "Shape (C_out,).", None),
+     Param("out_shape", "sequence of int", "The spatial output shape, when the strides leave "
+           "it ambiguous.", None),
+     Param("stride", "tuple of 2 int", "The stride of the convolution from y's shape to x's.",
+           (1, 1)),
+     Param("pads", "tuple of 4 int", "Its pads, in ONNX order.", (0, 0, 0, 0)),
+     Param("dilation", "tuple of 2 int", "Its dilation.", (1, 1)),
+     Param("group", "int", "Its groups.", 1)), ("x", "W", "b"),
+    "y, shape (N, C_out, H_out, W_out).",
+    grad="dx = Conv2d(dy, W), dW = Conv2dBackwardW(x, dy), db = sum(dy, (0, 2, 3))"))
 class ConvTranspose2d(Operator):
     """y = conv_transpose(x, W) + b: the input gradient of a convolution, as a forward op.
 
@@ -71,30 +96,3 @@ class ConvTranspose2d(Operator):
         if self.has_bias:
             return dx, dW, _math.sum(dy, (0, 2, 3))
         return dx, dW
-
-
-def conv_transpose2d(x, W, b=None, out_shape=None, stride=(1, 1), pads=(0, 0, 0, 0),
-                     dilation=(1, 1), group=1):
-    """y = conv_transpose(x, W) + b (NCHW), the input gradient of a convolution as a forward op
-    (:class:`ConvTranspose2d`).
-
-    Parameters
-    ----------
-    x : Tensor
-        Shape (N, C_in, H, W).
-    W : Tensor
-        Shape (C_in, C_out / group, kh, kw).
-    b : Tensor, optional
-        Shape (C_out,).
-    out_shape : sequence of int, optional
-        The spatial output shape, when the strides leave it ambiguous.
-    stride, pads, dilation, group
-        Those of the convolution from y's shape to x's; pads in ONNX order.
-
-    Returns
-    -------
-    Tensor
-        y, shape (N, C_out, H_out, W_out).
-    """
-    op = ConvTranspose2d(out_shape, stride, pads, dilation, group)
-    return (op(x, W) if b is None else op(x, W, b))[0]

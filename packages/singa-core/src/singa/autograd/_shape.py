@@ -15,8 +15,10 @@ from .._shapes import as_int, check_shape
 from ..errors import DtypeMismatchError, ShapeError
 from ..ops import OPS, run
 from ..ops._rules import broadcast_shapes, check_axis
+from ..ops._signatures import Param
 from ._elementwise import _zeros_like
 from ._engine import Operator, back_broadcast, is_training
+from ._functions import ANY, Function, X, declares
 from ._reductions import OPERATORS as _REDUCTIONS
 
 
@@ -39,6 +41,20 @@ def _as_ctensor(value, dev, dtype=_dtype.kInt) -> CTensor:
     return ct
 
 
+def _softmax(x, axis=1):
+    e = np.exp(x - x.max(axis, keepdims=True))
+    return e / e.sum(axis, keepdims=True)
+
+
+_AXIS1 = Param("axis", "int", "The axis normalised.", 1)
+
+
+@declares(Function(
+    "matmul", "y = x @ w with numpy's matmul semantics, batched with broadcasting",
+    (Param("x", "Tensor", "Shape (..., M, K); a floating dtype."),
+     Param("w", "Tensor", "Shape (..., K, N), same dtype.")), ("x", "w"),
+    "y, shape (..., M, N).", grad="dx = dy w^T, dw = x^T dy", numpy=lambda x, w: x @ w,
+    example={"x": [[1.0, 2.0], [3.0, 4.0]], "w": [[1.0], [0.5]]}))
 class Matmul(Operator):
     """y = a @ b (numpy semantics, batched with broadcasting); da = dy b^T, db = a^T dy."""
 
@@ -78,6 +94,14 @@ class Matmul(Operator):
         return da, db
 
 
+@declares(Function(
+    "add_bias", "y = x + b for a 2-D x; x is not modified",
+    (Param("x", "Tensor", "Shape (M, N)."), Param("b", "Tensor", "Shape (N,) for axis 0, "
+                                                  "(M,) for axis 1."),
+     Param("axis", "int", "0 adds b to every row, 1 to every column.", 0)), ("x", "b"),
+    "y, shape (M, N).", grad="dx = dy, db = dy summed over the other axis",
+    numpy=lambda x, b, axis=0: x + (b[None, :] if axis == 0 else b[:, None]),
+    example={"x": [[1.0, 2.0], [3.0, 4.0]], "b": [10.0, 20.0], "axis": 0}))
 class AddBias(Operator):
     """y = x + b for 2-D x: axis 0 adds b (length cols) to every row, axis 1 to every column.
 
@@ -109,6 +133,20 @@ class AddBias(Operator):
         return dy, _math.reshape(db, self.b_shape)
 
 
+@declares(Function(
+    "gemm", "y = alpha op(A) op(B) + beta C, op(M) = M^T when its flag is set (ONNX Gemm)",
+    (Param("A", "Tensor", "Shape (M, K), or (K, M) with transA."),
+     Param("B", "Tensor", "Shape (K, N), or (N, K) with transB."),
+     Param("C", "Tensor", "Broadcasts to (M, N); omitted: no bias term.", None),
+     Param("alpha", "float", "Scale of the product.", 1.0),
+     Param("beta", "float", "Scale of C.", 1.0),
+     Param("transA", "int", "1 transposes A first.", 0),
+     Param("transB", "int", "1 transposes B first.", 0)), ("A", "B", "C"),
+    "y, shape (M, N).", grad="dA = alpha dy op(B)^T, dB = alpha op(A)^T dy (transposed back "
+    "where flagged), dC = beta dy summed to C's shape",
+    numpy=lambda A, B, C=None, alpha=1.0, beta=1.0, transA=0, transB=0: alpha * (  # noqa: N803
+        (A.T if transA else A) @ (B.T if transB else B)) + (0 if C is None else beta * C),
+    example={"A": [[1.0, 2.0]], "B": [[3.0], [4.0]], "C": [1.0], "beta": 2.0}))
 class Gemm(Operator):
     """y = alpha op(A) op(B) + beta C (ONNX Gemm; C optional and broadcast)."""
 
@@ -171,6 +209,10 @@ class _SoftmaxFamily(Operator):
         return self.y
 
 
+@declares(Function(
+    "softmax", "y = exp(x) / sum(exp(x)) along ``axis``", (X, _AXIS1), ("x",),
+    "y, of x's shape and dtype.", grad="dx = y (dy - sum(dy y)) along ``axis``",
+    numpy=_softmax, example={"x": [[1.0, 2.0, 3.0]]}))
 class SoftMax(_SoftmaxFamily):
     """y = softmax(x) along ``axis``; dx = y (dy - sum(dy y))."""
 
@@ -181,6 +223,10 @@ class SoftMax(_SoftmaxFamily):
         return _math.softmax_backward(self._output(), dy, self.axis)
 
 
+@declares(Function(
+    "log_softmax", "y = x - log(sum(exp(x))) along ``axis``", (X, _AXIS1), ("x",),
+    "y, of x's shape and dtype.", grad="dx = dy - exp(y) sum(dy) along ``axis``",
+    numpy=lambda x, axis=1: np.log(_softmax(x, axis)), example={"x": [[1.0, 2.0, 3.0]]}))
 class LogSoftMax(_SoftmaxFamily):
     """y = log softmax(x) along ``axis``; dx = dy - exp(y) sum(dy)."""
 
@@ -195,6 +241,17 @@ class LogSoftMax(_SoftmaxFamily):
 # ---------------------------------------------------------------- pooling over all cells
 
 
+@declares(Function(
+    "globalaveragepool", "Mean over the spatial axes, kept as size 1",
+    (Param("x", "Tensor", "Shape (N, C, *spatial) (channels_first) or (N, *spatial, C) "
+           "(channels_last)."),
+     Param("data_format", "str", "Where the channel axis is.", "channels_first")), ("x",),
+    "y, x's shape with every spatial axis 1.",
+    grad="dx = dy / (number of spatial cells), broadcast back to x's shape",
+    numpy=lambda x, data_format="channels_first": x.mean(
+        tuple(range(2, x.ndim)) if data_format == "channels_first" else
+        tuple(range(1, x.ndim - 1)), keepdims=True),
+    example={"x": [[[[1.0, 2.0], [3.0, 4.0]]]]}))
 class GlobalAveragePool(Operator):
     """Mean over the spatial axes, keeping them as size 1."""
 
@@ -240,6 +297,17 @@ class Concat(Operator):
         return tuple(out)
 
 
+@declares(Function(
+    "split", "Split x along ``axis``",
+    (ANY, Param("axis", "int", "The axis cut."),
+     Param("parts", "sequence of int or None", "Sizes of the pieces, summing to "
+           "x.shape[axis]."),
+     Param("num_output", "int", "With parts None: the number of equal pieces.", None)),
+    ("x",), "The pieces, in order.", grad="dx = the pieces' gradients joined along ``axis``",
+    outputs="all",
+    numpy=lambda x, axis, parts, num_output=None: tuple(np.split(
+        x, num_output if parts is None else np.cumsum(parts)[:-1], axis)),
+    example={"x": [1.0, 2.0, 3.0, 4.0, 5.0], "axis": 0, "parts": [2, 3]}))
 class Split(Operator):
     """Split along ``axis`` into ``parts`` (sizes) or ``num_output`` equal pieces."""
 
@@ -292,6 +360,15 @@ class Split(Operator):
         return _math.concat(parts, self.ax)
 
 
+def _slice_numpy(x, starts, ends, axes=None, steps=None):
+    axes = range(len(starts)) if axes is None else axes
+    steps = [1] * len(starts) if steps is None else steps
+    index = [slice(None)] * x.ndim
+    for a, s, e, k in zip(axes, starts, ends, steps):
+        index[a] = slice(s, e, k)
+    return x[tuple(index)]
+
+
 def _normalize_slice(x_shape, starts, ends, axes, steps):
     nd = len(x_shape)
     given = {"starts": starts, "ends": ends, "axes": axes, "steps": steps}
@@ -316,6 +393,16 @@ def _normalize_slice(x_shape, starts, ends, axes, steps):
     return st, en, steps, axes
 
 
+@declares(Function(
+    "slice", "ONNX Slice: x[starts:ends:steps] on ``axes``, numpy semantics per axis",
+    (ANY, Param("starts", "sequence of int", "Begins per sliced axis (negative counts from "
+                "the end)."),
+     Param("ends", "sequence of int", "Ends per sliced axis (negative counts from the end)."),
+     Param("axes", "sequence of int", "The sliced axes; None: the first len(starts).", None),
+     Param("steps", "sequence of int", "Strides; None: 1.", None)), ("x",),
+    "y, x's dtype.", grad="dx = dy written into zeros", numpy=_slice_numpy,
+    example={"x": [[0.0, 1.0, 2.0, 3.0], [4.0, 5.0, 6.0, 7.0]], "starts": [1, 0],
+             "ends": [2, 4], "steps": [1, 2]}))
 class Slice(Operator):
     """ONNX Slice (numpy semantics per axis); dx = dy written into zeros."""
 
@@ -339,6 +426,14 @@ class Slice(Operator):
         return dx
 
 
+@declares(Function(
+    "gather", "y = take(x, indices, axis)",
+    (ANY, Param("axis", "int", "The axis indexed."),
+     Param("indices", "int or sequence of int", "Positions along axis (nested lists give "
+           "more dimensions).")), ("x",),
+    "y, x.shape with axis replaced by the shape of indices.", grad="dx = scatter-add of dy",
+    numpy=lambda x, axis, indices: np.take(x, indices, axis),
+    example={"x": [[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], "axis": 0, "indices": [2, 0]}))
 class Gather(Operator):
     """y = take(x, indices, axis); dx = scatter-add of dy."""
 
@@ -363,6 +458,13 @@ class Gather(Operator):
                    {"shape": self.x_shape, "axis": self.ax})[0]
 
 
+@declares(Function(
+    "tile", "numpy.tile: repeat x ``repeats[i]`` times along axis i",
+    (ANY, Param("repeats", "int or sequence of int", "A shorter sequence applies to the "
+                "trailing axes, a longer one adds leading axes.")), ("x",),
+    "y, x's dtype.", grad="dx = the sum of dy over the tiles",
+    numpy=lambda x, repeats: np.tile(x, repeats),
+    example={"x": [[1.0, 2.0]], "repeats": [2, 2]}))
 class Tile(Operator):
     """numpy.tile: repeat the whole tensor ``repeats[i]`` times along axis i.
 
@@ -397,6 +499,12 @@ class Tile(Operator):
         return _math.reshape(g, self.x_shape)
 
 
+@declares(Function(
+    "expand", "ONNX Expand: broadcast x against ``shape``",
+    (ANY, Param("shape", "sequence of int", "Broadcasts with x.shape.")), ("x",),
+    "y, the broadcast shape.", grad="dx = dy summed back to x's shape",
+    numpy=lambda x, shape: np.broadcast_to(x, np.broadcast_shapes(x.shape, tuple(shape))),
+    example={"x": [[1.0], [2.0]], "shape": [2, 3]}))
 class Expand(Operator):
     """ONNX Expand: broadcast x against ``shape``; dx = dy summed back."""
 
@@ -428,6 +536,18 @@ def _reflect_source(n: int, lo: int, hi: int) -> np.ndarray:
     return np.where(m < n, m, 2 * (n - 1) - m).astype(np.int32)
 
 
+@declares(Function(
+    "pad", "Pad x",
+    (ANY, Param("mode", "str", '"constant", "reflect" or "edge".'),
+     Param("pads", "sequence of int", "ONNX order: the begin pads of every axis, then the "
+           "end pads (2 x.ndim values)."),
+     Param("constant", "float", "The fill of constant mode.", 0.0)), ("x",),
+    "y, each axis grown by its two pads.", grad="dx = the cells of dy that x filled "
+    "(reflect and edge pads added back)",
+    numpy=lambda x, mode, pads, constant=0.0: np.pad(
+        x, [(pads[i], pads[x.ndim + i]) for i in range(x.ndim)], mode,
+        **({"constant_values": constant} if mode == "constant" else {})),
+    example={"x": [[1.0, 2.0]], "mode": "constant", "pads": [0, 1, 0, 1], "constant": 9.0}))
 class Pad(Operator):
     """Pad with ``mode`` constant/reflect/edge; pads in ONNX order (all begins, then ends).
 
@@ -471,6 +591,19 @@ class Pad(Operator):
         return dy
 
 
+def _upsample_numpy(x, mode, scales):
+    for axis, k in enumerate(scales):
+        x = np.repeat(x, int(k), axis)
+    return x
+
+
+@declares(Function(
+    "upsample", "Nearest-neighbour upsampling by integer ``scales``",
+    (ANY, Param("mode", "str", '"nearest".'),
+     Param("scales", "sequence of int", "One factor per axis.")), ("x",),
+    "y, y.shape[i] = x.shape[i] scales[i].", grad="dx = dy summed over each block of "
+    "repeated cells", numpy=_upsample_numpy,
+    example={"x": [[1.0, 2.0]], "mode": "nearest", "scales": [2, 2]}))
 class UpSample(Operator):
     """Nearest-neighbour upsampling by integer ``scales`` (one per axis)."""
 
@@ -494,6 +627,16 @@ class UpSample(Operator):
                    {"scales": self.scales, "x_shape": self.x_shape})[0]
 
 
+@declares(Function(
+    "where", "y = x where condition else y, with broadcasting",
+    (Param("x", "Tensor", "Picked where the condition is nonzero; broadcasts with y and "
+           "condition."),
+     Param("y", "Tensor", "Picked elsewhere; broadcasts with x and condition."),
+     Param("condition", "Tensor or array-like", "Nonzero (true) picks x.")), ("x", "y"),
+    "Of the broadcast shape.", grad="dx = dy where condition, dy = dy elsewhere, each summed "
+    "to its input's shape",
+    numpy=lambda x, y, condition: np.where(condition, x, y),
+    example={"x": [1.0, 2.0, 3.0], "y": [-1.0, -2.0, -3.0], "condition": [1.0, 0.0, 1.0]}))
 class Where(Operator):
     """y = condition ? a : b (broadcasting); the gradient is routed by the condition."""
 
@@ -517,6 +660,23 @@ class Where(Operator):
         return back_broadcast(dy.dims, sa, da), back_broadcast(dy.dims, sb, db)
 
 
+def _scatter_numpy(x, indices, updates, axis=0):
+    y = x.copy()
+    np.put_along_axis(y, np.asarray(indices), np.asarray(updates), axis)
+    return y
+
+
+@declares(Function(
+    "scatter_elements", "ONNX ScatterElements: y = x with y[..., indices[i], ...] = updates[i] "
+    "along ``axis``",
+    (ANY, Param("indices", "Tensor or array-like of int", "Positions along axis, of updates' "
+                "shape."),
+     Param("updates", "Tensor or array-like", "The values written (constant: no gradient)."),
+     Param("axis", "int", "The axis indexed.", 0)), ("x",),
+    "y, x's shape and dtype.", grad="dx = dy with the scattered cells 0",
+    numpy=_scatter_numpy,
+    example={"x": [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]], "indices": [[1, 0, 1]],
+             "updates": [[5.0, 6.0, 7.0]], "axis": 0}))
 class ScatterElements(Operator):
     """ONNX ScatterElements of constant ``updates`` into x; dx = dy with scattered cells 0."""
 
@@ -538,6 +698,10 @@ class ScatterElements(Operator):
                    self.attrs)[0]
 
 
+@declares(Function(
+    "shape", "The shape of x as a 1-D int32 tensor; no gradient flows", (ANY,), ("x",),
+    "Shape (x.ndim,), int32.", numpy=lambda x: np.asarray(x.shape, np.int32),
+    example={"x": [[1.0, 2.0, 3.0]]}))
 class Shape(Operator):
     """The shape of x as an int32 tensor (no gradient flows back through it).
 
@@ -559,6 +723,12 @@ class Shape(Operator):
         return list(dy.dims)
 
 
+@declares(Function(
+    "constant_of_shape", "A float32 tensor of the shape held by x, filled with ``value``",
+    (Param("x", "Tensor", "1-D, an integer shape."),
+     Param("value", "float", "The fill.", 0.0)), ("x",), "y, of shape tuple(x), float32.",
+    numpy=lambda x, value=0.0: np.full(tuple(x), value, np.float32),
+    example={"x": [2, 3], "value": 1.5}))
 class ConstantOfShape(Operator):
     """A tensor of the shape held by the input (an int tensor), filled with ``value``."""
 
@@ -576,6 +746,10 @@ class ConstantOfShape(Operator):
         return None
 
 
+@declares(Function(
+    "nonzero", "Indices of the nonzero cells of x, computed on the host", (ANY,), ("x",),
+    "Shape (x.ndim, nnz), int32.", numpy=lambda x: np.array(np.nonzero(x), np.int32),
+    example={"x": [[1.0, 0.0], [0.0, 2.0]]}))
 class NonZero(Operator):
     """Indices of the nonzero elements, shape (ndim, nnz), int32 (computed on the host)."""
 
@@ -589,6 +763,17 @@ class NonZero(Operator):
         return None
 
 
+@declares(Function(
+    "onehot", "One-hot encoding along ``axis``: y = on where the position equals the index, "
+    "off elsewhere",
+    (Param("axis", "int", "Where the new axis of length depth goes."),
+     Param("indices", "Tensor", "Integer class ids, any shape."),
+     Param("depth", "int", "The number of classes."),
+     Param("values", "sequence of 2 numbers", "[off, on].")), ("indices",),
+    "y, indices' shape with depth inserted at axis, float32.",
+    numpy=lambda axis, indices, depth, values: np.moveaxis(np.where(
+        np.expand_dims(indices, -1) == np.arange(depth), values[1], values[0]), -1, axis),
+    example={"axis": -1, "indices": [0, 2], "depth": 3, "values": [0.0, 1.0]}))
 class OneHot(Operator):
     """One-hot encoding along ``axis`` with ``values = [off, on]``."""
 
@@ -613,6 +798,13 @@ class OneHot(Operator):
         return None
 
 
+@declares(Function(
+    "cossim", "Row-wise cosine similarity: y_i = a_i . b_i / (|a_i| |b_i|)",
+    (Param("a", "Tensor", "Shape (N, D), a floating dtype."),
+     Param("b", "Tensor", "Shape (N, D), a's dtype.")), ("a", "b"), "y, shape (N,).",
+    grad="da_i = dy_i (b_i / (|a_i| |b_i|) - y_i a_i / |a_i|^2), db symmetrically",
+    numpy=lambda a, b: (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)),
+    example={"a": [[1.0, 0.0], [1.0, 1.0]], "b": [[1.0, 1.0], [2.0, 2.0]]}))
 class CosSim(Operator):
     """Row-wise cosine similarity of 2-D a and b: y_i = a_i.b_i / (|a_i| |b_i|)."""
 
@@ -645,6 +837,13 @@ class CosSim(Operator):
         return _math.mul(da, g), _math.mul(db, g)
 
 
+@declares(Function(
+    "embedding", "y = the rows of w at the integer ids x",
+    (Param("x", "Tensor", "Integer ids, any shape; a float dtype is refused."),
+     Param("w", "Tensor", "Shape (V, D), the embedding table.")), ("x", "w"),
+    "y, shape x.shape + (D,), w's dtype.", grad="dw = scatter-add of dy by id",
+    numpy=lambda x, w: np.take(w, x, 0),
+    example={"x": [2, 0], "w": [[0.0, 1.0], [2.0, 3.0], [4.0, 5.0]]}))
 class Embedding(Operator):
     """y = rows of w at integer ids x; dw = scatter-add of dy.
 

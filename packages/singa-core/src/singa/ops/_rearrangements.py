@@ -21,9 +21,7 @@ Operator class names to the records.
 from __future__ import annotations
 
 import functools
-import linecache
 import math
-import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -34,52 +32,10 @@ from .._shapes import as_int
 from ..errors import ShapeError
 from ._elementwise import Onnx
 from ._rules import normalize_axes
+from ._signatures import REQUIRED, Param, compile_def
+from ._signatures import wrap as _wrap
 
 __all__ = ["Param", "REQUIRED", "Rearrangement", "REARRANGEMENTS", "compile_def"]
-
-#: The default of a parameter that has none.
-REQUIRED: Any = object()
-
-
-@dataclass(frozen=True)
-class Param:
-    """One parameter of a constructor or function: its name, its default (:data:`REQUIRED`:
-    none), and its type and meaning as the docstring's Parameters section gives them."""
-
-    name: str
-    kind: str
-    doc: str
-    default: Any = REQUIRED
-
-
-def compile_def(name: str, lead: tuple[str, ...], params: tuple[Param, ...], body: str,
-                env: dict, module: str, qualname: str | None = None) -> Callable:
-    """``def name(*lead, <params>): <body>``, compiled in ``module``'s name with ``env`` as its
-    globals, named ``qualname`` (default: ``name``).
-
-    Written out and compiled, as :mod:`dataclasses` writes ``__init__``: the function has the
-    exact signature SINGA's has (keyword calls, ``help()``, the public-API snapshot), and a
-    call binds no ``*args`` on the way to the Operator.
-    """
-    defaults = {f"_default_{p.name}": p.default for p in params if p.default is not REQUIRED}
-    names = [p.name if p.default is REQUIRED else f"{p.name}=_default_{p.name}"
-             for p in params]
-    lines = "\n".join(f"    {line}" for line in body.splitlines())
-    source = f"def {name}({', '.join([*lead, *names])}):\n{lines}\n"
-    # a file name of its own, its text in linecache: tracebacks and inspect.getsource show it
-    qualname = qualname or name
-    filename = f"<singa generated {module}.{qualname}>"
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    namespace: dict = {}
-    # the text is made of the records' parameter names only, never of a caller's values
-    exec(compile(source, filename, "exec"), {**env, **defaults, "__name__": module}, namespace)
-    function = namespace[name]
-    function.__qualname__ = qualname
-    return function
-
-
-def _wrap(text: str, indent: str = "") -> str:
-    return textwrap.fill(text, 92, initial_indent=indent, subsequent_indent=indent)
 
 
 def _tolist(a: np.ndarray) -> str:

@@ -1,0 +1,162 @@
+"""SINGA's functional form of an Operator, declared once beside its class.
+
+Most of ``singa.autograd``'s lower-case functions only build their Operator and call it:
+``elu(x, alpha=1.0)`` is ``Elu(alpha)(x)[0]``. Such a function is a :class:`Function`
+declaration on its Operator class (``@declares(Function(...))``): its name, its parameters in
+SINGA's order (each with its type, meaning and default), which of them are the Operator's
+tensor inputs (the others go to the constructor, by position, in the order given), what y is
+(formula, gradient, shape and dtype) and a numpy form of the whole function with the
+arguments of a docstring example. ``singa.autograd`` compiles each function with exactly
+those parameters (:func:`singa.ops._signatures.compile_def`) and renders its NumPy-style
+docstring from the declaration, the example computed by the numpy form.
+
+The functions that do more than build and call their Operator are written out in
+``singa.autograd`` (see docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..ops._signatures import REQUIRED, Param, compile_def, wrap
+
+__all__ = ["Function", "FUNCTIONS", "declares", "build", "X", "ANY"]
+
+#: The x of most functions: a float tensor of any shape.
+X = Param("x", "Tensor", "Any shape; a floating dtype (float32, float16 or float64).")
+#: An x of any shape and dtype.
+ANY = Param("x", "Tensor", "Any shape and dtype.")
+
+
+@dataclass(frozen=True, eq=False)
+class Function:
+    """The ``singa.autograd`` function of one Operator class.
+
+    name: the function's name. summary: what y is, one line (the formula). params: the
+    function's parameters in SINGA's order; one named ``*xs`` is variadic. inputs: the names
+    of the params that are the Operator's tensor inputs, passed to the call in their order
+    (one with default None, the last input, is passed only when given); the other params go
+    to the constructor by position, in their order. returns: y's shape and dtype. grad: the
+    gradient in words ("" where none is stated). note: a paragraph more (why the function has
+    SINGA's form). outputs: "first" returns y, "all" the tuple of every output. numpy: the
+    numpy form of the function, ``numpy(**example)``, the docstring example's oracle (and the
+    tests'); None: no example (a random or a handle-driven op). example: the arguments of
+    the example, by name; a list given for a Tensor (an input, or a param whose kind starts
+    with "Tensor") is an array (a float list float64, an int list int64).
+    """
+
+    name: str
+    summary: str
+    params: tuple[Param, ...]
+    inputs: tuple[str, ...]
+    returns: str
+    grad: str = ""
+    note: str = ""
+    outputs: str = "first"
+    numpy: Callable | None = None
+    example: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self):
+        names = [p.name for p in self.params]
+        assert set(self.inputs) <= set(names), (self.name, self.inputs, names)
+        optional = [n for n in self.inputs if self._param(n).default is not REQUIRED]
+        assert not optional or optional == [self.inputs[-1]], \
+            f"{self.name}: only the last input may be optional"
+
+    def _param(self, name: str) -> Param:
+        return next(p for p in self.params if p.name == name)
+
+    @property
+    def constructor_args(self) -> tuple[str, ...]:
+        """The params passed to the Operator's constructor, in order."""
+        return tuple(p.name for p in self.params if p.name not in self.inputs)
+
+    def body(self) -> str:
+        """The function's body: build the Operator, call it, return y (or every output)."""
+        pick = "[0]" if self.outputs == "first" else ""
+        args = ", ".join(self.inputs)
+        op = f"_cls({', '.join(self.constructor_args)})"
+        last = self._param(self.inputs[-1]) if self.inputs else None
+        if last is not None and last.default is not REQUIRED:
+            given = ", ".join(self.inputs[:-1])
+            return (f"_op = {op}\nif {last.name} is None:\n    return _op({given}){pick}\n"
+                    f"return _op({args}){pick}")
+        return f"return {op}({args}){pick}"
+
+    def example_text(self) -> str:
+        """``name(x, a=...) = y, for x = [...]``, y computed by :attr:`numpy`."""
+        args = {k: _array(v) if k in self.inputs or self._param(k).kind.startswith("Tensor")
+                else v for k, v in self.example.items()}
+        y = self.numpy(**{k.lstrip("*"): v for k, v in args.items()})
+        call = []
+        for p in self.params:
+            if p.name not in args:
+                continue
+            call.append(p.name if p.name in self.inputs else f"{p.name}={_show(args[p.name])}")
+        given = ", ".join(f"{n.lstrip('*')} = {_show(args[n])}" for n in self.inputs
+                          if n in args)
+        return (f"{self.name}({', '.join(call)}) = {_show(y)}"
+                + (f", for {given}" if given else ""))
+
+    def doc(self, operator: str) -> str:
+        """The function's docstring (``operator``: its Operator class's name)."""
+        text = wrap(f"{self.summary} (:class:`{operator}`).")
+        if self.grad:
+            text += "\n\n" + wrap(f"Gradient: {self.grad}.")
+        if self.note:
+            text += "\n\n" + wrap(self.note)
+        params = "".join(
+            f"{p.name} : {p.kind}"
+            + ("" if p.default is REQUIRED else
+               ", optional" if p.default is None else f", default {p.default!r}")
+            + f"\n{wrap(p.doc, '    ')}\n" for p in self.params)
+        kind = "Tensor" if self.outputs == "first" else "tuple of Tensor"
+        text += (f"\n\nParameters\n----------\n{params}\nReturns\n-------\n{kind}\n"
+                 f"{wrap(self.returns, '    ')}\n")
+        if self.numpy is not None:
+            text += f"\nExamples\n--------\n{self.example_text()}\n"
+        return text
+
+
+def _array(value):
+    if isinstance(value, list):
+        return np.asarray(value)
+    if isinstance(value, tuple) and value and all(isinstance(v, list) for v in value):
+        return tuple(np.asarray(v) for v in value)
+    return value
+
+
+def _show(value) -> str:
+    if isinstance(value, tuple) and value and all(isinstance(v, np.ndarray) for v in value):
+        return "(" + ", ".join(_show(v) for v in value) + ")"
+    if isinstance(value, np.ndarray):
+        return str((value.round(4) if value.dtype.kind == "f" else value).tolist())
+    return repr(value)
+
+
+#: Function name -> (declaration, Operator class), filled by :func:`declares` as the Operator
+#: modules are imported.
+FUNCTIONS: dict[str, tuple[Function, type]] = {}
+
+
+def declares(function: Function) -> Callable[[type], type]:
+    """Class decorator: ``function`` is the Operator class's ``singa.autograd`` function."""
+
+    def register(cls: type) -> type:
+        assert function.name not in FUNCTIONS, function.name
+        FUNCTIONS[function.name] = (function, cls)
+        return cls
+
+    return register
+
+
+def build(function: Function, cls: type, module: str) -> Callable:
+    """The compiled function of a declaration, with its docstring, in ``module``."""
+    compiled = compile_def(function.name, (), function.params, function.body(), {"_cls": cls},
+                           module)
+    compiled.__doc__ = function.doc(cls.__name__)
+    return compiled
