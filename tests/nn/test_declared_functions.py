@@ -149,3 +149,36 @@ def test_optional_input_passed_only_when_given():
     assert len(y.creator.src) == 2
     y = autograd.gemm(a, b, tensor.from_numpy(np.ones(2, np.float32)), beta=3.0)
     np.testing.assert_allclose(tensor.to_numpy(y), tensor.to_numpy(a) @ np.ones((3, 2)) + 3)
+
+
+@pytest.mark.parametrize("decl", DECLS, ids=_id)
+def test_class_docstring_adds_the_constructors_parameters(decl):
+    cls = FUNCTIONS[decl.name][1]
+    doc = cls.__doc__
+    for name in decl.constructor_args:
+        assert f"\n{name} : " in doc
+    assert f"``{decl.name}(" in doc and doc == cls.__doc__
+
+
+def test_a_declaration_must_match_its_constructor():
+    from singa.autograd._engine import Operator
+    from singa.autograd._functions import Function, declares
+    from singa.ops._signatures import Param
+
+    decl = Function("f_test_only", "y", (Param("x", "Tensor", "x."), Param("b", "int", "b."),
+                                         Param("a", "int", "a.")), ("x",), "y.")
+
+    class Swapped(Operator):
+        def __init__(self, a, b):
+            super().__init__()
+
+    with pytest.raises(AssertionError, match="does not start with"):
+        declares(decl)(Swapped)
+    assert "f_test_only" not in FUNCTIONS
+
+
+def test_a_subclass_of_a_declared_class_documents_itself():
+    class Mine(autograd.Elu):
+        """My elu."""
+
+    assert Mine.__doc__ == "My elu." and Mine(0.5).alpha == 0.5

@@ -16,12 +16,14 @@ The functions that do more than build and call their Operator are written out in
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
+from ..ops._elementwise import RecordDoc
 from ..ops._signatures import REQUIRED, Param, compile_def, wrap
 
 __all__ = ["Function", "FUNCTIONS", "declares", "build", "X", "ANY"]
@@ -102,6 +104,31 @@ class Function:
         return (f"{self.name}({', '.join(call)}) = {_show(y)}"
                 + (f", for {given}" if given else ""))
 
+    def _section(self, params) -> str:
+        return "".join(
+            f"{p.name} : {p.kind}"
+            + ("" if p.default is REQUIRED else
+               ", optional" if p.default is None else f", default {p.default!r}")
+            + f"\n{wrap(p.doc, '    ')}\n" for p in params)
+
+    def class_doc(self, written: str | None, defaults: dict) -> str:
+        """The Operator class's docstring: its own text (``written``), then the constructor's
+        parameters as the declaration gives them, with the constructor's ``defaults``, and
+        how the class relates to the function."""
+        text = inspect_cleandoc(written or "")
+        ctor = [replace(p, default=defaults.get(p.name, REQUIRED)) for p in self.params
+                if p.name not in self.inputs]
+        if ctor:
+            text += f"\n\nParameters\n----------\n{self._section(ctor)}"
+        inputs = ", ".join(n.lstrip("*") for n in self.inputs)
+        returns = ("the 1-tuple (y,)" if self.outputs == "first" else "the tuple of outputs",
+                   "y itself" if self.outputs == "first" else "the same tuple")
+        call = ", ".join(p.name for p in self.params)
+        return text.rstrip() + "\n\nNotes\n-----\n" + wrap(
+            f"Calling an instance on the input Tensor{'s' if ', ' in inputs else ''} {inputs} "
+            f"returns {returns[0]}; "
+            f"``{self.name}({call})`` builds the instance and returns {returns[1]}.") + "\n"
+
     def doc(self, operator: str) -> str:
         """The function's docstring (``operator``: its Operator class's name)."""
         text = wrap(f"{self.summary} (:class:`{operator}`).")
@@ -109,17 +136,20 @@ class Function:
             text += "\n\n" + wrap(f"Gradient: {self.grad}.")
         if self.note:
             text += "\n\n" + wrap(self.note)
-        params = "".join(
-            f"{p.name} : {p.kind}"
-            + ("" if p.default is REQUIRED else
-               ", optional" if p.default is None else f", default {p.default!r}")
-            + f"\n{wrap(p.doc, '    ')}\n" for p in self.params)
+        params = self._section(self.params)
         kind = "Tensor" if self.outputs == "first" else "tuple of Tensor"
         text += (f"\n\nParameters\n----------\n{params}\nReturns\n-------\n{kind}\n"
                  f"{wrap(self.returns, '    ')}\n")
         if self.numpy is not None:
             text += f"\nExamples\n--------\n{self.example_text()}\n"
         return text
+
+
+def inspect_cleandoc(text: str) -> str:
+    """``inspect.cleandoc``, imported when a docstring is first read."""
+    import inspect
+
+    return inspect.cleandoc(text)
 
 
 def _array(value):
@@ -144,11 +174,24 @@ FUNCTIONS: dict[str, tuple[Function, type]] = {}
 
 
 def declares(function: Function) -> Callable[[type], type]:
-    """Class decorator: ``function`` is the Operator class's ``singa.autograd`` function."""
+    """Class decorator: ``function`` is the Operator class's ``singa.autograd`` function.
+
+    The constructor's leading parameters must be the declaration's constructor arguments, by
+    name and in order (the function passes them by position). The class keeps its own
+    docstring, followed on first read by the constructor's parameters from the declaration.
+    """
 
     def register(cls: type) -> type:
         assert function.name not in FUNCTIONS, function.name
+        code = cls.__init__.__code__
+        init = code.co_varnames[1:code.co_argcount]
+        args = function.constructor_args
+        assert init[:len(args)] == args, f"{cls.__name__}{init} does not start with {args}"
         FUNCTIONS[function.name] = (function, cls)
+        values = cls.__init__.__defaults__ or ()
+        defaults = dict(zip(init[len(init) - len(values):], values))
+        cls.__doc__ = RecordDoc(functools.partial(function.class_doc, cls.__dict__["__doc__"],
+                                                  defaults))
         return cls
 
     return register
