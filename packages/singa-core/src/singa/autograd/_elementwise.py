@@ -3,7 +3,8 @@
 The Operator classes of the elementwise op records (:mod:`singa.ops._elementwise`: Sigmoid,
 Tanh, ..., Add, Mul, Less, And, ...) are built from the records at the end of this module; the
 classes written out here are those with attributes or several ops inside (Elu, Clip, Cast,
-PRelu, Sum, Max, ...).
+PRelu, Sum, Max, ...), each with its ``singa.autograd`` function declared on it
+(:mod:`._functions`).
 """
 
 from __future__ import annotations

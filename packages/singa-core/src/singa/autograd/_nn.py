@@ -1,7 +1,8 @@
 """Neural-network operators: convolution, pooling, batch norm, dropout and the losses.
 
 Every computation is an op of the table (``Conv2d``, ``Pooling2d``, ``BatchNormTrain`` ...),
-so these classes hold no backend code: each backend supplies the kernels.
+so these classes hold no backend code: each backend supplies the kernels. Each class carries
+the declaration of its ``singa.autograd`` function (:mod:`._functions`).
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Products, global average pooling, and shape/indexing operators (the axis reductions are
 built from their records in :mod:`._reductions`, the rearrangements, Reshape to SpaceToDepth,
-in :mod:`._rearrangements`)."""
+in :mod:`._rearrangements`). Each class carries the declaration of its ``singa.autograd``
+function (:mod:`._functions`)."""
 
 from __future__ import annotations
 
