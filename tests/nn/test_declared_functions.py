@@ -172,7 +172,7 @@ def test_a_declaration_must_match_its_constructor():
         def __init__(self, a, b):
             super().__init__()
 
-    with pytest.raises(AssertionError, match="does not start with"):
+    with pytest.raises(TypeError, match="do not start with the declaration's"):
         declares(decl)(Swapped)
     assert "f_test_only" not in FUNCTIONS
 

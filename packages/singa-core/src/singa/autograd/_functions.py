@@ -17,6 +17,7 @@ The functions that do more than build and call their Operator are written out in
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -64,10 +65,13 @@ class Function:
 
     def __post_init__(self):
         names = [p.name for p in self.params]
-        assert set(self.inputs) <= set(names), (self.name, self.inputs, names)
+        if not set(self.inputs) <= set(names):
+            raise TypeError(f"Function {self.name}: inputs {self.inputs} are not all among its "
+                            f"params {names}")
         optional = [n for n in self.inputs if self._param(n).default is not REQUIRED]
-        assert not optional or optional == [self.inputs[-1]], \
-            f"{self.name}: only the last input may be optional"
+        if optional and optional != [self.inputs[-1]]:
+            raise TypeError(f"Function {self.name}: only the last input may have a default "
+                            f"(None: passed only when given), not {optional}")
 
     def _param(self, name: str) -> Param:
         return next(p for p in self.params if p.name == name)
@@ -115,7 +119,7 @@ class Function:
         """The Operator class's docstring: its own text (``written``), then the constructor's
         parameters as the declaration gives them, with the constructor's ``defaults``, and
         how the class relates to the function."""
-        text = inspect_cleandoc(written or "")
+        text = inspect.cleandoc(written or "")
         ctor = [replace(p, default=defaults.get(p.name, REQUIRED)) for p in self.params
                 if p.name not in self.inputs]
         if ctor:
@@ -143,13 +147,6 @@ class Function:
         if self.numpy is not None:
             text += f"\nExamples\n--------\n{self.example_text()}\n"
         return text
-
-
-def inspect_cleandoc(text: str) -> str:
-    """``inspect.cleandoc``, imported when a docstring is first read."""
-    import inspect
-
-    return inspect.cleandoc(text)
 
 
 def _array(value):
@@ -182,11 +179,16 @@ def declares(function: Function) -> Callable[[type], type]:
     """
 
     def register(cls: type) -> type:
-        assert function.name not in FUNCTIONS, function.name
+        if function.name in FUNCTIONS:
+            raise TypeError(f"{cls.__name__}: the function {function.name} is declared already "
+                            f"on {FUNCTIONS[function.name][1].__name__}")
         code = cls.__init__.__code__
         init = code.co_varnames[1:code.co_argcount]
         args = function.constructor_args
-        assert init[:len(args)] == args, f"{cls.__name__}{init} does not start with {args}"
+        if init[:len(args)] != args:
+            raise TypeError(f"{cls.__name__}: the constructor's parameters {init} do not start "
+                            f"with the declaration's constructor arguments {args} (the "
+                            f"function {function.name} passes them by position)")
         FUNCTIONS[function.name] = (function, cls)
         values = cls.__init__.__defaults__ or ()
         defaults = dict(zip(init[len(init) - len(values):], values))
