@@ -97,6 +97,8 @@ class Function:
         """``name(x, a=...) = y, for x = [...]``, y computed by :attr:`numpy`."""
         args = {k: _array(v) if k in self.inputs or self._param(k).kind.startswith("Tensor")
                 else v for k, v in self.example.items()}
+        if self.numpy is None:
+            raise ValueError(f"Function {self.name}: no numpy form, so no example")
         y = self.numpy(**{k.lstrip("*"): v for k, v in args.items()})
         call = []
         for p in self.params:
@@ -178,7 +180,7 @@ def declares(function: Function) -> Callable[[type], type]:
     docstring, followed on first read by the constructor's parameters from the declaration.
     """
 
-    def register(cls: type) -> type:
+    def register(cls: Any) -> Any:
         if function.name in FUNCTIONS:
             raise TypeError(f"{cls.__name__}: the function {function.name} is declared already "
                             f"on {FUNCTIONS[function.name][1].__name__}")
