@@ -8,7 +8,10 @@ them, which parses ``sys.argv`` and exits). This extension imports only the modu
 and inspects them, and for each public name (the rule of
 ``tests/core/test_public_api_snapshot.py``: no leading underscore, not a module, defined in
 singa; plus the names listed as ``extra``) it adds the inspected member where the static tree
-lacks it and marks the name public, so re-exported classes (``autograd.Elu``) are rendered too.
+lacks it and marks the name public, so re-exported classes (``autograd.Elu``) are rendered too;
+a class of the module whose docstring is completed at run time (an Operator class that
+declares its ``singa.autograd`` function adds its constructor's parameters) gets the runtime
+text.
 
 The modules are imported from the handler's ``paths``, so the build needs singa's own
 dependencies (numpy, pluggy) installed.
@@ -98,5 +101,22 @@ class RuntimeMembers(griffe.Extension):
                     _prune(member)
                 static.set_member(name, member)
                 added += 1
+            else:
+                self._runtime_docstring(static.members[name], value, path, loader)
             static.members[name].public = True
         _logger.debug("griffe_singa: %s: %d runtime members added", path, added)
+
+    @staticmethod
+    def _runtime_docstring(member, value: Any, path: str, loader: griffe.GriffeLoader) -> None:
+        """A class of ``path`` whose docstring is completed at run time (an Operator class
+        with its function's declaration adds its constructor's parameters): the runtime
+        text replaces the static one."""
+        if member.is_alias or not member.is_class or getattr(value, "__module__", None) != path:
+            return
+        text = inspect.cleandoc(value.__doc__ or "")
+        if member.docstring is None or member.docstring.value == text:
+            return
+        member.docstring = griffe.Docstring(text, lineno=member.docstring.lineno,
+                                            endlineno=member.docstring.endlineno, parent=member,
+                                            parser=loader.docstring_parser,
+                                            parser_options=loader.docstring_options)
