@@ -267,7 +267,7 @@ class SoftMaxCrossEntropy(Operator):
     "cross_entropy", "loss = -sum(t log y) / N for probabilities y",
     (Param("y", "Tensor", "Probabilities, shape (N, C)."),
      Param("t", "Tensor", "Target, shape (N, C).")), ("y",), "The loss, shape (1,).",
-    grad="dy_in = -t / (y N) dy",
+    grad="y's gradient is -t / (y N) times the loss's",
     numpy=lambda y, t: -(t * np.log(y)).sum(keepdims=True).reshape(1) / len(y),
     example={"y": [[0.2, 0.8], [0.5, 0.5]], "t": [[0.0, 1.0], [1.0, 0.0]]}))
 class CrossEntropy(Operator):

@@ -634,8 +634,8 @@ class UpSample(Operator):
            "condition."),
      Param("y", "Tensor", "Picked elsewhere; broadcasts with x and condition."),
      Param("condition", "Tensor or array-like", "Nonzero (true) picks x.")), ("x", "y"),
-    "Of the broadcast shape.", grad="dx = dy where condition, dy = dy elsewhere, each summed "
-    "to its input's shape",
+    "Of the broadcast shape.", grad="dy goes to x where condition, to y elsewhere, each part "
+    "summed to its input's shape",
     numpy=lambda x, y, condition: np.where(condition, x, y),
     example={"x": [1.0, 2.0, 3.0], "y": [-1.0, -2.0, -3.0], "condition": [1.0, 0.0, 1.0]}))
 class Where(Operator):
