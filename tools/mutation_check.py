@@ -112,6 +112,8 @@ MUTANTS = [
         "_im2col_forward(x, w2, b, y, g, ACT_NONE, pooled if chunk_pool else None)",
         ("tests/backend/test_conformance.py::test_fused[Conv2d+ReLU-float32]",
          "tests/backend/test_conformance.py::test_fused[Conv2d+ReLU-float64]",
+         "tests/backend/test_conformance.py::test_large[Conv2d+ReLU-float32]",
+         "tests/backend/test_conformance.py::test_large[Conv2d+ReLU-float64]",
          "--singa-backend", "cpu")),
     Mutant(
         "gemm-ignores-transB", "the CPU's GEMM kernel ignores transB",
