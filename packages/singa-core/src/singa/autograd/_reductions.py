@@ -14,7 +14,7 @@ import functools
 from typing import Any
 
 from .. import _math
-from ..ops._elementwise import RecordDoc
+from ..ops._records import RecordDoc
 from ..ops._reductions import REDUCTIONS
 from ..ops._rules import normalize_axes
 from ._engine import Operator, is_training
