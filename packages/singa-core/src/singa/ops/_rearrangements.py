@@ -32,7 +32,7 @@ import numpy as np
 
 from .._shapes import as_int
 from ..errors import ShapeError
-from ._elementwise import Onnx
+from ._records import Onnx
 from ._rules import normalize_axes
 
 __all__ = ["Param", "REQUIRED", "Rearrangement", "REARRANGEMENTS", "compile_def"]
