@@ -108,10 +108,12 @@ MUTANTS = [
     Mutant(
         "fused-conv-drops-relu", "the CPU's fused Conv2d+ReLU skips the ReLU on the im2col path",
         "packages/singa-cpu/src/singa_cpu/kernels/conv.py",
-        "_im2col_forward(x, w2, b, y, g, relu, pooled if chunk_pool else None)",
-        "_im2col_forward(x, w2, b, y, g, False, pooled if chunk_pool else None)",
+        "_im2col_forward(x, w2, b, y, g, act, pooled if chunk_pool else None)",
+        "_im2col_forward(x, w2, b, y, g, ACT_NONE, pooled if chunk_pool else None)",
         ("tests/backend/test_conformance.py::test_fused[Conv2d+ReLU-float32]",
          "tests/backend/test_conformance.py::test_fused[Conv2d+ReLU-float64]",
+         "tests/backend/test_conformance.py::test_large[Conv2d+ReLU-float32]",
+         "tests/backend/test_conformance.py::test_large[Conv2d+ReLU-float64]",
          "--singa-backend", "cpu")),
     Mutant(
         "gemm-ignores-transB", "the CPU's GEMM kernel ignores transB",

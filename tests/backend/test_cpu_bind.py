@@ -70,7 +70,8 @@ CONV_CASES = [
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("bias", [True, False])
 @pytest.mark.parametrize("case", CONV_CASES)
-@pytest.mark.parametrize("name", ["Conv2d", "Conv2d+ReLU", "Conv2d+ReLU+Pooling2d"])
+@pytest.mark.parametrize("name", ["Conv2d", "Conv2d+ReLU", "Conv2d+ReLU+Pooling2d",
+                                  "Conv2d+HardSwish"])
 def test_batch1_convolutions_bind_bitwise(dev, name, case, bias, dtype):
     rng = np.random.default_rng(5)
     xs, ws, stride, pad, dil = case
@@ -96,18 +97,23 @@ POINTWISE_CASES = [
 ]
 
 
-def _pointwise_oracle(x, w, b, relu):
-    """numpy's 1x1 convolution: y[n, o] = sum_c w[o, c] x[n, c] (+ b[o]), ReLU'd."""
+def _pointwise_oracle(x, w, b, act):
+    """numpy's 1x1 convolution: y[n, o] = sum_c w[o, c] x[n, c] (+ b[o]), then ``act``
+    ("ReLU", "HardSwish" or None) in float64."""
     y = np.einsum("oc,nchw->nohw", w[:, :, 0, 0].astype(np.float64), x.astype(np.float64))
     if b is not None:
         y += b[:, None, None]
-    return np.maximum(y, 0) if relu else y
+    if act == "ReLU":
+        return np.maximum(y, 0)
+    if act == "HardSwish":
+        return np.where(y <= -3, 0.0, np.where(y >= 3, y, y * (y + 3) / 6))
+    return y
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("bias", [True, False])
 @pytest.mark.parametrize("case", POINTWISE_CASES)
-@pytest.mark.parametrize("name", ["Conv2d", "Conv2d+ReLU"])
+@pytest.mark.parametrize("name", ["Conv2d", "Conv2d+ReLU", "Conv2d+HardSwish"])
 def test_pointwise_convolutions_bind_bitwise(dev, name, case, bias, dtype):
     """1x1 layers bind at every batch size (the GEMM's form and the views resolved once), and
     give the numpy oracle's values and bitwise the general kernel's."""
@@ -117,12 +123,35 @@ def test_pointwise_convolutions_bind_bitwise(dev, name, case, bias, dtype):
     w = rng.standard_normal(ws).astype(dtype)
     b = rng.standard_normal(ws[0]).astype(dtype) if bias else None
     ins = [x, w] + ([b] if bias else [])
-    want = _pointwise_oracle(x, w, b, name.endswith("ReLU"))
+    want = _pointwise_oracle(x, w, b, name.partition("+")[2] or None)
     y = np.zeros((xs[0], ws[0], xs[2], xs[3]), dtype)
     _kernel(dev, name)(ins, [y], _conv_attrs())
     tol = 1e-4 if dtype == np.float32 else 1e-10
     np.testing.assert_allclose(y, want, rtol=tol, atol=tol * np.abs(want).max())
     _check_bound(dev, name, ins, [y.shape], _conv_attrs(), rng)
+
+
+# depthwise layers (MobileNetV3's 3x3 stride 2 and 5x5, a channel multiplier of 2), one image
+# and several: x shape, w shape, stride, pad
+DEPTHWISE_CASES = [
+    ((1, 16, 28, 28), (16, 1, 3, 3), 2, 1),
+    ((1, 24, 14, 14), (24, 1, 5, 5), 1, 2),
+    ((3, 8, 9, 9), (16, 1, 3, 3), 1, 1),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("case", DEPTHWISE_CASES)
+@pytest.mark.parametrize("name", ["Conv2d", "Conv2d+ReLU", "Conv2d+HardSwish"])
+def test_depthwise_convolutions_bind_bitwise(dev, name, case, dtype):
+    """Depthwise layers bind at every batch size (the depthwise loop, its arguments resolved
+    once) and give bitwise the general kernel's values."""
+    rng = np.random.default_rng(13)
+    xs, ws, stride, pad = case
+    ins = [rng.standard_normal(s).astype(dtype) for s in (xs, ws, (ws[0],))]
+    ho = _out_side(xs[2], ws[2], stride, pad, 1)
+    attrs = {**_conv_attrs(stride, pad), "group": xs[1]}
+    _check_bound(dev, name, ins, [(xs[0], ws[0], ho, ho)], attrs, rng)
 
 
 def test_convolution_bind_declines_other_paths(dev):
@@ -194,6 +223,34 @@ def test_bound_matmul_keeps_blas_single_threaded(dev):
     _kernel(dev, "Matmul").bind([a, b], [out], {})([a, b], [out], {})
     assert blas[0]() == before
     assert np.array_equal(out, np.full((4, 3), 8, np.float32))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gates_and_hard_activations_bind_bitwise(dev, dtype):
+    """A squeeze-excitation gate times its map (Mul, either order, out of place and in the
+    map's memory as graph mode runs it) and HardSigmoid / HardSwish bind to their loops and
+    give bitwise the general kernels' values; float16 and a strided input keep the general
+    kernels."""
+    rng = np.random.default_rng(17)
+    gate = rng.standard_normal((1, 24, 1, 1)).astype(dtype)
+    fmap = rng.standard_normal((1, 24, 7, 7)).astype(dtype)
+    mul = _kernel(dev, "Mul")
+    for ins in ([gate, fmap], [fmap, gate]):
+        bound = _check_bound(dev, "Mul", ins, [fmap.shape], {}, rng)
+        assert getattr(bound, "__name__", "") == "<lambda>"  # the row loop, not _mul
+    want = np.empty_like(fmap)
+    mul([gate, fmap], [want], {})
+    in_place = fmap.copy()
+    bound = mul.bind([gate, in_place], [in_place], {})
+    bound([gate, in_place], [in_place], {})
+    assert np.array_equal(in_place, want)
+    x = rng.standard_normal((1, 24, 7, 7)).astype(dtype) * 4
+    _check_bound(dev, "HardSigmoid", [gate], [gate.shape], {"alpha": 1 / 6, "gamma": 0.5},
+                 rng)
+    _check_bound(dev, "HardSwish", [x], [x.shape], {}, rng)
+    half = x.astype(np.float16)
+    assert _kernel(dev, "HardSwish").bind([half], [half.copy()], {}) is None
+    assert _kernel(dev, "HardSwish").bind([x[..., ::2]], [x[..., ::2].copy()], {}) is None
 
 
 @pytest.mark.parametrize("name", ["ReduceMean", "Sum"])

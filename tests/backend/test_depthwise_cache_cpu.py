@@ -52,6 +52,6 @@ def test_loops_compile_in_memory_when_the_cache_is_not_writable(depthwise, tmp_p
     blocked.write_text("")
     monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))
     _conv_against_reference(depthwise)
-    assert (depthwise._COMPILED[(6, 2, 1)].py_func.__code__.co_filename
+    assert (depthwise._COMPILED[(6, 2, 1, False)].py_func.__code__.co_filename
             == "<singa depthwise 6 taps stride 2 block 1>")
     assert not (blocked / "singa").exists()

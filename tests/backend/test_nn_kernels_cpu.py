@@ -213,13 +213,14 @@ BIG_MAP = ((2, 20, 24, 24), (20, 1, 5, 5), {"group": 20, "pads": (2, 2, 2, 2)})
 
 
 @pytest.mark.parametrize("case", [*DEPTHWISE, "depthwise 5x5 on 24x24"])
-@pytest.mark.parametrize("relu", [False, True])
-def test_depthwise_kernel_is_the_wide_kernel_bitwise(dev, rng, monkeypatch, case, relu):
-    """Depthwise layers (the forward, and backward-data at stride 1 with one output per
-    channel) take the CPU's depthwise kernel (singa_cpu.kernels.depthwise, every tap written
-    out); switched off, the wide rows of singa_cpu.kernels.grouped with a loop per tap. Both
-    sum the taps in the same order, so they give the same bits, NaN and infinity included:
-    strides, dilations, crops, multipliers, small and large maps."""
+@pytest.mark.parametrize("fused", [None, "Conv2d+ReLU", "Conv2d+HardSwish"])
+def test_depthwise_kernel_is_the_wide_kernel_bitwise(dev, rng, monkeypatch, case, fused):
+    """Depthwise layers (the forward, alone or with its activation fused, and backward-data
+    at stride 1 with one output per channel) take the CPU's depthwise kernel
+    (singa_cpu.kernels.depthwise, every tap written out); switched off, the wide rows of
+    singa_cpu.kernels.grouped with a loop per tap. Both sum the taps in the same order and
+    apply the activation as they write a row, so they give the same bits, NaN and infinity
+    included: strides, dilations, crops, multipliers, small and large maps."""
     if dev.backend != "cpu":
         pytest.skip("CPU kernel selection")
     from singa.backend import conv2d_geometry
@@ -234,8 +235,8 @@ def test_depthwise_kernel_is_the_wide_kernel_bitwise(dev, rng, monkeypatch, case
     dy[0, 0, y_shape[2] // 2, y_shape[3] // 2], dy[-1, -1, -1, -1] = np.nan, np.inf
 
     def passes():
-        if relu:
-            y = run_fused(dev, "Conv2d+ReLU", [x, w, b], attrs, y_shape)
+        if fused:
+            y = run_fused(dev, fused, [x, w, b], attrs, y_shape)
         else:
             y = run_op(dev, "Conv2d", [x, w, b], attrs)[0]
         return y, run_op(dev, "Conv2dBackwardX", [dy, w], {**attrs, "x_shape": xs})[0]
@@ -273,6 +274,9 @@ def test_few_tap_layers_take_the_direct_kernel(dev, rng, monkeypatch, case):
     relu = run_op(dev, "ReLU", [y], {})[0]
     fused = run_fused(dev, "Conv2d+ReLU", [x, w, b], attrs, y.shape)
     assert np.array_equal(fused, relu)
+    hard_swish = run_op(dev, "HardSwish", [y], {})[0]
+    assert_bitwise(run_fused(dev, "Conv2d+HardSwish", [x, w, b], attrs, y.shape), hard_swish,
+                   f"Conv2d+HardSwish {case}")
     blocks = [ob for ob in (1, 2, 4) if (g.o // g.group) % ob == 0]
     assert depthwise.block(g) == blocks[-1]
     for ob in blocks:
@@ -312,9 +316,10 @@ def test_conv2d_1x1_on_small_maps(dev, rng, monkeypatch, hw, n, split):
     dy = randn(rng, y.shape)
     check(dev, "Conv2dBackwardX", [dy, w], {**attrs, "x_shape": xs})
     check(dev, "Conv2dBackwardW", [dy, x], {**attrs, "w_shape": ws})
-    want = run_op(dev, "ReLU", [y], {})[0]
-    assert_bitwise(run_fused(dev, "Conv2d+ReLU", [x, w, b], attrs, y.shape), want,
-                   f"Conv2d+ReLU 1x1 on {hw}x{hw}, batch {n}")
+    for act in ("ReLU", "HardSwish"):
+        want = run_op(dev, act, [y], {})[0]
+        assert_bitwise(run_fused(dev, f"Conv2d+{act}", [x, w, b], attrs, y.shape), want,
+                       f"Conv2d+{act} 1x1 on {hw}x{hw}, batch {n}")
 
 
 def test_conv2d_workspace_is_reused(dev, rng):
@@ -475,13 +480,51 @@ def test_fused_conv_relu_is_conv_then_relu(dev, rng, case, bias):
     assert (got == 0).any() and (got > 0).any()  # the ReLU did cut
 
 
+def _hard_swish64(y):
+    """HardSwish in float64: 0 for y <= -3, y for y >= 3, y (y + 3) / 6 between."""
+    return np.where(y <= -3, 0.0, np.where(y >= 3, y, y * (y + 3) / 6))
+
+
+@pytest.mark.parametrize("case", ["cnn.conv1", "cnn.conv2", "r18.l4", "pointwise", "group4",
+                                  "winograd odd", "asymmetric", "depthwise 5x5", "r18.down",
+                                  "group4 width 2"])
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+def test_fused_conv_hardswish_is_conv_then_hardswish(dev, rng, case, bias, dtype):
+    """Conv2d+HardSwish (MobileNetV3's activation applied as each 1x1 product, depthwise
+    row, im2col chunk is written; Winograd after) is bitwise the Conv2d kernel followed by
+    the HardSwish kernel, in every dtype (float16 rounds the convolution before the
+    activation, as the pair does), and near the float64 oracle; the inputs are scaled so
+    that all three pieces of HardSwish (0, x (x + 3) / 6, x) are taken."""
+    if "Conv2d+HardSwish" not in dev.kernels:
+        pytest.skip(f"{dev.name} has no fused Conv2d+HardSwish kernel")
+    xs, ws, attrs = CONV[case]
+    x, w, b = _conv_arrays(rng, xs, ws)
+    ref = OPS["Conv2d"].reference(*(a.astype(np.float64) for a in (x, w, b)), **attrs)
+    scale = 6.0 / np.abs(ref).max()
+    x, b = (x * scale), (b * scale)
+    arrays = [a.astype(dtype) for a in ((x, w, b) if bias else (x, w))]
+    y = run_op(dev, "Conv2d", arrays, attrs)[0]
+    want = run_op(dev, "HardSwish", [y], {})[0]
+    got = run_fused(dev, "Conv2d+HardSwish", arrays, attrs, y.shape)
+    assert_bitwise(got, want, f"Conv2d+HardSwish {case} {np.dtype(dtype).name}")
+    ref = OPS["Conv2d"].reference(*(a.astype(np.float64) for a in arrays), **attrs)
+    assert (ref <= -3).any() and (ref >= 3).any() and (np.abs(ref) < 3).any()
+    tol = {np.float16: 1e-2, np.float32: 2e-4, np.float64: 1e-10}[dtype]
+    np.testing.assert_allclose(got.astype(np.float64), _hard_swish64(ref), rtol=tol,
+                               atol=tol * max(1.0, np.abs(ref).max()))
+
+
 @pytest.mark.parametrize("case", ["cnn.conv1", "cnn.conv2", "winograd nopad", "pointwise",
                                   "asymmetric"])
 @pytest.mark.parametrize("pool", ["2x2 max", "3x3 max", "avg"])
-def test_fused_conv_relu_pool_is_the_three_kernels(dev, rng, case, pool, monkeypatch):
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_fused_conv_relu_pool_is_the_three_kernels(dev, rng, case, pool, dtype, monkeypatch):
     """Conv2d+ReLU+Pooling2d (2x2 max pooling of each chunk in cache; other poolings after)
     gives bitwise the Conv2d, ReLU and Pooling2d kernels' outputs: the ReLU's and the
-    pooling's; also in many small chunks."""
+    pooling's; also in many small chunks. In float16 the pooling averages the rounded ReLU
+    output, as the kernels one after the other do (the CPU's fused kernel once averaged the
+    float32 values: the kit's large case found it)."""
     if dev.backend == "cpu":
         from singa_cpu.kernels import conv
 
@@ -490,7 +533,7 @@ def test_fused_conv_relu_pool_is_the_three_kernels(dev, rng, case, pool, monkeyp
     pattrs = {"2x2 max": dict(kernel=(2, 2), stride=(2, 2), mode="max"),
               "3x3 max": dict(kernel=(3, 3), stride=(2, 2), pads=(1, 1, 1, 1), mode="max"),
               "avg": dict(kernel=(2, 2), stride=(2, 2), mode="avg")}[pool]
-    x, w, b = _conv_arrays(rng, xs, ws)
+    x, w, b = (a.astype(dtype) for a in _conv_arrays(rng, xs, ws))
     y = run_op(dev, "ReLU", [run_op(dev, "Conv2d", [x, w, b], attrs)[0]], {})[0]
     pooled = run_op(dev, "Pooling2d", [y], pattrs)[0]
     got_y, got_p = run_fused(dev, "Conv2d+ReLU+Pooling2d", [x, w, b],

@@ -17,6 +17,7 @@ REFUSED = {
     "SINGA_TRACE_PLUGINS": ("2", BOOL, BOOL_OK),
     "SINGA_CUDA_TF32": ("tf32", BOOL, BOOL_OK),
     "SINGA_GRAPH_FUSE": ("fused", BOOL, BOOL_OK),
+    "SINGA_DIST_NO_ABORT_HOOK": ("please", BOOL, BOOL_OK),
     "SINGA_LOG_LEVEL": ("loud", "expected one of DEBUG, INFO, WARNING, ERROR, CRITICAL (any case)",
                         ["DEBUG", "info", "Warning", "ERROR", "critical"]),
     "SINGA_CUDA_INIT_SIZE": ("1GiB", "expected a whole number (e.g. 0 or 512)", ["0", "512"]),

@@ -4,9 +4,10 @@ For each module below, every public name (``__all__`` plus the names without a l
 underscore that are neither modules nor imported from outside singa, plus SINGA's own
 underscored functions ``autograd._and``/``_or``/``_xor``/``_not``) is recorded with its kind and
 ``inspect.signature``; for a class, also each method and property it defines or inherits from
-a singa class, with their signatures. The snapshot was taken from the code before the op
-declarations were made table-driven; regenerate it (``python
-tests/core/test_public_api_snapshot.py``) only for an intended API change.
+a singa class, with their signatures. Regenerate it (``python
+tests/core/test_public_api_snapshot.py``) only for an intended API change, never to drop a name
+SINGA's API has (``docs/compatibility.md`` lists where this one differs), and say why in
+the commit.
 """
 
 from __future__ import annotations

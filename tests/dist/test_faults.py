@@ -56,15 +56,29 @@ def test_a_rank_killed_ends_every_rank(comm, script, n):
     assert "must not happen" not in out
 
 
-def test_abort_hook_can_be_disabled_for_debugging(comm, script):
+HOOKED = ["-c", "import singa_dist.mpi as m, sys; "
+          "from singa import dist; c = dist.get_communicator('mpi'); "
+          # one write per rank: print's separate writes of 'hooked', ' ' and 'False'
+          # interleave between ranks
+          "sys.stdout.write(f'hooked {sys.excepthook is not sys.__excepthook__}\\n'); "
+          "sys.stdout.flush()"]
+
+
+@pytest.mark.parametrize("value, hooked", [("1", False), ("0", True)])
+def test_abort_hook_can_be_disabled_for_debugging(comm, script, value, hooked):
     exe = mpiexec_or_skip(comm)
-    rc, out, secs = run(exe, 2, ["-c", "import singa_dist.mpi as m, sys; "
-                                 "from singa import dist; c = dist.get_communicator('mpi'); "
-                                 # one write per rank: print's separate writes of
-                                 # 'hooked', ' ' and 'False' interleave between ranks
-                                 "sys.stdout.write(f'hooked {sys.excepthook is not "
-                                 "sys.__excepthook__}\\n'); sys.stdout.flush()"],
-                        env={"SINGA_DIST_NO_ABORT_HOOK": "1"})
+    rc, out, secs = run(exe, 2, HOOKED, env={"SINGA_DIST_NO_ABORT_HOOK": value})
     assert rc == 0, out
-    assert out.count("hooked False") == 2, out
+    assert out.count(f"hooked {hooked}") == 2, out
     assert os.path.exists(script)
+
+
+def test_a_value_the_abort_hook_switch_refuses_is_a_config_error(comm):
+    # read through singa.config like every other variable: a typo is an error on every rank,
+    # not a silent "off"
+    exe = mpiexec_or_skip(comm)
+    rc, out, secs = run(exe, 2, HOOKED, env={"SINGA_DIST_NO_ABORT_HOOK": "please"})
+    assert rc != 0, out
+    assert out.count("ConfigError: environment variable SINGA_DIST_NO_ABORT_HOOK='please' "
+                     "is invalid") == 2, out
+    assert "hooked" not in out, out

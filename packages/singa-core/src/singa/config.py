@@ -203,6 +203,15 @@ _declare(
 
 
 _declare(
+    "SINGA_DIST_NO_ABORT_HOOK", _parse_bool, False,
+    "1: the MPI communicator of a job of several ranks installs no sys.excepthook and "
+    "threading.excepthook handlers that abort every rank when one fails, and starts no "
+    "watcher process that ends the job when a rank dies (for debugging one rank; a failure "
+    "may then leave the other ranks waiting). Read when a communicator is created.", "bool",
+)
+
+
+_declare(
     "SINGA_COMMUNICATOR", _parse_str, "",
     "Communicator backend used by singa.dist.get_communicator() and opt.DistOpt when none is "
     "named: 'mpi' (mpi4py, any device, host staging) or 'nccl' (CUDA tensors). Empty means "

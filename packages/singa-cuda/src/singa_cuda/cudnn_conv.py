@@ -205,7 +205,8 @@ class CudnnConv(CudnnGraphs):
 
 
 def kernels(device, fallback: dict) -> dict:
-    """Conv2d, Conv2dBackwardX and Conv2dBackwardW for ``device``; float64 goes to
+    """Conv2d, Conv2dBackwardX and Conv2dBackwardW for ``device``, and the fused
+    Conv2d+HardSwish (this Conv2d, then ``fallback``'s HardSwish); float64 goes to
     ``fallback`` (the shared im2col kernels)."""
     from singa.backend import kernel_attrs
 
@@ -247,6 +248,15 @@ def kernels(device, fallback: dict) -> dict:
                        precision=device.float32_precision)
         engine().run(key, {"dy": dy, "x": x}, outs[0])
 
+    @kernel_attrs(contiguous_inputs=True)
+    def forward_hard_swish(ins, outs, attrs):
+        """The fused Conv2d+HardSwish of graph mode (singa.ops.FUSIONS): this Conv2d, then the
+        table's HardSwish in place on its output, so bitwise what the two ops give (two
+        launches; the one-pass epilogue is the CPU backend's)."""
+        forward(ins, outs, {k: v for k, v in attrs.items() if k != "second"})
+        fallback["HardSwish"](outs, outs, {})
+
     for fn in (forward, backward_x, backward_w):
         fn.engine = engine  # diagnosis: engine().cache holds the built graphs
-    return {"Conv2d": forward, "Conv2dBackwardX": backward_x, "Conv2dBackwardW": backward_w}
+    return {"Conv2d": forward, "Conv2dBackwardX": backward_x, "Conv2dBackwardW": backward_w,
+            "Conv2d+HardSwish": forward_hard_swish}

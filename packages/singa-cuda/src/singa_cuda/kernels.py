@@ -35,6 +35,8 @@ PLAN.update({
     "Pooling2dBackward+ReLUBackward": (CU, None),
     # the device's Conv2d (cuDNN / shared), then an epilogue of cu/epilogue.cu
     "Conv2d+ReLU": (CU, None), "Conv2d+ReLU+Pooling2d": (CU, None),
+    # the device's Conv2d, then the shared HardSwish in place (two launches)
+    "Conv2d+HardSwish": (CUDNN, None),
     # one launch of cu/elementwise.cu over contiguous same-shape float operands, else the
     # shared code (two launches: the shared Add, then the shared ReLU in place / a multiply by
     # the mask)

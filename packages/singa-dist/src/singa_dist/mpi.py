@@ -16,13 +16,13 @@ blocked in a collective. A rank killed by a signal is detected by the launcher (
 
 from __future__ import annotations
 
-import os
 import sys
 import threading
 import time
 import traceback
 
 import numpy as np
+from singa import config
 from singa.dist import Communicator, DistError
 
 from . import half as _half
@@ -101,7 +101,7 @@ class MpiCommunicator(Communicator):
         self._monitor = None  # started at the first agreement check (see _deadline)
         if abort_on_error and self.world_size > 1:
             _install_abort_hooks(self)
-            if comm is None and not os.environ.get("SINGA_DIST_NO_ABORT_HOOK"):
+            if comm is None and not config.get("SINGA_DIST_NO_ABORT_HOOK"):
                 from . import watchdog
 
                 watchdog.start(self.comm, self.rank, self.local_rank)
@@ -269,7 +269,7 @@ _HOOKED = False
 
 def _install_abort_hooks(comm: MpiCommunicator) -> None:
     global _HOOKED
-    if _HOOKED or os.environ.get("SINGA_DIST_NO_ABORT_HOOK"):
+    if _HOOKED or config.get("SINGA_DIST_NO_ABORT_HOOK"):
         return
     _HOOKED = True
     prev = sys.excepthook

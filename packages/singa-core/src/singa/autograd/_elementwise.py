@@ -16,7 +16,8 @@ import numpy as np
 
 from .. import _dtype, _math
 from .._ctensor import CTensor
-from ..ops._elementwise import BINARY, UNARY, RecordDoc
+from ..ops._elementwise import BINARY, UNARY
+from ..ops._records import RecordDoc
 from ..ops._signatures import Param
 from ..tensor import Tensor
 from ._engine import Operator, back_broadcast, is_training

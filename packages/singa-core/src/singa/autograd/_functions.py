@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ..ops._elementwise import RecordDoc
+from ..ops._records import RecordDoc
 from ..ops._signatures import REQUIRED, Param, compile_def, wrap
 
 __all__ = ["Function", "FUNCTIONS", "declares", "build", "X", "ANY"]

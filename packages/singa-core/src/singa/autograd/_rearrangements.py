@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 
 from .. import _math
-from ..ops._elementwise import RecordDoc
 from ..ops._rearrangements import REARRANGEMENTS, compile_def
+from ..ops._records import RecordDoc
 from ._engine import Operator
 
 __all__ = ["OPERATORS"]

@@ -14,7 +14,7 @@ import functools
 from typing import Any
 
 from .. import _math
-from ..ops._elementwise import RecordDoc
+from ..ops._records import RecordDoc
 from ..ops._reductions import REDUCTIONS
 from ..ops._rules import normalize_axes
 from ._engine import Operator, is_training
@@ -57,25 +57,13 @@ class _Reduction(Operator):
                           self.norm_axes)
 
 
-# The class attributes the hand-written classes had, which the public-API snapshot
-# (tests/core/data/public_api_snapshot.json) records: kept so that the classes' public
-# surface is what it was; nothing here reads them.
-_FORMER_ATTRIBUTES: dict[str, dict[str, Any]] = {
-    "ReduceSum": {"mean": False},
-    "ReduceMean": {"mean": True},
-    "ReduceMax": {"fn": staticmethod(_math.reduce_max)},
-    "ReduceMin": {"fn": staticmethod(_math.reduce_min)},
-}
-
-
 def _reduction_operator(decl) -> type:
     """The Operator class of a :class:`singa.ops.Reduction` record."""
     name = decl.operator
     body = {"__doc__": RecordDoc(functools.partial(decl.doc, "operator")),
             "__module__": __name__, "__qualname__": name,
             "_fn": staticmethod(getattr(_math, decl.name)), "_rule": staticmethod(decl.grad),
-            "_keep_x": "x" in decl.keep, "_keep_y": "y" in decl.keep,
-            **_FORMER_ATTRIBUTES.get(name, {})}
+            "_keep_x": "x" in decl.keep, "_keep_y": "y" in decl.keep}
     return type(name, (_Reduction,), body)
 
 

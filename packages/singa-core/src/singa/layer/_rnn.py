@@ -257,6 +257,26 @@ class RNN_Base(Layer):  # noqa: N801  (SINGA's name)
         return autograd.cat([autograd.unsqueeze(s, 0) for s in states], 0)
 
 
+# RNN's and GRU's forward: one state, h (LSTM's has two, h and c)
+def _forward_one_state(self, xs, h0=None):
+    """Run the stack over the sequence.
+
+    Parameters
+    ----------
+    xs : list of Tensor
+        The time steps, each (batch, input_size).
+    h0 : Tensor, optional
+        Initial state, (batch, hidden) or (num_layers * dirs, batch, hidden); zeros if None.
+
+    Returns
+    -------
+    tuple
+        (outputs, one (batch, dirs * hidden) per step; last states, like ``h0``).
+    """
+    seq, hs, _ = self._run(xs, self._split_state(h0, xs[0]), None)
+    return seq, self._join_state(hs)
+
+
 class RNN(RNN_Base):
     """Elman RNN: h = act(x Wx + h Wh + b). ``forward(xs, h0)`` -> (list of h, last h)."""
 
@@ -267,23 +287,7 @@ class RNN(RNN_Base):
         y = self._lin(x, h, "", layer, d)
         return (autograd.tanh(y) if self.nonlinearity == "tanh" else autograd.relu(y)), None
 
-    def forward(self, xs, h0=None):
-        """Run the stack over the sequence.
-
-        Parameters
-        ----------
-        xs : list of Tensor
-            The time steps, each (batch, input_size).
-        h0 : Tensor, optional
-            Initial state, (batch, hidden) or (num_layers * dirs, batch, hidden); zeros if None.
-
-        Returns
-        -------
-        tuple
-            (outputs, one (batch, dirs * hidden) per step; last states, like ``h0``).
-        """
-        seq, hs, _ = self._run(xs, self._split_state(h0, xs[0]), None)
-        return seq, self._join_state(hs)
+    forward = _forward_one_state
 
 
 class LSTM(RNN_Base):
@@ -352,23 +356,7 @@ class GRU(RNN_Base):
         # h' = n + z (h - n)
         return autograd.add(n, autograd.mul(z, autograd.sub(h, n))), None
 
-    def forward(self, xs, h0=None):
-        """Run the stack over the sequence.
-
-        Parameters
-        ----------
-        xs : list of Tensor
-            The time steps, each (batch, input_size).
-        h0 : Tensor, optional
-            Initial state, (batch, hidden) or (num_layers * dirs, batch, hidden); zeros if None.
-
-        Returns
-        -------
-        tuple
-            (outputs, one (batch, dirs * hidden) per step; last states, like ``h0``).
-        """
-        seq, hs, _ = self._run(xs, self._split_state(h0, xs[0]), None)
-        return seq, self._join_state(hs)
+    forward = _forward_one_state
 
 
 class CudnnRNN(Layer):

@@ -19,9 +19,10 @@ from . import (
     _recurrent_ops,  # noqa: F401  (declares the whole-sequence LSTM and GRU)
     _tensor_ops,  # noqa: F401  (declares the tensor-math ops)
 )
-from ._elementwise import BINARY, UNARY, Binary, Onnx, Unary
+from ._elementwise import BINARY, UNARY, Binary, Unary
 from ._fusion import FUSIONS, ChainStep, ElementwiseChain, FusionDef, node_op
 from ._rearrangements import REARRANGEMENTS, Rearrangement
+from ._records import Onnx
 from ._reductions import REDUCTIONS, Reduction
 from ._registry import EMPTY, OPS, Kernel, KernelCall, OpDef, as_kernel, defop, kernel_attrs, run
 

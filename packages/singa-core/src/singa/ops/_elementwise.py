@@ -26,22 +26,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import _dtype
 from .._ctensor import CTensor
+from ._records import Onnx, dtype_names
 from ._registry import FHD, NUM
 
-__all__ = ["Onnx", "Unary", "Binary", "UNARY", "BINARY", "RecordDoc", "zero_grad"]
+__all__ = ["Unary", "Binary", "UNARY", "BINARY", "zero_grad"]
 
 
 def zero_grad(ops, dy, x, y):
     """The gradient of a piecewise-constant function: zero almost everywhere."""
     return ops.set_value(CTensor._new(dy.dims, dy.dev, dy.dtype_code), 0.0)
-
-
-@functools.cache  # a handful of dtype tuples (NUM, FHD), named in every docstring
-def _dtype_names(dtypes) -> str:
-    names = [_dtype.name_of(d) for d in dtypes]
-    return ", ".join(names[:-1]) + " or " + names[-1]
 
 
 def _fmt(values) -> str:
@@ -53,24 +47,6 @@ def _fmt(values) -> str:
 _AUTOGRAD = ("autograd", "operator")
 
 _OUT = "out : CTensor, optional\n    Written with y (in place) instead of a new tensor.\n"
-
-
-@dataclass(frozen=True)
-class Onnx:
-    """The ONNX operator (default domain) that computes what a record computes.
-
-    op_type: its name. attrs: ``(ONNX attribute, record attribute)`` pairs, one per attribute
-    of the record (HardSigmoid's gamma is ONNX's beta); ONNX's default of each is the
-    record's. A rearrangement's pairs name the Operator's attribute instead, and the ONNX
-    operand may be an input (Reshape's shape; see ``Rearrangement``). bools: which of the ONNX
-    operator's tensors are bool, where singa holds 1/0 in the input's dtype: "" none, "out"
-    the output (comparisons), "all" inputs and output (logic). The opsets that define
-    ``op_type`` are onnx's schema's to say (``onnx.defs``), not the record's.
-    """
-
-    op_type: str
-    attrs: tuple = ()
-    bools: str = ""
 
 
 @dataclass(frozen=True, eq=False)
@@ -133,7 +109,7 @@ class Unary:
             return (f"Operator of y = {self.formula}, elementwise (op ``{self.op}``).{grad}"
                     f"{note}\n\nThe constructor takes only the optional ``name`` of every "
                     f"Operator. Calling an instance on a Tensor x (any shape; dtype "
-                    f"{_dtype_names(self.dtypes)}) returns the 1-tuple (y,), y of x's shape and "
+                    f"{dtype_names(self.dtypes)}) returns the 1-tuple (y,), y of x's shape and "
                     f"dtype; ``{self.autograd}(x)`` returns y itself.\n\nNotes\n-----\n"
                     f"``forward(x)`` maps the CTensor x to y; {back}.\n\nExamples\n--------\n"
                     f"{self.example}\n")
@@ -142,7 +118,7 @@ class Unary:
                         self.attrs)
         return (f"y = {formula}, elementwise (op ``{self.op}``).{grad}{note}\n\n"
                 f"Parameters\n----------\n{arg} : {kind}\n    Any shape; dtype "
-                f"{_dtype_names(self.dtypes)}.\n{attrs}{_OUT if layer == 'math' else ''}\n"
+                f"{dtype_names(self.dtypes)}.\n{attrs}{_OUT if layer == 'math' else ''}\n"
                 f"Returns\n-------\n{kind}\n    y, of {arg}'s shape and dtype.\n\n"
                 f"Examples\n--------\n{self.example}\n")
 
@@ -196,7 +172,7 @@ class Binary:
             return (f"Operator of y = {self.formula}, elementwise with numpy broadcasting (op "
                     f"``{self.op}``).{grad}\n\nThe constructor takes only the optional ``name`` of "
                     f"every Operator. Calling an instance on Tensors a and b (dtype "
-                    f"{_dtype_names(self.dtypes)}; b broadcasts with a, another dtype is "
+                    f"{dtype_names(self.dtypes)}; b broadcasts with a, another dtype is "
                     f"converted to the common one) returns the 1-tuple (y,), y of the broadcast "
                     f"shape; ``{self.autograd}(a, b)`` "
                     f"returns y itself.\n\nNotes\n-----\n``forward(a, b)`` maps the CTensors a "
@@ -207,33 +183,10 @@ class Binary:
         names = "" if args == ("a", "b") else f", for a = {a}, b = {b}"
         return (f"y = {self.formula}, elementwise with numpy broadcasting (op ``{self.op}``)"
                 f"{names}.{grad}\n\nParameters\n----------\n{a} : {kind}\n"
-                f"    dtype {_dtype_names(self.dtypes)}.\n{b} : {other}\n    Broadcasts with "
+                f"    dtype {dtype_names(self.dtypes)}.\n{b} : {other}\n    Broadcasts with "
                 f"{a}; a tensor of another dtype is converted to the common dtype.\n{out}\n"
                 f"Returns\n-------\n{kind}\n    y, of the broadcast shape.\n\nExamples\n"
                 f"--------\n{self.example}\n")
-
-
-class RecordDoc:
-    """A class's ``__doc__`` rendered by ``render()`` on first read, then kept.
-
-    ``type.__doc__`` calls a descriptor found in the class's own dict, so ``cls.__doc__``,
-    ``instance.__doc__``, ``help()``, ``inspect.getdoc`` and the reference site's tools all read
-    the text, and an import that never reads it does not render it. The Operator classes built
-    from the records hold one; functions cannot (a function's ``__doc__`` is a plain slot), so
-    the wrappers' docstrings are rendered when the functions are made, from each record's
-    :attr:`Unary.example` computed once.
-    """
-
-    __slots__ = ("_render", "_text")
-
-    def __init__(self, render: Callable[[], str]):
-        self._render = render
-        self._text: str | None = None
-
-    def __get__(self, obj, cls=None) -> str:
-        if self._text is None:
-            self._text = self._render()
-        return self._text
 
 
 def _round_half_away(x):

@@ -124,6 +124,10 @@ _declare("Conv2d+ReLU", "Pooling2d", 0,
          "A convolution and its ReLU, and the pooling of the ReLU's output, which is kept for "
          "the backward pass: each chunk of the output is pooled while in cache.",
          keep=True, sample_second=_pool_attrs)
+_declare("Conv2d", "HardSwish", 0,
+         "A convolution (bias included) and the HardSwish of its output (MobileNetV3's "
+         "activation): the HardSwish is applied to each chunk of the output as it is "
+         "computed, in the pass that adds the bias.")
 _declare("Add", "ReLU", 0,
          "A sum and the ReLU of it (a residual block's join, a bias and its activation): "
          "one pass over the elements instead of two.", inplace=(0, 1), recompute=True)

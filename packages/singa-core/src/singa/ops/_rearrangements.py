@@ -30,7 +30,7 @@ import numpy as np
 
 from .._shapes import as_int
 from ..errors import ShapeError
-from ._elementwise import Onnx
+from ._records import Onnx
 from ._rules import normalize_axes
 from ._signatures import REQUIRED, Param, compile_def
 from ._signatures import wrap as _wrap

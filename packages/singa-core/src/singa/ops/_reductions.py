@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._elementwise import Onnx, _dtype_names
+from ._records import Onnx, dtype_names
 from ._registry import FHD, NUM
 from ._rules import normalize_axes
 
@@ -122,7 +122,7 @@ class Reduction:
             return (f"Operator of {head}{grad}{note}\n\nThe constructor takes ``axes`` "
                     f"(ints, negative from the end; None: all) and ``keepdims`` (1 keeps the "
                     f"reduced axes as size 1). Calling an instance on a Tensor x (dtype "
-                    f"{_dtype_names(self.dtypes)}) returns the 1-tuple (y,), y of {shape}. "
+                    f"{dtype_names(self.dtypes)}) returns the 1-tuple (y,), y of {shape}. "
                     f"``{self.autograd}(x, axes, keepdims)`` returns y itself.\n\nNotes\n-----\n"
                     f"``forward(x)`` maps the CTensor x to y; {back}.\n\nExamples\n--------\n"
                     f"{self.operator}(axes=[1], keepdims=0)(x)[0] = {self.example}, for x = "
@@ -134,7 +134,7 @@ class Reduction:
             keepdims = "keepdims : int, default 1\n    1 keeps"
             call = f"{self.autograd}({_EXAMPLE_TEXT}, axes=[1], keepdims=0)"
         return (f"{head}{grad}{note}\n\nParameters\n----------\nx : {kind}\n    Any shape; "
-                f"dtype {_dtype_names(self.dtypes)}.\naxes : int, sequence of int or None, "
+                f"dtype {dtype_names(self.dtypes)}.\naxes : int, sequence of int or None, "
                 f"optional\n    The axes reduced, negative ones counted from the end; None: "
                 f"all.\n{keepdims} the reduced axes as size 1.\n\n"
                 f"Returns\n-------\n{kind}\n    y, of {shape}.\n\nExamples\n--------\n"

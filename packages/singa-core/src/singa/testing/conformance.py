@@ -62,7 +62,9 @@ else the op's ``dtypes``); test ids read ``test_forward[Add-float32]``:
 ``test_large``
     large cases (:class:`singa.testing.cases.Cases` with ``large=True``): about a million
     elements, and convolutions, poolings and GEMMs big enough for the code paths backends
-    choose by size (threads, Winograd, 1x1 convolution, per-image im2col, tiles). On by
+    choose by size (threads, Winograd, 1x1 convolution, per-image im2col, tiles); fused
+    kernels too, bitwise against their ops as in ``test_fused`` (an epilogue written once per
+    such path). On by
     default for the built-in backends; ``--singa-large on|off`` decides for others (off by
     default: a slow device would take minutes).
 ``test_random_stats``
@@ -210,12 +212,12 @@ def collect_cases(dev, kind: str) -> list[KernelCase]:
     """The kernel/dtype pairs of device ``dev`` that test kind ``kind`` checks."""
     table = device_kernels(dev)
     out = []
-    if kind in ("fused", "bound"):
+    if kind in ("fused", "bound", "large"):
         for name, fd in FUSIONS.items():
             entry = table.get(name)
             base = OPS[fd.base]
             if (entry is not None and not base.random
-                    and (kind == "fused" or _binds(entry[0]))):
+                    and (kind != "bound" or _binds(entry[0]))):
                 for dt in _kernel_dtypes(entry[0], base):
                     out.append(KernelCase(base, dt, entry[0], entry[1], fd))
         if kind == "fused":
@@ -405,8 +407,13 @@ def test_special(kernel_case, singa_device, request):
 def test_large(kernel_case, singa_device, request):
     """Each kernel matches the reference on large cases (the paths backends choose by size:
     threads, Winograd, 1x1 and per-image im2col convolutions, tiled GEMM, multi-axis
-    reductions)."""
+    reductions), and each fused kernel gives bitwise its ops' results there (a fused
+    epilogue is written once per such path)."""
     case = kernel_case
+    if case.fusion is not None:
+        _hypothesis(request, case, "large", lambda g: _check_fused(g, case, singa_device),
+                    scale=LARGE_FUSED_SCALE, large=True)
+        return
 
     def body(g):
         arrays, attrs = _draw_case(g, case)
@@ -420,6 +427,9 @@ def test_large(kernel_case, singa_device, request):
 
 #: Examples of test_large relative to the other kinds (each case is a million elements).
 LARGE_SCALE = 0.1
+#: ... for a fused kernel: enough examples for the drawn geometries to reach each path
+#: (a large convolution is drawn as one of four kinds: Winograd, 1x1, im2col, depthwise)
+LARGE_FUSED_SCALE = 0.6
 
 #: Layout plans of test_layouts: (layout of every input, layout of every output); a plan of
 #: None draws a layout per tensor.
@@ -595,28 +605,28 @@ def _general_outputs(case: KernelCase, dev, ins, attrs, shapes) -> list:
     return [o.to_numpy() for o in outs]
 
 
+def _check_fused(g, case: KernelCase, dev) -> None:
+    """One drawn case of a fused kernel against its ops run one after the other, bitwise."""
+    fd = case.fusion
+    assert fd is not None  # called for the cases of fused kernels only
+    arrays, f_ins, attrs = _fused_case(g, case, dev)
+    expected = _compose(fd.name, f_ins, attrs)
+    got = _general_outputs(case, dev, f_ins, attrs, [(e.dims, e.dtype_code) for e in expected])
+    for swapped in (False, True) if fd.commutes else (False,):
+        if swapped:  # the other operand order of a symmetric second op
+            expected = _compose(fd.name, f_ins, attrs, swapped=True)
+        order = " (first's output as the other operand)" if swapped else ""
+        for k, (o, e) in enumerate(zip(got, expected)):
+            _assert_bitwise(o, e.to_numpy(),
+                            f"fused kernel {fd.name} on {dev.name}, output {k}: differs from "
+                            f"its ops run one after the other{order}", arrays, attrs)
+
+
 def test_fused(kernel_case, singa_device, request):
     """Each fused kernel gives bitwise what the device's own kernels give one after the
     other."""
     case = kernel_case
-    fd = case.fusion
-
-    def body(g):
-        arrays, f_ins, attrs = _fused_case(g, case, singa_device)
-        expected = _compose(fd.name, f_ins, attrs)
-        got = _general_outputs(case, singa_device, f_ins, attrs,
-                               [(e.dims, e.dtype_code) for e in expected])
-        for swapped in (False, True) if fd.commutes else (False,):
-            if swapped:  # the other operand order of a symmetric second op
-                expected = _compose(fd.name, f_ins, attrs, swapped=True)
-            order = " (first's output as the other operand)" if swapped else ""
-            for k, (o, e) in enumerate(zip(got, expected)):
-                _assert_bitwise(o, e.to_numpy(),
-                                f"fused kernel {fd.name} on {singa_device.name}, output {k}: "
-                                f"differs from its ops run one after the other{order}",
-                                arrays, attrs)
-
-    _hypothesis(request, case, "fused", body)
+    _hypothesis(request, case, "fused", lambda g: _check_fused(g, case, singa_device))
 
 
 def test_bound(kernel_case, singa_device, request):

@@ -328,8 +328,12 @@ def split_flat(kernel, min_items, whole=()):
 
     def bind(ins, outs, attrs):
         """Bound to a graph's arrays (see ``bind`` in docs/plugin-authoring.md): an output below
-        ``min_items()`` (read once, when the plan is built) runs ``kernel`` directly."""
-        return kernel if outs[0].size < min_items() else None
+        ``min_items()`` (read once, when the plan is built) runs ``kernel`` directly, or what
+        ``kernel``'s own ``bind`` returns for these arrays where it has one."""
+        if outs[0].size >= min_items():
+            return None
+        inner = getattr(kernel, "bind", None)
+        return (inner(ins, outs, attrs) if inner is not None else None) or kernel
 
     wrapped.__name__ = getattr(kernel, "__name__", "elementwise")
     return Kernel(wrapped, bind=bind)

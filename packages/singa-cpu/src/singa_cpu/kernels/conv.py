@@ -46,6 +46,7 @@ from ._float16 import via_float32
 from ._parallel import PARALLEL_MIN_ITEMS, pjit
 from ._threads import ThreadSums, chunk_spans, run_chunks, run_ranges, single_threaded_blas
 from ._workspace import Workspace
+from .depthwise import ACT_HARDSWISH, ACT_NONE, ACT_RELU
 from .elementwise import KERNELS as _ELEMENTWISE
 
 prange = range  # numba.prange once compiled (see _parallel.pjit)
@@ -172,26 +173,32 @@ def _unpack(out2, y3, b, has_bias, n0, nb):
 
 
 @pjit()
-def _epilogue(y3, b, c0, c1, has_bias, relu):
-    """y3[:, o, c0:c1] += b[o] (when ``has_bias``), then max(., 0) (when ``relu``): one pass
-    over the convolution's output instead of numpy's two. The same arithmetic as the Conv2d
-    and ReLU kernels: one float add, and numpy's maximum (NaN stays, -0.0 becomes 0.0).
-    ``y3`` is C-contiguous, read flat with unsigned indices and one loop per case (3-D
-    indexing did not vectorise: the seed CNN's conv1 output, 20x576, 5.2 -> 1.2 us)."""
-    zero = y3.dtype.type(0)
+def _epilogue(y3, b, c0, c1, has_bias, act):
+    """y3[:, o, c0:c1] += b[o] (when ``has_bias``), then the activation ``act``
+    (:data:`.depthwise.ACT_RELU`: max(., 0); :data:`.depthwise.ACT_HARDSWISH`): one pass over
+    the convolution's output instead of numpy's two or three. The same arithmetic as the
+    Conv2d and the activation's kernels: one float add, then numpy's maximum (NaN stays, -0.0
+    becomes 0.0) or the HardSwish kernel's expression. ``y3`` is C-contiguous, read flat with
+    unsigned indices and one loop per case (3-D indexing did not vectorise: the seed CNN's
+    conv1 output, 20x576, 5.2 -> 1.2 us)."""
+    zero, three, sixth = y3.dtype.type(0), y3.dtype.type(3), y3.dtype.type(1.0 / 6.0)
     o_ch, hw = y3.shape[1], y3.shape[2]
     flat = y3.reshape(-1)
     for t in prange(y3.shape[0] * o_ch):
         bias = b[t % o_ch] if has_bias else zero
         lo, hi = U(t * hw + c0), U(t * hw + c1)
-        if has_bias and relu:
+        if act == 2:  # HardSwish
+            for k in range(lo, hi):
+                v = flat[k] + bias if has_bias else flat[k]
+                flat[k] = zero if v <= -three else (v if v >= three else v * (v + three) * sixth)
+        elif has_bias and act == 1:
             for k in range(lo, hi):
                 v = flat[k] + bias
                 flat[k] = v if (v > zero or v != v) else zero
         elif has_bias:
             for k in range(lo, hi):
                 flat[k] = flat[k] + bias
-        elif relu:
+        elif act == 1:
             for k in range(lo, hi):
                 v = flat[k]
                 flat[k] = v if (v > zero or v != v) else zero
@@ -225,13 +232,14 @@ def _pointwise(a, b, out, n):
     run_ranges(lambda lo, hi: np.matmul(a, b[lo:hi], out=out[lo:hi]), n)
 
 
-def _pointwise_forward(x, w, b, y, g, relu):
+def _pointwise_forward(x, w, b, y, g, act):
     """The forward of a 1x1 layer (:func:`_is_pointwise` geometry ``g``) on exactly these
     arrays, as a function of no arguments: the GEMM over the channels straight into y (one
     image: ``W @ x[0]``; 1x1 maps: ``x @ W.T`` over the batch; else one per image), then the
-    bias and ``relu`` in one pass. The views, the GEMM's form and the epilogue's compilation
-    are resolved here; the general kernel builds it per call, a graph's bound kernel once (the
-    weights' values change between replays, so nothing is computed from them here)."""
+    bias and the activation ``act`` in one pass. The views, the GEMM's form and the
+    epilogue's compilation are resolved here; the general kernel builds it per call, a graph's
+    bound kernel once (the weights' values change between replays, so nothing is computed
+    from them here)."""
     hw = g.ho * g.wo
     w2 = w.reshape(g.o, g.c)
     y3 = y.reshape(g.n, g.o, hw)
@@ -244,7 +252,7 @@ def _pointwise_forward(x, w, b, y, g, relu):
     per_image = hw > 1 and g.n > 1
     has_bias = b is not None
     bias = b if has_bias else np.zeros(1, x.dtype)
-    epilogue = (has_bias or relu) and (
+    epilogue = (has_bias or act) and (
         _epilogue if y.size >= PARALLEL_MIN_ITEMS else _epilogue.serial())
 
     def run():
@@ -254,7 +262,7 @@ def _pointwise_forward(x, w, b, y, g, relu):
         else:
             _threads.matmul(a, m, out)
         if epilogue:
-            epilogue(y3, bias, 0, hw, has_bias, relu)
+            epilogue(y3, bias, 0, hw, has_bias, act)
 
     return run
 
@@ -334,12 +342,12 @@ def _lean(g, itemsize) -> bool:
             and g.o * rows * hw < _threads.PARALLEL_MIN_MACS)
 
 
-def _lean_forward(ws, x, w, b, y, g, relu, pooled):
+def _lean_forward(ws, x, w, b, y, g, act, pooled):
     """The forward of :func:`_lean` geometry ``g`` on exactly these arrays, as a function of no
     arguments: the padding and column shapes, the views and the compiled loops resolved here,
     per call only the padding, im2col, the GEMM (single-threaded BLAS), the epilogue (bias,
-    ``relu``) and, with ``pooled``, a 2x2 max pooling. The general kernel calls it once per
-    call; a graph's bound kernel builds it once and calls it every replay."""
+    the activation ``act``) and, with ``pooled``, a 2x2 max pooling. The general kernel calls
+    it once per call; a graph's bound kernel builds it once and calls it every replay."""
     dt = x.dtype
     rows, hw = g.c * g.kh * g.kw, g.ho * g.wo
     pad_shape = _padded_shape(g, 1)
@@ -362,8 +370,8 @@ def _lean_forward(ws, x, w, b, y, g, relu, pooled):
         col = ws.flat("col", rows * hw, dt)
         im2col(xp, col, rows * hw, hw, 1, *geometry)
         _threads.serial_matmul(w2, col.reshape(rows, hw), y2)
-        if has_bias or relu:
-            epilogue(y3, bias, 0, hw, has_bias, relu)
+        if has_bias or act:
+            epilogue(y3, bias, 0, hw, has_bias, act)
         if pooled is not None:
             pool2(y, pooled, 0, ho)
 
@@ -385,12 +393,14 @@ def _forward_path(g) -> str:
     return "im2col"
 
 
-def _bind_forward(ws, ins, outs, attrs, relu, pooled):
+def _bind_forward(ws, ins, outs, attrs, act, pooled):
     """The forward bound to exactly these arrays (see ``bind`` in docs/plugin-authoring.md):
-    a 1x1 layer's (:func:`_pointwise_forward`, unpooled), a few-tap layer's
+    a 1x1 layer's (:func:`_pointwise_forward`, unpooled), a depthwise or few-tap layer's
     (:func:`.depthwise.prepared`, then the pooling) or the lean one (:func:`_lean_forward`),
-    or None when the general kernel takes another path. The same
-    code as the general kernel's, so the same bits."""
+    or None when the general kernel takes another path. The same code as the general
+    kernel's, so the same bits. A depthwise layer at batch 1 spent ~10 us per call on the
+    general kernel's way to its loop (geometry, path, the loop's lookup: 11 layers of
+    MobileNetV3-small)."""
     x, w, y = ins[0], ins[1], outs[0]
     b = ins[2] if len(ins) > 2 else None
     dt = x.dtype
@@ -400,10 +410,10 @@ def _bind_forward(ws, ins, outs, attrs, relu, pooled):
     g = conv2d_geometry("Conv2d", x.shape, w.shape, attrs)
     path = _forward_path(g)
     if path == "pointwise" and pooled is None:
-        run = _pointwise_forward(x, w, b, y, g, relu)
+        run = _pointwise_forward(x, w, b, y, g, act)
         return lambda _ins, _outs, _attrs: run()
-    if path == "direct":
-        run = depthwise.prepared(x, w, b, y, g, relu)
+    if path == "direct" or (path == "grouped" and depthwise.eligible(g)):
+        run = depthwise.prepared(x, w, b, y, g, act)
         if pooled is None:
             return lambda _ins, _outs, _attrs: run()
         pooling, second = pool.KERNELS["Pooling2d"], attrs.get("second", EMPTY)
@@ -418,21 +428,23 @@ def _bind_forward(ws, ins, outs, attrs, relu, pooled):
     if pooled is not None and not pool.is_2x2_max(
             pool2d_geometry("Pooling2d", y.shape, attrs.get("second", EMPTY))):
         return None
-    run = _lean_forward(ws, x, w, b, y, g, relu, pooled)
+    run = _lean_forward(ws, x, w, b, y, g, act, pooled)
     return lambda _ins, _outs, _attrs: run()
 
 
 def kernels(device) -> dict:
     """Convolution kernels bound to ``device``'s workspace."""
     ws = device.workspace("conv", Workspace)
-    relu_kernel = _ELEMENTWISE["ReLU"]
+    act_kernels = {ACT_RELU: _ELEMENTWISE["ReLU"], ACT_HARDSWISH: _ELEMENTWISE["HardSwish"]}
 
-    def forward(ins, outs, attrs, relu: bool, pooled=None):
-        """y = conv(x, w) + b, with ``relu`` max(y, 0) (the fused Conv2d+ReLU), and with
-        ``pooled`` also the pooling of y (Conv2d+ReLU+Pooling2d, the pooling's attributes in
-        ``attrs["second"]``). On the im2col paths the bias, the ReLU and a 2x2 max pooling are
-        applied to each chunk of y right after its GEMM, while it is in cache; the same
-        arithmetic as the Conv2d, ReLU and Pooling2d kernels."""
+    def forward(ins, outs, attrs, act: int, pooled=None):
+        """y = act(conv(x, w) + b), ``act`` :data:`.depthwise.ACT_NONE`, ``ACT_RELU`` (the
+        fused Conv2d+ReLU) or ``ACT_HARDSWISH`` (Conv2d+HardSwish), and with ``pooled`` also
+        the pooling of y (Conv2d+ReLU+Pooling2d, the pooling's attributes in
+        ``attrs["second"]``). On every path but Winograd the bias and the activation are
+        applied as y is written (each im2col chunk right after its GEMM, while it is in
+        cache), and on the im2col paths a 2x2 max pooling too; the same arithmetic as the
+        Conv2d, activation and Pooling2d kernels."""
         x, w = ins[0], ins[1]
         b = ins[2] if len(ins) > 2 else None
         y = outs[0]
@@ -443,27 +455,27 @@ def kernels(device) -> dict:
         if path == "winograd":
             winograd.conv3x3(ws, x, w, b, y, (g.pt, g.pb, g.pl, g.pr), _pad_into)
         elif path == "grouped":
-            grouped.forward(x, w, b, y, g, relu)
-            relu = False
+            grouped.forward(x, w, b, y, g, act)
+            act = ACT_NONE
         elif path == "pointwise":
-            _pointwise_forward(x, w, b, y, g, relu)()
-            relu = False
+            _pointwise_forward(x, w, b, y, g, act)()
+            act = ACT_NONE
         elif path == "direct":
-            depthwise.forward(x, w, b, y, g, relu)
-            relu = False
+            depthwise.forward(x, w, b, y, g, act)
+            act = ACT_NONE
         else:  # im2col: what the chunks can do, they do in cache
             chunk_pool = pooled is not None and pool.is_2x2_max(
                 pool2d_geometry("Pooling2d", y.shape, pool_attrs))
-            _im2col_forward(x, w2, b, y, g, relu, pooled if chunk_pool else None)
-            relu = False
+            _im2col_forward(x, w2, b, y, g, act, pooled if chunk_pool else None)
+            act = ACT_NONE
             if chunk_pool:
                 pooled = None
-        if relu:
-            relu_kernel([y], [y], EMPTY)
+        if act:
+            act_kernels[act]([y], [y], EMPTY)
         if pooled is not None:
             pool.KERNELS["Pooling2d"]([y], [pooled], pool_attrs)
 
-    def _im2col_forward(x, w2, b, y, g, relu, pooled):
+    def _im2col_forward(x, w2, b, y, g, act, pooled):
         hw = g.ho * g.wo
         y3 = y.reshape(g.n, g.o, hw)
         bias = b if b is not None else np.zeros(1, x.dtype)
@@ -473,11 +485,11 @@ def kernels(device) -> dict:
         if _lean(g, x.itemsize):
             # one small image (batch-1 inference of a small net): the chunk below, without
             # the chunk machinery (spans, a section, the split decision): ~10 us per call
-            _lean_forward(ws, x, w2, b, y, g, relu, pooled)()
+            _lean_forward(ws, x, w2, b, y, g, act, pooled)()
             return
         bands = _bands(g, x.itemsize) if per_image else None
         if bands:
-            _band_forward(x, w2, b, y, g, relu, pooled, bands)
+            _band_forward(x, w2, b, y, g, act, pooled, bands)
             return
 
         def chunk(span):
@@ -492,22 +504,22 @@ def kernels(device) -> dict:
                     else:
                         np.matmul(w2[k * og:(k + 1) * og], col[:, k * rg:(k + 1) * rg],
                                   out=y3[n0:n0 + m, k * og:(k + 1) * og])
-                if b is not None or relu:
-                    _epilogue(y3[n0:n0 + m], bias, 0, hw, b is not None, relu)
+                if b is not None or act:
+                    _epilogue(y3[n0:n0 + m], bias, 0, hw, b is not None, act)
             else:
                 out2 = ws.get("out", (g.o, m * hw), x.dtype)
                 for k in range(g.group):  # split across the threads unless in a chunk
                     _threads.matmul(w2[k * og:(k + 1) * og], col[k * rg:(k + 1) * rg],
                                     out2[k * og:(k + 1) * og])
                 _unpack(out2, y3, bias, b is not None, n0, m)
-                if relu:
-                    _epilogue(y3[n0:n0 + m], bias, 0, hw, False, True)
+                if act:
+                    _epilogue(y3[n0:n0 + m], bias, 0, hw, False, act)
             if pooled is not None:
                 pool.max_2x2(y[n0:n0 + m], pooled[n0:n0 + m])
 
         run_chunks(chunk, _spans(g, x.itemsize))
 
-    def _band_forward(x, w2, b, y, g, relu, pooled, bands):
+    def _band_forward(x, w2, b, y, g, act, pooled, bands):
         """The per-image im2col forward of fewer images than threads whose columns exceed
         COL_BYTES (a large image at batch 1: an ImageNet stem's columns are 7 MiB): the
         images are padded once, then every (image, band of output rows) runs as one chunk on
@@ -535,8 +547,8 @@ def kernels(device) -> dict:
             for k in range(g.group):
                 np.matmul(w2[k * og:(k + 1) * og], col[k * rg:(k + 1) * rg],
                           out=out[k * og:(k + 1) * og])
-            if b is not None or relu:
-                _epilogue(y3[n:n + 1], bias, p0 * g.wo, p1 * g.wo, b is not None, relu)
+            if b is not None or act:
+                _epilogue(y3[n:n + 1], bias, p0 * g.wo, p1 * g.wo, b is not None, act)
             if pooled is not None:
                 pool.max_2x2(y[n:n + 1], pooled[n:n + 1], (p0 // 2, p1 // 2))
 
@@ -546,27 +558,54 @@ def kernels(device) -> dict:
     @via_float32
     @single_threaded_blas()
     def conv2d(ins, outs, attrs):
-        forward(ins, outs, attrs, False)
+        forward(ins, outs, attrs, ACT_NONE)
 
     @kernel_attrs(contiguous_inputs=True)
     @via_float32
     @single_threaded_blas()
     def conv2d_relu(ins, outs, attrs):
         """The fused Conv2d+ReLU of graph mode (see singa.ops.FUSIONS)."""
-        forward(ins, outs, attrs, True)
+        forward(ins, outs, attrs, ACT_RELU)
 
-    @kernel_attrs(contiguous_inputs=True)
     @via_float32
     @single_threaded_blas()
+    def _conv2d_relu_pool(ins, outs, attrs):
+        forward(ins, outs[:1], attrs, ACT_RELU, outs[1])
+
+    @kernel_attrs(contiguous_inputs=True)
     def conv2d_relu_pool(ins, outs, attrs):
         """The fused Conv2d+ReLU+Pooling2d of graph mode: outputs the ReLU's (kept) and the
-        pooling's."""
-        forward(ins, outs[:1], attrs, True, outs[1])
+        pooling's. float16 runs Conv2d+ReLU, then the pooling on its float16 output: the two
+        ops average the rounded values, which one float32 pass would not (a max pooling
+        would agree, an average not: 855 of 5796 cells differed in the kit's large case)."""
+        if outs[0].dtype == np.float16:
+            conv2d_relu(ins, outs[:1], attrs)
+            pool.KERNELS["Pooling2d"](outs[:1], outs[1:], attrs.get("second", EMPTY))
+        else:
+            _conv2d_relu_pool(ins, outs, attrs)
 
-    conv2d.bind = lambda ins, outs, attrs: _bind_forward(ws, ins, outs, attrs, False, None)
-    conv2d_relu.bind = lambda ins, outs, attrs: _bind_forward(ws, ins, outs, attrs, True, None)
+    @single_threaded_blas()
+    def _conv2d_hardswish(ins, outs, attrs):
+        forward(ins, outs, attrs, ACT_HARDSWISH)
+
+    @kernel_attrs(contiguous_inputs=True)
+    def conv2d_hardswish(ins, outs, attrs):
+        """The fused Conv2d+HardSwish of graph mode (see singa.ops.FUSIONS). float16 runs the
+        two kernels one after the other: the pair rounds the convolution to float16 before
+        the HardSwish (computed in float32) rounds again, which one float32 pass would not."""
+        if outs[0].dtype == np.float16:
+            conv2d(ins, outs, attrs)
+            act_kernels[ACT_HARDSWISH](outs, outs, EMPTY)
+        else:
+            _conv2d_hardswish(ins, outs, attrs)
+
+    conv2d.bind = lambda ins, outs, attrs: _bind_forward(ws, ins, outs, attrs, ACT_NONE, None)
+    conv2d_relu.bind = lambda ins, outs, attrs: _bind_forward(
+        ws, ins, outs, attrs, ACT_RELU, None)
     conv2d_relu_pool.bind = lambda ins, outs, attrs: _bind_forward(
-        ws, ins, outs[:1], attrs, True, outs[1])
+        ws, ins, outs[:1], attrs, ACT_RELU, outs[1])
+    conv2d_hardswish.bind = lambda ins, outs, attrs: _bind_forward(
+        ws, ins, outs, attrs, ACT_HARDSWISH, None)
 
     @kernel_attrs(contiguous_inputs=True)
     @via_float32
@@ -675,6 +714,7 @@ def kernels(device) -> dict:
     return {
         "Conv2d": conv2d,
         "Conv2d+ReLU": conv2d_relu,
+        "Conv2d+HardSwish": conv2d_hardswish,
         "Conv2d+ReLU+Pooling2d": conv2d_relu_pool,
         "Conv2dBackwardX": conv2d_backward_x,
         "Conv2dBackwardW": conv2d_backward_w,

@@ -15,7 +15,8 @@ register across the taps and the weights in registers across the plane, where a 
 taps loads and stores the whole output once per tap. A block of ``ob`` output channels of one
 group (:func:`block`: 4, 2 or 1) is computed in the same loop, each input vector read once for
 all of them. The columns q >= Wo of ``yw`` are computed and dropped; the rows of each plane
-are written out (with the ReLU when fused).
+are written out (with the ReLU when fused; a fused HardSwish is applied to the wide plane,
+see :func:`source`).
 
 The padding is written once per call: a plane's copy writes only the input's own positions,
 which are the same for every plane, so the zeros around them stay; a group's planes are copied
@@ -52,6 +53,13 @@ from . import _threads
 from ._threads import run_ranges
 
 U = np.uint64  # unsigned flat indices: signed ones keep numba from vectorising (see conv)
+
+#: The activation a convolution kernel applies as it writes its output (its ``act``
+#: argument): none, ReLU (``max(v, 0)``, NaN kept: the ReLU kernel's), HardSwish (0 for v <=
+#: -3, v for v >= 3, ``v (v + 3) / 6`` between, as ``v * (v + 3) * (1/6)`` rounded as the
+#: HardSwish kernel rounds it: ``elementwise._hard_swish_at``). Fused kernels give the bits of
+#: the convolution followed by the activation's own kernel.
+ACT_NONE, ACT_RELU, ACT_HARDSWISH = 0, 1, 2
 
 #: The wide output is computed in whole vectors of this many elements (no remainder loop).
 VECTOR = 16
@@ -94,7 +102,7 @@ def block(g) -> int:
 
 
 _SOURCE = """
-def depthwise_taps(x, w, b, y, has_bias, relu, og, sh, dh, dw, pt, pl, t0, t1):
+def depthwise_taps(x, w, b, y, has_bias, act, og, sh, dh, dw, pt, pl, t0, t1):
     c_in, h_in, w_in = x.shape[1], x.shape[2], x.shape[3]
     o_ch, ho, wo = y.shape[1], y.shape[2], y.shape[3]
     cg, kh, kw = w.shape[1], w.shape[2], w.shape[3]
@@ -102,7 +110,7 @@ def depthwise_taps(x, w, b, y, has_bias, relu, og, sh, dh, dw, pt, pl, t0, t1):
     hp = ho + (kh - 1) * dh // sh
     plane = hp * wp
     xf, wf, yf = x.reshape(-1), w.reshape(-1), y.reshape(-1)
-    zero = y.dtype.type(0)
+    zero, three, sixth = y.dtype.type(0), y.dtype.type(3), y.dtype.type(1.0 / 6.0)
     # wide outputs computed: up to the last real one, in whole vectors; the phases are
     # followed by VECTOR zeros for the reads of the last vector's dropped positions
     last = (ho - 1) * wp + wo
@@ -141,11 +149,14 @@ def depthwise_taps(x, w, b, y, has_bias, relu, og, sh, dh, dw, pt, pl, t0, t1):
         for m in range(OB):
             ybase = (n * o_ch + o + m) * ho * wo
             for p in range(ho):
-                for q in range(wo):
-                    v = yw[U(m * span + p * wp + q)]
-                    if relu and not (v > zero or v != v):
-                        v = zero
-                    yf[U(ybase + p * wo + q)] = v
+                src, dst = U(m * span + p * wp), U(ybase + p * wo)
+                if act == 1:
+                    for q in range(wo):
+                        v = yw[src + U(q)]
+                        yf[dst + U(q)] = v if (v > zero or v != v) else zero
+                else:
+                    for q in range(wo):
+                        yf[dst + U(q)] = yw[src + U(q)]
 """
 
 # the input row into its phase rows: directly without a column stride
@@ -162,10 +173,14 @@ _COPY_PHASES = """\
 {phases}"""
 
 
-def source(taps: int, sw: int = 1, ob: int = 1) -> str:
+def source(taps: int, sw: int = 1, ob: int = 1, hard_swish: bool = False) -> str:
     """Python source of the loop for kernels of ``taps`` = (C/group)*kh*kw taps, column stride
     ``sw`` and blocks of ``ob`` output channels, every tap's multiply-add written out (see
-    the module docstring)."""
+    the module docstring); with ``hard_swish``, each sum's HardSwish stored in its place
+    (:data:`ACT_HARDSWISH`; the loop's ``act`` is then ignored). The HardSwish goes in the
+    loop over the wide plane, which is long and vectorised, rather than in the rows written
+    out: a 14x14 map's rows are shorter than a vector, and their per-element branches made
+    the fused layer slower than the convolution and the HardSwish kernel after it."""
     unpack = "\n".join(f"    o{k} = offs[{k}]" for k in range(taps))
     weights = "\n".join(
         f"        bias{m} = b[o + {m}] if has_bias else zero\n"
@@ -178,6 +193,9 @@ def source(taps: int, sw: int = 1, ob: int = 1) -> str:
     for k in range(taps):
         lines.append(f"            xv = xp[U(k) + o{k}]")
         lines += [f"            v{m} += w{m}_{k} * xv" for m in range(ob)]
+    if hard_swish:
+        lines += [f"            v{m} = zero if v{m} <= -three else (v{m} if v{m} >= three "
+                  f"else v{m} * (v{m} + three) * sixth)" for m in range(ob)]
     lines += [f"            yw[U({m} * span) + U(k)] = v{m}" for m in range(ob)]
     if sw == 1:
         copy = _COPY_ROW
@@ -229,10 +247,10 @@ def _from_file(src: str):
     return module.depthwise_taps
 
 
-def _loop(taps: int, sw: int, ob: int):
+def _loop(taps: int, sw: int, ob: int, hard_swish: bool = False):
     """The compiled loop of :func:`source`: once per process, from numba's disk cache after
     the first process (see :func:`_from_file`)."""
-    key = (taps, sw, ob)
+    key = (taps, sw, ob, hard_swish)
     with _LOCK:
         fn = _COMPILED.get(key)
         if fn is None:
@@ -243,36 +261,38 @@ def _loop(taps: int, sw: int, ob: int):
             cached = py is not None
             if not cached:
                 namespace: dict = {}
-                name = f"<singa depthwise {taps} taps stride {sw} block {ob}>"
+                name = (f"<singa depthwise {taps} taps stride {sw} block {ob}"
+                        f"{' hardswish' if hard_swish else ''}>")
                 exec(compile(src, name, "exec"), namespace)
                 py = namespace["depthwise_taps"]
             fn = _COMPILED[key] = numba.njit(nogil=True, cache=cached)(py)
     return fn
 
 
-def forward(x, w, b, y, g, relu: bool) -> None:
-    """y = conv(x, w) (+ b), with ``relu`` max(y, 0); geometry ``g`` (see :func:`eligible`,
-    :func:`eligible_dense`)."""
-    prepared(x, w, b, y, g, relu)()
+def forward(x, w, b, y, g, act: int) -> None:
+    """y = act(conv(x, w) (+ b)) (``act``: :data:`ACT_NONE`, ...); geometry ``g`` (see
+    :func:`eligible`, :func:`eligible_dense`)."""
+    prepared(x, w, b, y, g, act)()
 
 
-def prepared(x, w, b, y, g, relu: bool):
+def prepared(x, w, b, y, g, act: int):
     """:func:`forward` on exactly these arrays as a function of no arguments, the loop and
     its arguments resolved here (a graph's bound kernel builds it once per plan)."""
-    return planned(x, w, b, y, (g.sh, g.sw), (g.dh, g.dw), (g.pt, g.pl), relu, block(g))
+    return planned(x, w, b, y, (g.sh, g.sw), (g.dh, g.dw), (g.pt, g.pl), act, block(g))
 
 
-def conv(x, w, b, y, stride, dilation, pads, relu: bool, ob: int = 1) -> None:
-    """y = conv(x, w) (+ b): :func:`planned`'s call, run once."""
-    planned(x, w, b, y, stride, dilation, pads, relu, ob)()
+def conv(x, w, b, y, stride, dilation, pads, act: int, ob: int = 1) -> None:
+    """y = act(conv(x, w) (+ b)): :func:`planned`'s call, run once."""
+    planned(x, w, b, y, stride, dilation, pads, act, ob)()
 
 
-def planned(x, w, b, y, stride, dilation, pads, relu: bool, ob: int = 1):
-    """y = conv(x, w) (+ b) of ``w``'s shape (O, C/group, kh, kw) over x's C channels (output
-    channel o reads the group of input channels o // (O/group)), with ``relu`` max(y, 0), as
-    a function of no arguments; ``pads`` the (top, left) padding, negative to crop; ``ob``
-    output channels of a group at a time (a divisor of O/group). The blocks of output planes
-    are split across the cores when the call has at least
+def planned(x, w, b, y, stride, dilation, pads, act: int, ob: int = 1):
+    """y = act(conv(x, w) (+ b)) of ``w``'s shape (O, C/group, kh, kw) over x's C channels
+    (output channel o reads the group of input channels o // (O/group)), ``act`` one of
+    :data:`ACT_NONE`, :data:`ACT_RELU`, :data:`ACT_HARDSWISH`, as a function of no
+    arguments; ``pads`` the (top, left) padding, negative to crop; ``ob`` output channels of
+    a group at a time (a divisor of O/group). The blocks of output planes are split across
+    the cores when the call has at least
     :data:`_threads.PARALLEL_MIN_MACS` multiply-adds (the split does not change the bits:
     each block is computed alone)."""
     has_bias = b is not None
@@ -280,8 +300,8 @@ def planned(x, w, b, y, stride, dilation, pads, relu: bool, ob: int = 1):
     n, o, ho, wo = y.shape
     cg, kh, kw = w.shape[1], w.shape[2], w.shape[3]
     og = o // (x.shape[1] // cg)  # outputs per group
-    loop = _loop(cg * kh * kw, stride[1], ob)
-    args = (x, w, bias, y, has_bias, relu, og, stride[0], *dilation, *pads)
+    loop = _loop(cg * kh * kw, stride[1], ob, act == ACT_HARDSWISH)
+    args = (x, w, bias, y, has_bias, int(act), og, stride[0], *dilation, *pads)
     items = n * o // ob
     parallel = n * o * ho * wo * cg * kh * kw >= _threads.PARALLEL_MIN_MACS
     return lambda: run_ranges(lambda lo, hi: loop(*args, lo, hi), items, parallel=parallel)

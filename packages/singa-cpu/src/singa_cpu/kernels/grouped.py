@@ -128,7 +128,7 @@ def _tap_columns(kw, sw, dw, pl, wo, w_in):
 
 
 @pjit()
-def _forward_wide(x, w, b, y, has_bias, relu, og, sh, sw, dh, dw, pt, pl, t0, t1):
+def _forward_wide(x, w, b, y, has_bias, act, og, sh, sw, dh, dw, pt, pl, t0, t1):
     """Output planes t = n*O + o for t in [t0, t1), each on zero-padded copies of its input
     planes split into sh*sw phases (``xp[c, a, e, r, col] = x[c, r*sh + a - pt, col*sw + e -
     pl]``, zero outside x; ``pt``, ``pl`` may be negative: then the copy crops), of width
@@ -136,7 +136,8 @@ def _forward_wide(x, w, b, y, has_bias, relu, og, sh, sw, dh, dw, pt, pl, t0, t1
     j*dw % sw) at a fixed offset from the output, so it adds ``w * xp[k + off(c, i, j)]`` to
     the *wide* output ``yw[k]``, k = p*wp + q: one contiguous loop over a band of whole rows
     (the columns q >= Wo are never read out). Short rows (7x7, 14x14 maps) and strides no
-    longer cut the loops into pieces shorter than a vector."""
+    longer cut the loops into pieces shorter than a vector. ``act``: the activation applied
+    as the rows are written (:data:`.depthwise.ACT_NONE`, ...)."""
     c_in, h_in, w_in = x.shape[1], x.shape[2], x.shape[3]
     o_ch, ho, wo = y.shape[1], y.shape[2], y.shape[3]
     cg, kh, kw = w.shape[1], w.shape[2], w.shape[3]
@@ -144,7 +145,7 @@ def _forward_wide(x, w, b, y, has_bias, relu, og, sh, sw, dh, dw, pt, pl, t0, t1
     hp = ho + (kh - 1) * dh // sh
     plane = hp * wp
     xf, wf, yf = x.reshape(-1), w.reshape(-1), y.reshape(-1)
-    zero = y.dtype.type(0)
+    zero, three, sixth = y.dtype.type(0), y.dtype.type(3), y.dtype.type(1.0 / 6.0)
     # wide outputs computed: up to the last real one, rounded up to whole runs of RUN (no
     # scalar remainder loops); the input copy has RUN zeros more, for the last run's reads
     last = (ho - 1) * wp + wo
@@ -179,8 +180,10 @@ def _forward_wide(x, w, b, y, has_bias, relu, og, sh, sw, dh, dw, pt, pl, t0, t1
             for p in range(ho):
                 for q in range(wo):
                     v = yw[U(p * wp + q)]
-                    if relu and not (v > zero or v != v):
+                    if act == 1 and not (v > zero or v != v):
                         v = zero
+                    elif act == 2:  # HardSwish (see .depthwise.ACT_HARDSWISH)
+                        v = zero if v <= -three else (v if v >= three else v * (v + three) * sixth)
                     yf[U(ybase + p * wo + q)] = v
 
 
@@ -332,16 +335,18 @@ def _macs(g) -> int:
     return g.n * g.o * g.ho * g.wo * (g.c // g.group) * g.kh * g.kw
 
 
-def forward(x, w, b, y, g, relu: bool) -> None:
-    """y = conv(x, w) (+ b), with ``relu`` max(y, 0); geometry ``g`` (see :func:`eligible`).
-    Depthwise layers take :mod:`.depthwise`'s kernel (every tap written out)."""
+def forward(x, w, b, y, g, act: int) -> None:
+    """y = act(conv(x, w) (+ b)) (``act``: :data:`.depthwise.ACT_NONE`, ...); geometry ``g``
+    (see :func:`eligible`). Depthwise layers take :mod:`.depthwise`'s kernel (every tap
+    written out)."""
     if depthwise.eligible(g):
-        depthwise.forward(x, w, b, y, g, relu)
+        depthwise.forward(x, w, b, y, g, act)
         return
     has_bias = b is not None
     bias = b if has_bias else np.zeros(1, x.dtype)
     og = g.o // g.group
-    _split(lambda lo, hi: _forward_wide(x, w, bias, y, has_bias, relu, og, g.sh, g.sw, g.dh,
+    act = int(act)
+    _split(lambda lo, hi: _forward_wide(x, w, bias, y, has_bias, act, og, g.sh, g.sw, g.dh,
                                         g.dw, g.pt, g.pl, lo, hi), g.n * g.o, _macs(g))
 
 
@@ -358,11 +363,12 @@ def backward_x(dy, w, dx, g) -> None:
             0, 2, 1, 3, 4)[..., ::-1, ::-1]).reshape(g.c, og, g.kh, g.kw)
         pt, pl = (g.kh - 1) * g.dh - g.pt, (g.kw - 1) * g.dw - g.pl
         if cg == og == 1 and depthwise.ENABLED:
-            depthwise.conv(dy, wt, None, dx, (1, 1), (g.dh, g.dw), (pt, pl), False)
+            depthwise.conv(dy, wt, None, dx, (1, 1), (g.dh, g.dw), (pt, pl),
+                           depthwise.ACT_NONE)
             return
         none = np.zeros(1, dx.dtype)
-        _split(lambda lo, hi: _forward_wide(dy, wt, none, dx, False, False, cg, 1, 1, g.dh,
-                                            g.dw, pt, pl, lo, hi), g.n * g.c, _macs(g))
+        _split(lambda lo, hi: _forward_wide(dy, wt, none, dx, False, depthwise.ACT_NONE, cg, 1,
+                                            1, g.dh, g.dw, pt, pl, lo, hi), g.n * g.c, _macs(g))
         return
     _split(lambda lo, hi: _backward_x(dy, w, dx, og, g.sh, g.sw, g.dh, g.dw, g.pt, g.pl, lo,
                                       hi), g.n * g.group, _macs(g))

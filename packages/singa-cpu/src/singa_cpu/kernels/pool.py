@@ -10,6 +10,7 @@ import numpy as np
 from singa.backend import kernel_attrs, pool2d_geometry
 
 from ._float16 import via_float32
+from ._jit import helper
 from ._parallel import pjit
 from ._threads import num_threads, run_ranges
 
@@ -19,6 +20,40 @@ PARALLEL_MIN_ITEMS = 1 << 17
 
 prange = range  # numba.prange once compiled (see _parallel.pjit)
 U = np.uint64  # unsigned flat indices in the jitted loops (see conv._im2col)
+
+
+@helper(inline="always")
+def _window(i, k, s, pad, size):
+    """``(lo, hi)``: the input rows (or columns) ``lo .. hi - 1`` of output row (or column)
+    i's window, which starts at ``i * s - pad``, clipped to the input (padding never wins a
+    max)."""
+    start = i * s - pad
+    hi = min(start + k, size)  # before lo: the other order schedules the average loops'
+    return max(start, 0), hi  # window arithmetic differently (same values, other code)
+
+
+@helper(inline="always")
+def _padded_length(i, k, s, pad, padded_size):
+    """The length of :func:`_window`'s window clipped to the padded input only (its end at
+    ``padded_size``, the input's size plus the end padding): the average's divisor with
+    count_include_pad."""
+    start = i * s - pad
+    return min(start + k, padded_size) - start
+
+
+@helper(inline="always")
+def _zero_plane(a, n, c, h_in, w_in):
+    """a[n, c] = 0 (an image plane of h_in x w_in)."""
+    for h in range(h_in):
+        for w in range(w_in):
+            a[n, c, h, w] = 0
+
+
+@helper(inline="always")
+def _nanmax(a, b):
+    """max(a, b) with a NaN winning (numpy's maximum, PyTorch's max_pool2d); the builtin max
+    returns whichever operand its comparison picks."""
+    return a if (a > b or a != a) else b
 
 
 @pjit()
@@ -34,21 +69,18 @@ def _max_fwd(x, y, kh, kw, sh, sw, pt, pl):
         c = t - n * c_
         r = np.empty(w_in, x.dtype)
         for p in range(ho):
-            h0 = p * sh - pt
-            h1 = min(h0 + kh, h_in)
-            h0 = max(h0, 0)
+            h0, h1 = _window(p, kh, sh, pt, h_in)
             for w in range(w_in):
                 r[w] = x[n, c, h0, w]
             for h in range(h0 + 1, h1):
                 for w in range(w_in):
-                    v, b = x[n, c, h, w], r[w]
-                    r[w] = v if (v > b or v != v) else b  # a NaN wins and stays
+                    r[w] = _nanmax(x[n, c, h, w], r[w])  # a NaN wins and stays
             for q in range(wo):
-                w0 = q * sw - pl
-                w1 = min(w0 + kw, w_in)
-                w0 = max(w0, 0)
+                w0, w1 = _window(q, kw, sw, pl, w_in)
                 best = r[w0]
                 for w in range(w0 + 1, w1):
+                    # _nanmax written out: as a call here, the parallel compilation's machine
+                    # code differs (the serial one's does not)
                     v = r[w]
                     if v > best or v != v:  # NaN > x is false: the NaN stays
                         best = v
@@ -74,11 +106,7 @@ def _max_fwd_2x2(x, y, p0, p1):
                 i = U(2 * q)
                 a, b = xf[r0 + i], xf[r0 + i + U(1)]
                 e, f = xf[r1 + i], xf[r1 + i + U(1)]
-                # NaN propagates (numpy's maximum, PyTorch's max_pool2d); the builtin max
-                # would return whichever operand its comparison picks
-                ab = a if (a > b or a != a) else b
-                ef = e if (e > f or e != e) else f
-                yf[o + U(q)] = ab if (ab > ef or ab != ab) else ef
+                yf[o + U(q)] = _nanmax(_nanmax(a, b), _nanmax(e, f))
 
 
 @pjit()
@@ -88,17 +116,11 @@ def _max_bwd(dy, x, dx, kh, kw, sh, sw, pt, pl):
     for t in prange(n_ * c_):
         n = t // c_
         c = t - n * c_
-        for h in range(h_in):
-            for w in range(w_in):
-                dx[n, c, h, w] = 0
+        _zero_plane(dx, n, c, h_in, w_in)
         for p in range(ho):
-            h0 = p * sh - pt
-            h1 = min(h0 + kh, h_in)
-            h0 = max(h0, 0)
+            h0, h1 = _window(p, kh, sh, pt, h_in)
             for q in range(wo):
-                w0 = q * sw - pl
-                w1 = min(w0 + kw, w_in)
-                w0 = max(w0, 0)
+                w0, w1 = _window(q, kw, sw, pl, w_in)
                 best = x[n, c, h0, w0]
                 bh, bw = h0, w0
                 for h in range(h0, h1):
@@ -156,19 +178,16 @@ def _avg_fwd(x, y, kh, kw, sh, sw, pt, pb, pl, pr, include_pad):
         n = t // c_
         c = t - n * c_
         for p in range(ho):
-            hs = p * sh - pt
-            h1 = min(hs + kh, h_in)
-            h0 = max(hs, 0)
+            h0, h1 = _window(p, kh, sh, pt, h_in)
             for q in range(wo):
-                ws = q * sw - pl
-                w1 = min(ws + kw, w_in)
-                w0 = max(ws, 0)
+                w0, w1 = _window(q, kw, sw, pl, w_in)
                 acc = 0.0
                 for h in range(h0, h1):
                     for w in range(w0, w1):
                         acc += x[n, c, h, w]
                 if include_pad:
-                    cnt = (min(hs + kh, h_in + pb) - hs) * (min(ws + kw, w_in + pr) - ws)
+                    cnt = (_padded_length(p, kh, sh, pt, h_in + pb)
+                           * _padded_length(q, kw, sw, pl, w_in + pr))
                 else:
                     cnt = (h1 - h0) * (w1 - w0)
                 y[n, c, p, q] = acc / cnt
@@ -181,19 +200,14 @@ def _avg_bwd(dy, dx, kh, kw, sh, sw, pt, pb, pl, pr, include_pad):
     for t in prange(n_ * c_):
         n = t // c_
         c = t - n * c_
-        for h in range(h_in):
-            for w in range(w_in):
-                dx[n, c, h, w] = 0
+        _zero_plane(dx, n, c, h_in, w_in)
         for p in range(ho):
-            hs = p * sh - pt
-            h1 = min(hs + kh, h_in)
-            h0 = max(hs, 0)
+            h0, h1 = _window(p, kh, sh, pt, h_in)
             for q in range(wo):
-                ws = q * sw - pl
-                w1 = min(ws + kw, w_in)
-                w0 = max(ws, 0)
+                w0, w1 = _window(q, kw, sw, pl, w_in)
                 if include_pad:
-                    cnt = (min(hs + kh, h_in + pb) - hs) * (min(ws + kw, w_in + pr) - ws)
+                    cnt = (_padded_length(p, kh, sh, pt, h_in + pb)
+                           * _padded_length(q, kw, sw, pl, w_in + pr))
                 else:
                     cnt = (h1 - h0) * (w1 - w0)
                 share = dy[n, c, p, q] / cnt

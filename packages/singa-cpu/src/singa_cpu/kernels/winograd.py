@@ -28,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _threads
+from ._jit import helper
 from ._parallel import pjit
 from ._threads import (
     ThreadSums,
@@ -48,7 +49,7 @@ MIN_TILES = 256
 PARALLEL_MIN_ITEMS = 1 << 18
 
 _G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
-#: F(4x4, 3x3)'s G (its B^T and A^T are written out in the transform kernels below).
+#: F(4x4, 3x3)'s G (its B^T and A^T are written out in _bt4 and _at4 below).
 _G4 = np.array([[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6],
                 [1 / 24, 1 / 12, 1 / 6], [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]])
 #: U = G g G^T as a matrix on the 9 taps: U[a*t + b] = sum_ij K[a*t + b, 3i + j] g[i, j],
@@ -242,6 +243,31 @@ def _weight_grad_transform(du, dw):
     np.matmul(du.reshape(len(k), o * c).T, k, out=dw.reshape(o * c, 9))
 
 
+@helper(inline="always")
+def _bt4(d0, d1, d2, d3, d4, d5, k2, k4, k5):
+    """B^T d for one column d = (d0 .. d5) of a 6x6 tile, with F(4x4, 3x3)'s B^T (in
+    _input_transform4's docstring); k2, k4, k5: 2, 4, 5 in the tile's dtype."""
+    return (k4 * d0 - k5 * d2 + d4, d3 + d4 - k4 * (d1 + d2), d4 - d3 + k4 * (d1 - d2),
+            d4 - d2 + k2 * (d3 - d1), d4 - d2 - k2 * (d3 - d1), k4 * d1 - k5 * d3 + d5)
+
+
+@helper(inline="always")
+def _at4(m0, m1, m2, m3, m4, m5, k2, k4, k8):
+    """A^T m for one column m = (m0 .. m5), with F(4x4, 3x3)'s A^T (in _output_transform4's
+    docstring); k2, k4, k8: 2, 4, 8 in the tile's dtype."""
+    s12, d12 = m1 + m2, m1 - m2
+    s34, d34 = m3 + m4, m3 - m4
+    return m0 + s12 + s34, d12 + k2 * d34, s12 + k4 * s34, d12 + k8 * d34 + m5
+
+
+@helper(inline="always")
+def _a4(y0, y1, y2, y3, k2, k4, k8):
+    """A y for one column y = (y0 .. y3) of a 4x4 gradient tile (the adjoint of
+    :func:`_at4`); k2, k4, k8: 2, 4, 8 in the tile's dtype."""
+    return (y0, y0 + y1 + y2 + y3, y0 - y1 + y2 - y3, y0 + k2 * y1 + k4 * y2 + k8 * y3,
+            y0 - k2 * y1 + k4 * y2 - k8 * y3, y3)
+
+
 @pjit()
 def _input_transform4(xp, v, nb, th, tw):
     """v[k, c, (n*th + ty)*tw + tx] = (B^T d B)[k] of the 6x6 tile of xp at (4ty, 4tx), for
@@ -263,13 +289,10 @@ def _input_transform4(xp, v, nb, th, tw):
             d0, d1, d2 = xp[n, c, h], xp[n, c, h + 1], xp[n, c, h + 2]
             d3, d4, d5 = xp[n, c, h + 3], xp[n, c, h + 4], xp[n, c, h + 5]
             for w in range(wp):
-                a1, a2, a3, a4 = d1[w], d2[w], d3[w], d4[w]
-                p[0, ty, w] = k4 * d0[w] - k5 * a2 + a4
-                p[1, ty, w] = a3 + a4 - k4 * (a1 + a2)
-                p[2, ty, w] = a4 - a3 + k4 * (a1 - a2)
-                p[3, ty, w] = a4 - a2 + k2 * (a3 - a1)
-                p[4, ty, w] = a4 - a2 - k2 * (a3 - a1)
-                p[5, ty, w] = k4 * a1 - k5 * a3 + d5[w]
+                e0, e1, e2, e3, e4, e5 = _bt4(d0[w], d1[w], d2[w], d3[w], d4[w], d5[w],
+                                              k2, k4, k5)
+                p[0, ty, w], p[1, ty, w], p[2, ty, w] = e0, e1, e2
+                p[3, ty, w], p[4, ty, w], p[5, ty, w] = e3, e4, e5
         b0 = n * tiles
         for i in range(6):
             v0, v1 = v[6 * i, c, b0:b0 + tiles], v[6 * i + 1, c, b0:b0 + tiles]
@@ -280,13 +303,8 @@ def _input_transform4(xp, v, nb, th, tw):
                 for tx in range(tw):
                     w = 4 * tx
                     j = ty * tw + tx
-                    q1, q2, q3, q4 = pi[w + 1], pi[w + 2], pi[w + 3], pi[w + 4]
-                    v0[j] = k4 * pi[w] - k5 * q2 + q4
-                    v1[j] = q3 + q4 - k4 * (q1 + q2)
-                    v2[j] = q4 - q3 + k4 * (q1 - q2)
-                    v3[j] = q4 - q2 + k2 * (q3 - q1)
-                    v4[j] = q4 - q2 - k2 * (q3 - q1)
-                    v5[j] = k4 * q1 - k5 * q3 + pi[w + 5]
+                    v0[j], v1[j], v2[j], v3[j], v4[j], v5[j] = _bt4(
+                        pi[w], pi[w + 1], pi[w + 2], pi[w + 3], pi[w + 4], pi[w + 5], k2, k4, k5)
 
 
 @pjit()
@@ -309,12 +327,8 @@ def _output_transform4(m, y, b, has_bias, n0, nb, th, tw):
             m2, m3 = m[12 + j, o, b0:b0 + tiles], m[18 + j, o, b0:b0 + tiles]
             m4, m5 = m[24 + j, o, b0:b0 + tiles], m[30 + j, o, b0:b0 + tiles]
             for q in range(tiles):
-                s12, d12 = m1[q] + m2[q], m1[q] - m2[q]
-                s34, d34 = m3[q] + m4[q], m3[q] - m4[q]
-                tt[0, j, q] = m0[q] + s12 + s34
-                tt[1, j, q] = d12 + k2 * d34
-                tt[2, j, q] = s12 + k4 * s34
-                tt[3, j, q] = d12 + k8 * d34 + m5[q]
+                tt[0, j, q], tt[1, j, q], tt[2, j, q], tt[3, j, q] = _at4(
+                    m0[q], m1[q], m2[q], m3[q], m4[q], m5[q], k2, k4, k8)
         for ty in range(th):
             for i in range(4):  # y row 4ty + i = T[i] A
                 h = 4 * ty + i
@@ -325,12 +339,8 @@ def _output_transform4(m, y, b, has_bias, n0, nb, th, tw):
                 yr = y[n0 + n, o, h]
                 for tx in range(tw):
                     q = ty * tw + tx
-                    s12, d12 = t1[q] + t2[q], t1[q] - t2[q]
-                    s34, d34 = t3[q] + t4[q], t3[q] - t4[q]
-                    r0 = t0[q] + s12 + s34 + bias
-                    r1 = d12 + k2 * d34 + bias
-                    r2 = s12 + k4 * s34 + bias
-                    r3 = d12 + k8 * d34 + t5[q] + bias
+                    r0, r1, r2, r3 = _at4(t0[q], t1[q], t2[q], t3[q], t4[q], t5[q], k2, k4, k8)
+                    r0, r1, r2, r3 = r0 + bias, r1 + bias, r2 + bias, r3 + bias
                     w = 4 * tx
                     if tx < full:
                         yr[w] = r0
@@ -363,12 +373,9 @@ def _grad_output_transform4(dy, z, n0, nb, th, tw):
                 y1 = dy[n0 + n, o, 4 * ty + 1, w] if rows > 1 else dy.dtype.type(0)
                 y2 = dy[n0 + n, o, 4 * ty + 2, w] if rows > 2 else dy.dtype.type(0)
                 y3 = dy[n0 + n, o, 4 * ty + 3, w] if rows > 3 else dy.dtype.type(0)
-                q[0, ty, w] = y0
-                q[1, ty, w] = y0 + y1 + y2 + y3
-                q[2, ty, w] = y0 - y1 + y2 - y3
-                q[3, ty, w] = y0 + k2 * y1 + k4 * y2 + k8 * y3
-                q[4, ty, w] = y0 - k2 * y1 + k4 * y2 - k8 * y3
-                q[5, ty, w] = y3
+                e0, e1, e2, e3, e4, e5 = _a4(y0, y1, y2, y3, k2, k4, k8)
+                q[0, ty, w], q[1, ty, w], q[2, ty, w] = e0, e1, e2
+                q[3, ty, w], q[4, ty, w], q[5, ty, w] = e3, e4, e5
         b0 = n * tiles
         for a in range(6):  # Z row a = R[a] A^T, one tile per (ty, tx)
             z0, z1 = z[6 * a, o, b0:b0 + tiles], z[6 * a + 1, o, b0:b0 + tiles]
@@ -379,13 +386,8 @@ def _grad_output_transform4(dy, z, n0, nb, th, tw):
                 for tx in range(tw):
                     w = 4 * tx
                     j = ty * tw + tx
-                    y0, y1, y2, y3 = qa[w], qa[w + 1], qa[w + 2], qa[w + 3]
-                    z0[j] = y0
-                    z1[j] = y0 + y1 + y2 + y3
-                    z2[j] = y0 - y1 + y2 - y3
-                    z3[j] = y0 + k2 * y1 + k4 * y2 + k8 * y3
-                    z4[j] = y0 - k2 * y1 + k4 * y2 - k8 * y3
-                    z5[j] = y3
+                    z0[j], z1[j], z2[j], z3[j], z4[j], z5[j] = _a4(
+                        qa[w], qa[w + 1], qa[w + 2], qa[w + 3], k2, k4, k8)
 
 
 def _tile(ho, wo) -> int:
