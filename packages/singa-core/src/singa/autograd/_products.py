@@ -11,6 +11,7 @@ import numpy as np
 from .. import _math
 from .._ctensor import CTensor
 from ..errors import ShapeError
+from ..ops._records import Onnx
 from ..ops._signatures import Param
 from ._engine import Operator, back_broadcast, is_training
 from ._functions import Function, X, declares
@@ -35,7 +36,8 @@ _AXIS1 = Param("axis", "int", "The axis normalised.", 1)
     (Param("x", "Tensor", "Shape (..., M, K); a floating dtype."),
      Param("w", "Tensor", "Shape (..., K, N), same dtype.")), ("x", "w"),
     "y, shape (..., M, N).", grad="dx = dy w^T, dw = x^T dy", numpy=lambda x, w: x @ w,
-    example={"x": [[1.0, 2.0], [3.0, 4.0]], "w": [[1.0], [0.5]]}))
+    example={"x": [[1.0, 2.0], [3.0, 4.0]], "w": [[1.0], [0.5]]},
+    onnx=Onnx("MatMul")))
 class Matmul(Operator):
     """y = a @ b (numpy semantics, batched with broadcasting); da = dy b^T, db = a^T dy."""
 
@@ -127,7 +129,9 @@ class AddBias(Operator):
     "where flagged), dC = beta dy summed to C's shape",
     numpy=lambda A, B, C=None, alpha=1.0, beta=1.0, transA=0, transB=0: alpha * (  # noqa: N803
         (A.T if transA else A) @ (B.T if transB else B)) + (0 if C is None else beta * C),
-    example={"A": [[1.0, 2.0]], "B": [[3.0], [4.0]], "C": [1.0], "beta": 2.0}))
+    example={"A": [[1.0, 2.0]], "B": [[3.0], [4.0]], "C": [1.0], "beta": 2.0},
+    onnx=Onnx("Gemm", (("alpha", "alpha"), ("beta", "beta"), ("transA", "transA"),
+                        ("transB", "transB")))))
 class Gemm(Operator):
     """y = alpha op(A) op(B) + beta C (ONNX Gemm; C optional and broadcast)."""
 
@@ -193,7 +197,8 @@ class _SoftmaxFamily(Operator):
 @declares(Function(
     "softmax", "y = exp(x) / sum(exp(x)) along ``axis``", (X, _AXIS1), ("x",),
     "y, of x's shape and dtype.", grad="dx = y (dy - sum(dy y)) along ``axis``",
-    numpy=_softmax, example={"x": [[1.0, 2.0, 3.0]]}))
+    numpy=_softmax, example={"x": [[1.0, 2.0, 3.0]]},
+    onnx=Onnx("Softmax", (("axis", "axis"),))))
 class SoftMax(_SoftmaxFamily):
     """y = softmax(x) along ``axis``; dx = y (dy - sum(dy y))."""
 
@@ -207,7 +212,8 @@ class SoftMax(_SoftmaxFamily):
 @declares(Function(
     "log_softmax", "y = x - log(sum(exp(x))) along ``axis``", (X, _AXIS1), ("x",),
     "y, of x's shape and dtype.", grad="dx = dy - exp(y) sum(dy) along ``axis``",
-    numpy=lambda x, axis=1: np.log(_softmax(x, axis)), example={"x": [[1.0, 2.0, 3.0]]}))
+    numpy=lambda x, axis=1: np.log(_softmax(x, axis)), example={"x": [[1.0, 2.0, 3.0]]},
+    onnx=Onnx("LogSoftmax", (("axis", "axis"),))))
 class LogSoftMax(_SoftmaxFamily):
     """y = log softmax(x) along ``axis``; dx = dy - exp(y) sum(dy)."""
 
@@ -232,7 +238,10 @@ class LogSoftMax(_SoftmaxFamily):
     numpy=lambda x, data_format="channels_first": x.mean(
         tuple(range(2, x.ndim)) if data_format == "channels_first" else
         tuple(range(1, x.ndim - 1)), keepdims=True),
-    example={"x": [[[[1.0, 2.0], [3.0, 4.0]]]]}))
+    example={"x": [[[[1.0, 2.0], [3.0, 4.0]]]]},
+    # ONNX's GlobalAveragePool takes the channels first: a channels_last one has no ONNX form
+    onnx=Onnx("GlobalAveragePool",
+              applies=lambda op: op.data_format == "channels_first")))
 class GlobalAveragePool(Operator):
     """Mean over the spatial axes, keeping them as size 1."""
 

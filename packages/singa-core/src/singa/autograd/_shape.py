@@ -15,6 +15,7 @@ from .._ctensor import CTensor
 from .._shapes import as_int, check_shape
 from ..errors import DtypeMismatchError, ShapeError
 from ..ops import OPS, run
+from ..ops._records import Onnx
 from ..ops._rules import broadcast_shapes, check_axis
 from ..ops._signatures import Param
 from ._elementwise import _zeros_like
@@ -71,7 +72,8 @@ class Concat(Operator):
     outputs="all",
     numpy=lambda x, axis, parts, num_output=None: tuple(np.split(
         x, num_output if parts is None else np.cumsum(parts)[:-1], axis)),
-    example={"x": [1.0, 2.0, 3.0, 4.0, 5.0], "axis": 0, "parts": [2, 3]}))
+    example={"x": [1.0, 2.0, 3.0, 4.0, 5.0], "axis": 0, "parts": [2, 3]},
+    onnx=Onnx("Split", (("split", "sizes"), ("axis", "ax")))))
 class Split(Operator):
     """Split along ``axis`` into ``parts`` (sizes) or ``num_output`` equal pieces."""
 
@@ -197,7 +199,9 @@ class Slice(Operator):
            "more dimensions).")), ("x",),
     "y, x.shape with axis replaced by the shape of indices.", grad="dx = scatter-add of dy",
     numpy=lambda x, axis, indices: np.take(x, indices, axis),
-    example={"x": [[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], "axis": 0, "indices": [2, 0]}))
+    example={"x": [[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], "axis": 0, "indices": [2, 0]},
+    onnx=Onnx("Gather", (("axis", "ax"), ("indices", "idx")),
+              convert=(("indices", lambda idx: idx.to_numpy()),))))
 class Gather(Operator):
     """y = take(x, indices, axis); dx = scatter-add of dy."""
 
@@ -228,7 +232,8 @@ class Gather(Operator):
                 "trailing axes, a longer one adds leading axes.")), ("x",),
     "y, x's dtype.", grad="dx = the sum of dy over the tiles",
     numpy=lambda x, repeats: np.tile(x, repeats),
-    example={"x": [[1.0, 2.0]], "repeats": [2, 2]}))
+    example={"x": [[1.0, 2.0]], "repeats": [2, 2]},
+    onnx=Onnx("Tile", (("repeats", "reps"),))))
 class Tile(Operator):
     """numpy.tile: repeat the whole tensor ``repeats[i]`` times along axis i.
 
@@ -268,7 +273,8 @@ class Tile(Operator):
     (ANY, Param("shape", "sequence of int", "Broadcasts with x.shape.")), ("x",),
     "y, the broadcast shape.", grad="dx = dy summed back to x's shape",
     numpy=lambda x, shape: np.broadcast_to(x, np.broadcast_shapes(x.shape, tuple(shape))),
-    example={"x": [[1.0], [2.0]], "shape": [2, 3]}))
+    example={"x": [[1.0], [2.0]], "shape": [2, 3]},
+    onnx=Onnx("Expand", (("shape", "shape"),))))
 class Expand(Operator):
     """ONNX Expand: broadcast x against ``shape``; dx = dy summed back."""
 
@@ -465,7 +471,8 @@ class ScatterElements(Operator):
 @declares(Function(
     "shape", "The shape of x as a 1-D int32 tensor; no gradient flows", (ANY,), ("x",),
     "Shape (x.ndim,), int32.", numpy=lambda x: np.asarray(x.shape, np.int32),
-    example={"x": [[1.0, 2.0, 3.0]]}))
+    example={"x": [[1.0, 2.0, 3.0]]},
+    onnx=Onnx("Shape", int64_out=True)))
 class Shape(Operator):
     """The shape of x as an int32 tensor (no gradient flows back through it).
 
