@@ -1,8 +1,9 @@
 """What the op records (:mod:`._elementwise`, :mod:`._reductions`, :mod:`._rearrangements`)
-share.
+and the functions declared on their Operator classes (``singa.autograd.functions``) share.
 
-:class:`Onnx`, the ONNX operator a record computes; :func:`dtype_names`, the dtypes a rendered
-docstring names; :class:`RecordDoc`, the Operator classes' docstrings rendered on first read.
+:class:`Onnx`, the ONNX operator a record or an Operator computes; :func:`dtype_names`, the
+dtypes a rendered docstring names; :class:`RecordDoc`, the Operator classes' docstrings
+rendered on first read.
 """
 
 from __future__ import annotations
