@@ -48,6 +48,7 @@ from ._threads import ThreadSums, chunk_spans, run_chunks, run_ranges, single_th
 from ._workspace import Workspace
 from .depthwise import ACT_HARDSWISH, ACT_NONE, ACT_RELU
 from .elementwise import KERNELS as _ELEMENTWISE
+from .elementwise import hard_swish_scalar
 
 prange = range  # numba.prange once compiled (see _parallel.pjit)
 U = np.uint64  # unsigned flat indices in the jitted loops (see _im2col)
@@ -181,24 +182,24 @@ def _epilogue(y3, b, c0, c1, has_bias, act):
     becomes 0.0) or the HardSwish kernel's expression. ``y3`` is C-contiguous, read flat with
     unsigned indices and one loop per case (3-D indexing did not vectorise: the seed CNN's
     conv1 output, 20x576, 5.2 -> 1.2 us)."""
-    zero, three, sixth = y3.dtype.type(0), y3.dtype.type(3), y3.dtype.type(1.0 / 6.0)
+    ftype = y3.dtype.type
+    zero = ftype(0)
     o_ch, hw = y3.shape[1], y3.shape[2]
     flat = y3.reshape(-1)
     for t in prange(y3.shape[0] * o_ch):
         bias = b[t % o_ch] if has_bias else zero
         lo, hi = U(t * hw + c0), U(t * hw + c1)
-        if act == 2:  # HardSwish
+        if act == ACT_HARDSWISH:
             for k in range(lo, hi):
-                v = flat[k] + bias if has_bias else flat[k]
-                flat[k] = zero if v <= -three else (v if v >= three else v * (v + three) * sixth)
-        elif has_bias and act == 1:
+                flat[k] = hard_swish_scalar(flat[k] + bias if has_bias else flat[k], ftype)
+        elif has_bias and act == ACT_RELU:
             for k in range(lo, hi):
                 v = flat[k] + bias
                 flat[k] = v if (v > zero or v != v) else zero
         elif has_bias:
             for k in range(lo, hi):
                 flat[k] = flat[k] + bias
-        elif act == 1:
+        elif act == ACT_RELU:
             for k in range(lo, hi):
                 v = flat[k]
                 flat[k] = v if (v > zero or v != v) else zero
