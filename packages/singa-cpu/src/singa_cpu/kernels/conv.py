@@ -568,37 +568,22 @@ def kernels(device) -> dict:
         """The fused Conv2d+ReLU of graph mode (see singa.ops.FUSIONS)."""
         forward(ins, outs, attrs, ACT_RELU)
 
-    @via_float32
+    # float32 and float64 only (``dtypes``): in float16 the ops one after the other round to
+    # float16 between them (the convolution before the HardSwish, the ReLU's output before an
+    # average pooling), which one pass computed in float32 would not; graph mode runs float16
+    # unfused (singa.graph._fusion.fuse_pairs honours a fused kernel's dtypes).
+    @kernel_attrs(contiguous_inputs=True, dtypes=(np.float32, np.float64))
     @single_threaded_blas()
-    def _conv2d_relu_pool(ins, outs, attrs):
-        forward(ins, outs[:1], attrs, ACT_RELU, outs[1])
-
-    @kernel_attrs(contiguous_inputs=True)
     def conv2d_relu_pool(ins, outs, attrs):
         """The fused Conv2d+ReLU+Pooling2d of graph mode: outputs the ReLU's (kept) and the
-        pooling's. float16 runs Conv2d+ReLU, then the pooling on its float16 output: the two
-        ops average the rounded values, which one float32 pass would not (a max pooling
-        would agree, an average not: 855 of 5796 cells differed in the kit's large case)."""
-        if outs[0].dtype == np.float16:
-            conv2d_relu(ins, outs[:1], attrs)
-            pool.KERNELS["Pooling2d"](outs[:1], outs[1:], attrs.get("second", EMPTY))
-        else:
-            _conv2d_relu_pool(ins, outs, attrs)
+        pooling's."""
+        forward(ins, outs[:1], attrs, ACT_RELU, outs[1])
 
+    @kernel_attrs(contiguous_inputs=True, dtypes=(np.float32, np.float64))
     @single_threaded_blas()
-    def _conv2d_hardswish(ins, outs, attrs):
-        forward(ins, outs, attrs, ACT_HARDSWISH)
-
-    @kernel_attrs(contiguous_inputs=True)
     def conv2d_hardswish(ins, outs, attrs):
-        """The fused Conv2d+HardSwish of graph mode (see singa.ops.FUSIONS). float16 runs the
-        two kernels one after the other: the pair rounds the convolution to float16 before
-        the HardSwish (computed in float32) rounds again, which one float32 pass would not."""
-        if outs[0].dtype == np.float16:
-            conv2d(ins, outs, attrs)
-            act_kernels[ACT_HARDSWISH](outs, outs, EMPTY)
-        else:
-            _conv2d_hardswish(ins, outs, attrs)
+        """The fused Conv2d+HardSwish of graph mode (see singa.ops.FUSIONS)."""
+        forward(ins, outs, attrs, ACT_HARDSWISH)
 
     conv2d.bind = lambda ins, outs, attrs: _bind_forward(ws, ins, outs, attrs, ACT_NONE, None)
     conv2d_relu.bind = lambda ins, outs, attrs: _bind_forward(
