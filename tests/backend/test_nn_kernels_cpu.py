@@ -373,6 +373,9 @@ def run_fused(dev, name, arrays, attrs, *out_shapes):
     the output (or outputs, for several ``out_shapes``)."""
     if name not in dev.kernels:
         pytest.skip(f"{dev.name} has no fused {name} kernel")
+    if not takes(dev, name, arrays[0].dtype):
+        pytest.skip(f"{dev.name}'s {name} takes no {arrays[0].dtype}: graph mode runs its ops "
+                    "unfused (test_graph_fuses_only_in_the_fused_kernels_dtypes)")
     from singa.ops import KernelCall
 
     uploaded = {}
@@ -384,6 +387,12 @@ def run_fused(dev, name, arrays, attrs, *out_shapes):
              [x.block for x in ins], [o.block for o in outs], name)
     res = [o.to_numpy() for o in outs]
     return res[0] if len(res) == 1 else res
+
+
+def takes(dev, name, dtype) -> bool:
+    """Whether the device has a kernel ``name`` for ``dtype`` (its declared ``dtypes``)."""
+    entry = dev.kernels.get(name)
+    return entry is not None and (entry[2] is None or _dtype.code_of(dtype) in entry[2])
 
 
 def assert_bitwise(got, want, what):
@@ -493,9 +502,10 @@ def _hard_swish64(y):
 def test_fused_conv_hardswish_is_conv_then_hardswish(dev, rng, case, bias, dtype):
     """Conv2d+HardSwish (MobileNetV3's activation applied as each 1x1 product, depthwise
     row, im2col chunk is written; Winograd after) is bitwise the Conv2d kernel followed by
-    the HardSwish kernel, in every dtype (float16 rounds the convolution before the
-    activation, as the pair does), and near the float64 oracle; the inputs are scaled so
-    that all three pieces of HardSwish (0, x (x + 3) / 6, x) are taken."""
+    the HardSwish kernel, in every dtype the fused kernel takes (float16 would round the
+    convolution before the activation, as the pair does), and near the float64 oracle; the
+    inputs are scaled so that all three pieces of HardSwish (0, x (x + 3) / 6, x) are
+    taken."""
     if "Conv2d+HardSwish" not in dev.kernels:
         pytest.skip(f"{dev.name} has no fused Conv2d+HardSwish kernel")
     xs, ws, attrs = CONV[case]
@@ -518,13 +528,13 @@ def test_fused_conv_hardswish_is_conv_then_hardswish(dev, rng, case, bias, dtype
 @pytest.mark.parametrize("case", ["cnn.conv1", "cnn.conv2", "winograd nopad", "pointwise",
                                   "asymmetric"])
 @pytest.mark.parametrize("pool", ["2x2 max", "3x3 max", "avg"])
-@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
 def test_fused_conv_relu_pool_is_the_three_kernels(dev, rng, case, pool, dtype, monkeypatch):
     """Conv2d+ReLU+Pooling2d (2x2 max pooling of each chunk in cache; other poolings after)
     gives bitwise the Conv2d, ReLU and Pooling2d kernels' outputs: the ReLU's and the
-    pooling's; also in many small chunks. In float16 the pooling averages the rounded ReLU
-    output, as the kernels one after the other do (the CPU's fused kernel once averaged the
-    float32 values: the kit's large case found it)."""
+    pooling's; also in many small chunks; in every dtype the fused kernel takes (in float16
+    the pooling would average the rounded ReLU output, as the kernels one after the other
+    do)."""
     if dev.backend == "cpu":
         from singa_cpu.kernels import conv
 
@@ -540,6 +550,62 @@ def test_fused_conv_relu_pool_is_the_three_kernels(dev, rng, case, pool, dtype, 
                              {**attrs, "second": pattrs}, y.shape, pooled.shape)
     assert_bitwise(got_y, y, f"{case} ReLU output")
     assert_bitwise(got_p, pooled, f"{case} {pool} pooling")
+
+
+def _graph_and_eager(dev, body, arrays):
+    """``body(*tensors)``'s outputs (numpy) recorded in graph mode and replayed twice, the plan's
+    step names, and the same body's outputs run eagerly; only the outputs are kept, so graph
+    mode may fuse the ops between them."""
+    import gc
+
+    eager = [t.to_numpy() for t in body(*(upload(dev, a) for a in arrays))]
+    ins = [upload(dev, a) for a in arrays]
+    dev.EnableGraph(True)
+    try:
+        outs = body(*ins)
+    finally:
+        dev.EnableGraph(False)
+    gc.collect()
+    for _ in range(2):
+        dev.RunGraph()
+    names = [n.name for n in dev._graph.plan.steps]
+    got = [t.to_numpy() for t in outs]
+    dev.ResetGraph()
+    return got, names, eager
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+def test_graph_fuses_only_in_the_fused_kernels_dtypes(dev, rng, dtype):
+    """Graph mode fuses Conv2d and HardSwish, and Conv2d, ReLU and an average Pooling2d, only
+    in the dtypes the fused kernels take (their ``dtypes``; on the CPU float32 and float64: in
+    float16 the ops one after the other round between them); otherwise it runs the ops as
+    separate calls. Either way the replay gives bitwise the eager run's values."""
+    xs, ws, attrs = CONV["cnn.conv2"]
+    x, w, b = (a.astype(dtype) for a in _conv_arrays(rng, xs, ws))
+    avg = dict(kernel=(2, 2), stride=(2, 2), mode="avg")
+
+    def body(x, w, b):
+        h = run(OPS["HardSwish"], run(OPS["Conv2d"], [x, w, b], attrs))[0]
+        r = run(OPS["ReLU"], run(OPS["Conv2d"], [x, w, b], attrs))[0]
+        return h, run(OPS["Pooling2d"], [r], avg)[0]
+
+    if not all(name in dev.kernels for name in ("Conv2d", "HardSwish", "ReLU", "Pooling2d")):
+        pytest.skip(f"{dev.name} lacks one of the ops")
+    got, names, eager = _graph_and_eager(dev, body, [x, w, b])
+    want = (["Conv2d+HardSwish"] if takes(dev, "Conv2d+HardSwish", dtype)
+            else ["Conv2d", "HardSwish"])
+    if takes(dev, "Conv2d+ReLU+Pooling2d", dtype):
+        want.append("Conv2d+ReLU+Pooling2d")
+    else:
+        want += ["Conv2d+ReLU" if takes(dev, "Conv2d+ReLU", dtype) else "Conv2d", "Pooling2d"]
+        if not takes(dev, "Conv2d+ReLU", dtype):
+            want.append("ReLU")
+    assert sorted(names) == sorted(want), names
+    if dev.backend == "cpu":  # the case this test is for: float16 runs unfused
+        assert ("Conv2d+HardSwish" in names) == ("Conv2d+ReLU+Pooling2d" in names) == (
+            dtype != np.float16), names
+    for g, e, what in zip(got, eager, ("HardSwish", "pooling")):
+        assert_bitwise(g, e, f"graph vs eager {what} {np.dtype(dtype).name}")
 
 
 @pytest.mark.parametrize("case", list(POOL))

@@ -206,3 +206,44 @@ def test_hard_activations_and_silu_run_as_one_op_each(rng):
         assert names.count("HardSwish") == 1, names
     if "Sigmoid+Mul" in rep.dev.kernels:
         assert "Sigmoid+Mul" in names and "Sigmoid" not in names, names
+
+
+def _identity_model():
+    """x -> Identity a -> Relu r (returned) -> Identity b -> Neg n (returned), and returned
+    Identities of r (o1) and of the graph input (o2)."""
+    f = TensorProto.FLOAT
+    nodes = [helper.make_node("Identity", ["x"], ["a"]),
+             helper.make_node("Relu", ["a"], ["r"]),
+             helper.make_node("Identity", ["r"], ["b"]),
+             helper.make_node("Neg", ["b"], ["n"]),
+             helper.make_node("Identity", ["r"], ["o1"]),
+             helper.make_node("Identity", ["x"], ["o2"])]
+    outs = [helper.make_tensor_value_info(n, f, [2, 3]) for n in ("n", "r", "o1", "o2")]
+    graph = helper.make_graph(nodes, "ids", [helper.make_tensor_value_info("x", f, [2, 3])],
+                              outs)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("use_graph", [False, True])
+def test_identity_inside_the_model_costs_no_op(rng, use_graph):
+    """An Identity whose input and output are not returned names its input's value (a: no
+    Copy; torch's exporter leaves 36 in EfficientNet-B0); one whose output or input is a
+    graph output still copies (b, o1, o2), so no two outputs are one Tensor. Values equal
+    onnxruntime's, and an Identity's output asked for as an ``aux_output`` is computed."""
+    onx = _identity_model()
+    rep = singa_onnx.prepare(onx, use_graph=use_graph)
+    rep.is_graph = not use_graph  # eager: Tensors back, to see which are one object
+    x = rng.standard_normal((2, 3)).astype(np.float32)
+    got = rep.run([x])
+    for g, want in zip(got, ort_run(onx, {"x": x})):
+        np.testing.assert_array_equal(g if use_graph else g.to_numpy(), want)
+    if use_graph:
+        plan = next(iter(rep._graphs.graphs.values())).graph.plan
+        names = [node.name for *_, node in plan.calls]
+        assert names.count("Copy") == 3, names  # b, o1 and o2; not a
+    else:
+        assert len({id(t) for t in got}) == 4
+    aux = singa_onnx.prepare(onx, use_graph=use_graph)
+    a, b = aux.run([x], aux_output=("a", "b"))[-2:]  # asked for: still their values
+    np.testing.assert_array_equal(a, x)
+    np.testing.assert_array_equal(b, np.maximum(x, 0))

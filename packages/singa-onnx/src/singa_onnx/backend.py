@@ -282,8 +282,12 @@ class SingaRep(BackendRep):
         if not nodes and last_layers is not None:
             raise SingaONNXError(f"last_layers={last_layers} leaves no node to run")
         keep = set(self.output_names) | set(aux_output)
+        returned = keep if last_layers is None else keep | set(nodes[-1].outputs)
         for i, node in enumerate(nodes):
-            self._run_node(node, values)
+            if _aliases(node, returned):
+                values[node.outputs[0]] = values[node.inputs[0]]
+            else:
+                self._run_node(node, values)
             for x in node.inputs:
                 if x and self._last_use.get(x) == i and x not in keep and x not in \
                         self.params and x not in self.consts:
@@ -339,6 +343,18 @@ class SingaRep(BackendRep):
         for name, v in zip(node.outputs, outs):
             if name:
                 values[name] = v
+
+
+def _aliases(node, returned: set) -> bool:
+    """Whether ``node`` is an Identity whose output may simply name its input's value (no
+    op: torch's exporter leaves dozens in a model, EfficientNet-B0 36, each a device copy):
+    when neither its input nor its output is returned (a graph output, an ``aux_output``,
+    the last node's output with ``last_layers``), so no caller holds two names for one
+    Tensor. Inside the model an alias is safe: no handler writes its inputs in place, and a
+    recorded graph sees the one block read by the readers of both names."""
+    return (node.op_type == "Identity" and len(node.inputs) == 1 and len(node.outputs) == 1
+            and bool(node.inputs[0]) and node.inputs[0] not in returned
+            and node.outputs[0] not in returned)
 
 
 def _evaluate_on_host(node, ins, opset, max_elements, dev):

@@ -48,6 +48,7 @@ from ._threads import ThreadSums, chunk_spans, run_chunks, run_ranges, single_th
 from ._workspace import Workspace
 from .depthwise import ACT_HARDSWISH, ACT_NONE, ACT_RELU
 from .elementwise import KERNELS as _ELEMENTWISE
+from .elementwise import hard_swish_scalar
 
 prange = range  # numba.prange once compiled (see _parallel.pjit)
 U = np.uint64  # unsigned flat indices in the jitted loops (see _im2col)
@@ -181,24 +182,24 @@ def _epilogue(y3, b, c0, c1, has_bias, act):
     becomes 0.0) or the HardSwish kernel's expression. ``y3`` is C-contiguous, read flat with
     unsigned indices and one loop per case (3-D indexing did not vectorise: the seed CNN's
     conv1 output, 20x576, 5.2 -> 1.2 us)."""
-    zero, three, sixth = y3.dtype.type(0), y3.dtype.type(3), y3.dtype.type(1.0 / 6.0)
+    ftype = y3.dtype.type
+    zero = ftype(0)
     o_ch, hw = y3.shape[1], y3.shape[2]
     flat = y3.reshape(-1)
     for t in prange(y3.shape[0] * o_ch):
         bias = b[t % o_ch] if has_bias else zero
         lo, hi = U(t * hw + c0), U(t * hw + c1)
-        if act == 2:  # HardSwish
+        if act == ACT_HARDSWISH:
             for k in range(lo, hi):
-                v = flat[k] + bias if has_bias else flat[k]
-                flat[k] = zero if v <= -three else (v if v >= three else v * (v + three) * sixth)
-        elif has_bias and act == 1:
+                flat[k] = hard_swish_scalar(flat[k] + bias if has_bias else flat[k], ftype)
+        elif has_bias and act == ACT_RELU:
             for k in range(lo, hi):
                 v = flat[k] + bias
                 flat[k] = v if (v > zero or v != v) else zero
         elif has_bias:
             for k in range(lo, hi):
                 flat[k] = flat[k] + bias
-        elif act == 1:
+        elif act == ACT_RELU:
             for k in range(lo, hi):
                 v = flat[k]
                 flat[k] = v if (v > zero or v != v) else zero
@@ -567,37 +568,22 @@ def kernels(device) -> dict:
         """The fused Conv2d+ReLU of graph mode (see singa.ops.FUSIONS)."""
         forward(ins, outs, attrs, ACT_RELU)
 
-    @via_float32
+    # float32 and float64 only (``dtypes``): in float16 the ops one after the other round to
+    # float16 between them (the convolution before the HardSwish, the ReLU's output before an
+    # average pooling), which one pass computed in float32 would not; graph mode runs float16
+    # unfused (singa.graph._fusion.fuse_pairs honours a fused kernel's dtypes).
+    @kernel_attrs(contiguous_inputs=True, dtypes=(np.float32, np.float64))
     @single_threaded_blas()
-    def _conv2d_relu_pool(ins, outs, attrs):
-        forward(ins, outs[:1], attrs, ACT_RELU, outs[1])
-
-    @kernel_attrs(contiguous_inputs=True)
     def conv2d_relu_pool(ins, outs, attrs):
         """The fused Conv2d+ReLU+Pooling2d of graph mode: outputs the ReLU's (kept) and the
-        pooling's. float16 runs Conv2d+ReLU, then the pooling on its float16 output: the two
-        ops average the rounded values, which one float32 pass would not (a max pooling
-        would agree, an average not: 855 of 5796 cells differed in the kit's large case)."""
-        if outs[0].dtype == np.float16:
-            conv2d_relu(ins, outs[:1], attrs)
-            pool.KERNELS["Pooling2d"](outs[:1], outs[1:], attrs.get("second", EMPTY))
-        else:
-            _conv2d_relu_pool(ins, outs, attrs)
+        pooling's."""
+        forward(ins, outs[:1], attrs, ACT_RELU, outs[1])
 
+    @kernel_attrs(contiguous_inputs=True, dtypes=(np.float32, np.float64))
     @single_threaded_blas()
-    def _conv2d_hardswish(ins, outs, attrs):
-        forward(ins, outs, attrs, ACT_HARDSWISH)
-
-    @kernel_attrs(contiguous_inputs=True)
     def conv2d_hardswish(ins, outs, attrs):
-        """The fused Conv2d+HardSwish of graph mode (see singa.ops.FUSIONS). float16 runs the
-        two kernels one after the other: the pair rounds the convolution to float16 before
-        the HardSwish (computed in float32) rounds again, which one float32 pass would not."""
-        if outs[0].dtype == np.float16:
-            conv2d(ins, outs, attrs)
-            act_kernels[ACT_HARDSWISH](outs, outs, EMPTY)
-        else:
-            _conv2d_hardswish(ins, outs, attrs)
+        """The fused Conv2d+HardSwish of graph mode (see singa.ops.FUSIONS)."""
+        forward(ins, outs, attrs, ACT_HARDSWISH)
 
     conv2d.bind = lambda ins, outs, attrs: _bind_forward(ws, ins, outs, attrs, ACT_NONE, None)
     conv2d_relu.bind = lambda ins, outs, attrs: _bind_forward(

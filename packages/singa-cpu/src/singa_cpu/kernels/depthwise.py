@@ -50,14 +50,14 @@ import threading
 import numpy as np
 
 from . import _threads
+from ._jit import compilable
 from ._threads import run_ranges
 
 U = np.uint64  # unsigned flat indices: signed ones keep numba from vectorising (see conv)
 
 #: The activation a convolution kernel applies as it writes its output (its ``act``
-#: argument): none, ReLU (``max(v, 0)``, NaN kept: the ReLU kernel's), HardSwish (0 for v <=
-#: -3, v for v >= 3, ``v (v + 3) / 6`` between, as ``v * (v + 3) * (1/6)`` rounded as the
-#: HardSwish kernel rounds it: ``elementwise._hard_swish_at``). Fused kernels give the bits of
+#: argument): none, ReLU (``max(v, 0)``, NaN kept: the ReLU kernel's), HardSwish (the
+#: HardSwish kernel's :func:`.elementwise.hard_swish_scalar`). Fused kernels give the bits of
 #: the convolution followed by the activation's own kernel.
 ACT_NONE, ACT_RELU, ACT_HARDSWISH = 0, 1, 2
 
@@ -110,7 +110,8 @@ def depthwise_taps(x, w, b, y, has_bias, act, og, sh, dh, dw, pt, pl, t0, t1):
     hp = ho + (kh - 1) * dh // sh
     plane = hp * wp
     xf, wf, yf = x.reshape(-1), w.reshape(-1), y.reshape(-1)
-    zero, three, sixth = y.dtype.type(0), y.dtype.type(3), y.dtype.type(1.0 / 6.0)
+    ftype = y.dtype.type
+    zero = ftype(0)
     # wide outputs computed: up to the last real one, in whole vectors; the phases are
     # followed by VECTOR zeros for the reads of the last vector's dropped positions
     last = (ho - 1) * wp + wo
@@ -150,7 +151,7 @@ def depthwise_taps(x, w, b, y, has_bias, act, og, sh, dh, dw, pt, pl, t0, t1):
             ybase = (n * o_ch + o + m) * ho * wo
             for p in range(ho):
                 src, dst = U(m * span + p * wp), U(ybase + p * wo)
-                if act == 1:
+                if act == ACT_RELU:
                     for q in range(wo):
                         v = yw[src + U(q)]
                         yf[dst + U(q)] = v if (v > zero or v != v) else zero
@@ -194,8 +195,7 @@ def source(taps: int, sw: int = 1, ob: int = 1, hard_swish: bool = False) -> str
         lines.append(f"            xv = xp[U(k) + o{k}]")
         lines += [f"            v{m} += w{m}_{k} * xv" for m in range(ob)]
     if hard_swish:
-        lines += [f"            v{m} = zero if v{m} <= -three else (v{m} if v{m} >= three "
-                  f"else v{m} * (v{m} + three) * sixth)" for m in range(ob)]
+        lines += [f"            v{m} = hard_swish_scalar(v{m}, ftype)" for m in range(ob)]
     lines += [f"            yw[U({m} * span) + U(k)] = v{m}" for m in range(ob)]
     if sw == 1:
         copy = _COPY_ROW
@@ -208,6 +208,16 @@ def source(taps: int, sw: int = 1, ob: int = 1, hard_swish: bool = False) -> str
             .replace("OB", str(ob)))
 
 
+#: What the generated loops import: the activations' constants and the HardSwish that
+#: :mod:`.elementwise` writes (a helper: compiled into the loop, its digest in the loop's
+#: cache name, see :func:`._jit.compilable`).
+_HEADER = f"""import numpy as np
+
+from {__package__}.depthwise import ACT_RELU
+from {__package__}.elementwise import hard_swish_scalar
+
+U = np.uint64
+"""
 _COMPILED: dict = {}
 _LOCK = threading.Lock()
 
@@ -256,7 +266,7 @@ def _loop(taps: int, sw: int, ob: int, hard_swish: bool = False):
         if fn is None:
             import numba
 
-            src = "import numpy as np\n\nU = np.uint64\n" + source(*key)
+            src = _HEADER + source(*key)
             py = _from_file(src)
             cached = py is not None
             if not cached:
@@ -265,7 +275,7 @@ def _loop(taps: int, sw: int, ob: int, hard_swish: bool = False):
                         f"{' hardswish' if hard_swish else ''}>")
                 exec(compile(src, name, "exec"), namespace)
                 py = namespace["depthwise_taps"]
-            fn = _COMPILED[key] = numba.njit(nogil=True, cache=cached)(py)
+            fn = _COMPILED[key] = numba.njit(nogil=True, cache=cached)(compilable(py))
     return fn
 
 

@@ -440,13 +440,20 @@ def _hard_sigmoid_at(dy, x, i, a, g):
 
 
 @helper(inline="always")
-def _hard_swish_at(dy, x, i, a, g):
-    """0 for x <= -3, x (x + 3) / 6 between, x for x >= 3, at i (NaN stays; -inf gives 0,
-    its limit, not -inf * 0)."""
-    zero, three = x.dtype.type(0), x.dtype.type(3)
-    sixth = x.dtype.type(1.0 / 6.0)
-    v = x[i]
+def hard_swish_scalar(v, ftype):
+    """HardSwish of the float ``v`` of type ``ftype`` (``x.dtype.type``): 0 for v <= -3,
+    v (v + 3) / 6 between, v for v >= 3 (NaN stays; -inf gives 0, its limit, not -inf * 0),
+    rounded as ``v * (v + 3) * (1/6)`` in ``ftype``. The one place HardSwish is written: the
+    HardSwish kernel, the fused convolutions' epilogues (:mod:`.conv`, :mod:`.grouped`) and
+    the generated depthwise loops (:mod:`.depthwise`) call it, so they give the same bits."""
+    zero, three, sixth = ftype(0), ftype(3), ftype(1.0 / 6.0)
     return zero if v <= -three else (v if v >= three else v * (v + three) * sixth)
+
+
+@helper(inline="always")
+def _hard_swish_at(dy, x, i, a, g):
+    """:func:`hard_swish_scalar` of x at i."""
+    return hard_swish_scalar(x[i], x.dtype.type)
 
 
 @helper(inline="always")

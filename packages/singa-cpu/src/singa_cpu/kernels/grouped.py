@@ -40,6 +40,8 @@ from . import _threads, depthwise
 from ._jit import helper
 from ._parallel import pjit
 from ._threads import run_ranges
+from .depthwise import ACT_HARDSWISH, ACT_RELU
+from .elementwise import hard_swish_scalar
 
 prange = range  # numba.prange once compiled (see _parallel.pjit)
 U = np.uint64
@@ -145,7 +147,8 @@ def _forward_wide(x, w, b, y, has_bias, act, og, sh, sw, dh, dw, pt, pl, t0, t1)
     hp = ho + (kh - 1) * dh // sh
     plane = hp * wp
     xf, wf, yf = x.reshape(-1), w.reshape(-1), y.reshape(-1)
-    zero, three, sixth = y.dtype.type(0), y.dtype.type(3), y.dtype.type(1.0 / 6.0)
+    ftype = y.dtype.type
+    zero = ftype(0)
     # wide outputs computed: up to the last real one, rounded up to whole runs of RUN (no
     # scalar remainder loops); the input copy has RUN zeros more, for the last run's reads
     last = (ho - 1) * wp + wo
@@ -180,10 +183,10 @@ def _forward_wide(x, w, b, y, has_bias, act, og, sh, sw, dh, dw, pt, pl, t0, t1)
             for p in range(ho):
                 for q in range(wo):
                     v = yw[U(p * wp + q)]
-                    if act == 1 and not (v > zero or v != v):
+                    if act == ACT_RELU and not (v > zero or v != v):
                         v = zero
-                    elif act == 2:  # HardSwish (see .depthwise.ACT_HARDSWISH)
-                        v = zero if v <= -three else (v if v >= three else v * (v + three) * sixth)
+                    elif act == ACT_HARDSWISH:
+                        v = hard_swish_scalar(v, ftype)
                     yf[U(ybase + p * wo + q)] = v
 
 
