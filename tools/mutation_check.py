@@ -149,9 +149,9 @@ MUTANTS = [
     Mutant(
         "onnx-export-softmax-axis", "the ONNX exporter writes Softmax with axis=-1 whatever the "
         "op's axis",
-        "packages/singa-onnx/src/singa_onnx/frontend.py",
-        '"SoftMax": _axis_op("Softmax"),',
-        '"SoftMax": lambda b, op, i, o: b.node("Softmax", i, o, op.name, axis=-1),',
+        "packages/singa-core/src/singa/autograd/_products.py",
+        'onnx=Onnx("Softmax", (("axis", "axis"),))))',
+        'onnx=Onnx("Softmax", (("axis", "axis"),), convert=(("axis", lambda v: -1),))))',
         ("tests/onnx/test_export_attributes.py", "-k", "softmax"), needs=ONNX),
     Mutant(
         "distopt-step-sums", "DistOpt's synchronous step sums the gradients instead of "
