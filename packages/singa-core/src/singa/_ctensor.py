@@ -155,6 +155,30 @@ ShapeError
     return method
 
 
+def _get_value_method(name: str, dtype: str):
+    """CTensor's SWIG method ``name``: the values as a flat ``dtype`` array
+    (``CTensor._get_values``)."""
+    np_dt = np.dtype(dtype)
+
+    def method(self, n: int | None = None) -> np.ndarray:
+        return self._get_values(np_dt, n)
+
+    method.__name__, method.__qualname__ = name, f"CTensor.{name}"
+    method.__doc__ = f"""The values as a flat numpy {dtype} array (SWIG's ``{name}``).
+
+Parameters
+----------
+n : int, optional
+    Return only the first ``n`` values (row-major order); all of them when None.
+
+Returns
+-------
+numpy.ndarray
+    A 1-d array copied from the device, converted to {dtype}.
+"""
+    return method
+
+
 class CTensor:
     """A strided view of device memory. Constructed as ``CTensor(shape[, device][, dtype])``.
 
@@ -398,50 +422,10 @@ class CTensor:
         else:
             self._write_range(arr, 0)
 
-    def GetFloatValue(self, n: int | None = None) -> np.ndarray:
-        """The values as a flat numpy float32 array (SWIG's ``GetFloatValue``).
-
-        Parameters
-        ----------
-        n : int, optional
-            Return only the first ``n`` values (row-major order); all of them when None.
-
-        Returns
-        -------
-        numpy.ndarray
-            A 1-d array copied from the device, converted to float32.
-        """
-        return self._get_values(np.float32, n)
-
-    def GetIntValue(self, n: int | None = None) -> np.ndarray:
-        """The values as a flat numpy int32 array (SWIG's ``GetIntValue``).
-
-        Parameters
-        ----------
-        n : int, optional
-            Return only the first ``n`` values (row-major order); all of them when None.
-
-        Returns
-        -------
-        numpy.ndarray
-            A 1-d array copied from the device, converted to int32.
-        """
-        return self._get_values(np.int32, n)
-
-    def GetHalfFloatValue(self, n: int | None = None) -> np.ndarray:
-        """The values as a flat numpy float16 array (SWIG's ``GetHalfFloatValue``).
-
-        Parameters
-        ----------
-        n : int, optional
-            Return only the first ``n`` values (row-major order); all of them when None.
-
-        Returns
-        -------
-        numpy.ndarray
-            A 1-d array copied from the device, converted to float16.
-        """
-        return self._get_values(np.float16, n)
+    # SWIG names: the values as a flat array of each dtype
+    GetFloatValue = _get_value_method("GetFloatValue", "float32")
+    GetIntValue = _get_value_method("GetIntValue", "int32")
+    GetHalfFloatValue = _get_value_method("GetHalfFloatValue", "float16")
 
     def _get_values(self, np_dt, n):
         flat = self.to_numpy().reshape(-1).astype(np_dt, copy=False)
