@@ -47,6 +47,20 @@ def _non_negative_padding(layer: str, pads: tuple, odd: tuple) -> None:
         raise ShapeError(f"{layer}: padding must be in 0..{_INT32_MAX}, got {pads} (+ {odd})")
 
 
+def _positional(nb_kernels, kernel_size, args, stride, padding):
+    """(nb_kernels, kernel_size, stride, padding) from either positional form of Conv2d and
+    SeparableConv2d: ``(nb_kernels, kernel_size)``, or PyTorch's ``(in_channels,
+    out_channels, kernel_size[, stride[, padding]])`` (``args`` the arguments past the
+    second), whose in_channels is dropped: the layer infers it from its first input."""
+    if args:
+        nb_kernels, kernel_size = kernel_size, args[0]
+    if len(args) > 1:
+        stride = args[1]
+    if len(args) > 2:
+        padding = args[2]
+    return nb_kernels, kernel_size, stride, padding
+
+
 class Conv2d(ParamLayer):
     """2-D convolution over (N, C, H, W).
 
@@ -61,12 +75,8 @@ class Conv2d(ParamLayer):
     def __init__(self, nb_kernels, kernel_size, *args, stride=1, padding=0, dilation=1,
                  group=1, bias=True, pad_mode="NOTSET", activation="NOTSET", **kwargs):
         super().__init__()
-        if args:
-            nb_kernels, kernel_size = kernel_size, args[0]
-        if len(args) > 1:
-            stride = args[1]
-        if len(args) > 2:
-            padding = args[2]
+        nb_kernels, kernel_size, stride, padding = _positional(nb_kernels, kernel_size, args,
+                                                               stride, padding)
         unknown = set(kwargs) - {"cudnn_prefer", "workspace_MB_limit"}
         if unknown:
             raise TypeError(f"Conv2d got unexpected keyword arguments {sorted(unknown)}")
@@ -173,12 +183,8 @@ class SeparableConv2d(Layer):
         if len(args) > 3:
             raise TypeError(f"SeparableConv2d takes at most 5 positional arguments (in_channels, "
                             f"out_channels, kernel_size, stride, padding), got {2 + len(args)}")
-        if args:
-            nb_kernels, kernel_size = kernel_size, args[0]
-        if len(args) > 1:
-            stride = args[1]
-        if len(args) > 2:
-            padding = args[2]
+        nb_kernels, kernel_size, stride, padding = _positional(nb_kernels, kernel_size, args,
+                                                               stride, padding)
         self.nb_kernels, self.kernel_size = int(nb_kernels), kernel_size
         self.stride, self.padding, self.bias = stride, padding, bias
 
