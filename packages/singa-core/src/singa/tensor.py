@@ -939,3 +939,4 @@ for _verb, _update, _names in (("Add v to", _add_into, ("add_column", "add_row")
                                ("Multiply by v", _math.mul, ("mult_column", "mult_row"))):
     for _name in _names:
         setattr(Tensor, _name, _row_column_method(_name, _verb, _name.rsplit("_", 1)[1], _update))
+del _verb, _update, _names
