@@ -266,12 +266,11 @@ class Optimizer:
             gd = _math.as_type(gd, p.dtype)
         return p.data, gd
 
-    def _register_weight_decay(self, weight_decay) -> None:
-        """Register the ``weight_decay`` schedule; ``wd_value`` is its number (1.0 for a
+    def _register_weight_decay(self, weight_decay) -> float:
+        """Register the ``weight_decay`` schedule; returns ``wd_value``, its number (1.0 for a
         DecayScheduler), which the updates test for 0 to skip the decay."""
         self._register("weight_decay", weight_decay)
-        self.wd_value = float(weight_decay) if not isinstance(weight_decay, DecayScheduler) \
-            else 1.0
+        return float(weight_decay) if not isinstance(weight_decay, DecayScheduler) else 1.0
 
     def _with_weight_decay(self, p, g):
         """``g + wd p``: the gradient with (coupled) weight decay; ``g`` itself without it."""
@@ -362,7 +361,7 @@ class SGD(Optimizer):
         super().__init__(lr, dtype)
         self._register("momentum", momentum)
         self._register("dampening", dampening)
-        self._register_weight_decay(weight_decay)
+        self.wd_value = self._register_weight_decay(weight_decay)
         self.mom_value = float(momentum) if not isinstance(momentum, DecayScheduler) else 1.0
         if nesterov and (self.mom_value <= 0 or
                          not isinstance(dampening, DecayScheduler) and float(dampening) != 0):
@@ -428,7 +427,7 @@ class RMSProp(Optimizer):
                  dtype=tensor_mod.float32):
         super().__init__(lr, dtype)
         self._register("rho", rho)
-        self._register_weight_decay(weight_decay)
+        self.wd_value = self._register_weight_decay(weight_decay)
         self.epsilon = _number(epsilon, "epsilon", type(self).__name__)
         self._refresh()
 
@@ -463,7 +462,7 @@ class AdaGrad(Optimizer):
 
     def __init__(self, lr=0.1, epsilon=1e-8, weight_decay=0, dtype=tensor_mod.float32):
         super().__init__(lr, dtype)
-        self._register_weight_decay(weight_decay)
+        self.wd_value = self._register_weight_decay(weight_decay)
         self.epsilon = _number(epsilon, "epsilon", type(self).__name__)
         self._refresh()
 
@@ -501,7 +500,7 @@ class Adam(Optimizer):
         super().__init__(lr, dtype)
         self._register("beta_1", beta_1)
         self._register("beta_2", beta_2)
-        self._register_weight_decay(weight_decay)
+        self.wd_value = self._register_weight_decay(weight_decay)
         self.epsilon = _number(epsilon, "epsilon", type(self).__name__)
         self._refresh()
 
