@@ -5,7 +5,8 @@ The graph is recovered from the outputs' creators (each op's ``src`` records); p
 Each op is translated by a function in :data:`EXPORTERS`, keyed by the op's class name; those of
 the elementwise ops, the axis reductions and the rearrangements come from their records
 (``singa.ops.UNARY``, ``BINARY``, ``REDUCTIONS``, ``REARRANGEMENTS``: each names its ONNX
-operator).
+operator), those of the other Operators from the ONNX forms of the functions declared on them
+(``singa.autograd.functions.FUNCTIONS``), except the exports written out here.
 The result passes ``onnx.checker`` and runs in onnxruntime with the same numbers.
 """
 
@@ -17,6 +18,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 from singa import autograd, tensor
+from singa.autograd.functions import FUNCTIONS
 from singa.errors import SingaONNXError
 from singa.ops import BINARY, REARRANGEMENTS, REDUCTIONS, UNARY, Binary, Unary
 
@@ -64,13 +66,6 @@ def _ints(v):
 
 # ------------------------------------------------------------------ per-op exporters
 # each: (builder, op, input names, output names) -> None
-
-def _simple(onnx_type, **fixed):
-    def export(b, op, ins, outs):
-        b.node(onnx_type, ins, outs, op.name, **fixed)
-
-    return export
-
 
 def _record(form):
     """The exporter of an elementwise record's Operator: one ``form.op_type`` node, with the
@@ -133,23 +128,6 @@ def _add_bias(b, op, ins, outs):
     b.node("Add", [x, col], outs, op.name)
 
 
-def _gemm(b, op, ins, outs):
-    b.node("Gemm", ins, outs, op.name, alpha=op.alpha, beta=op.beta, transA=int(op.transA),
-           transB=int(op.transB))
-
-
-def _axis_op(onnx_type):
-    def export(b, op, ins, outs):
-        b.node(onnx_type, ins, outs, op.name, axis=int(op.axis))
-
-    return export
-
-
-def _split(b, op, ins, outs):
-    b.node("Split", ins + [b.const(op.name + "_split", _ints(op.sizes))], outs, op.name,
-           axis=int(op.ax))
-
-
 def _slice(b, op, ins, outs):
     st, en, steps, axes = op.args
     extra = [b.const(op.name + "_starts", _ints(st)), b.const(op.name + "_ends", _ints(en)),
@@ -175,43 +153,63 @@ def _reduce(onnx_type):
     return export
 
 
-def _rearrangement(form):
-    """The exporter of a rearrangement record's Operator: one ``form.op_type`` node, each
-    Operator attribute that ``form.attrs`` pairs with an ONNX name written as a constant int64
+#: How an attribute's value is written, by the type onnx's schema gives the attribute
+_ATTR_TYPES = {onnx.AttributeProto.INT: int, onnx.AttributeProto.FLOAT: float,
+               onnx.AttributeProto.INTS: lambda v: [int(i) for i in v],
+               onnx.AttributeProto.FLOATS: lambda v: [float(f) for f in v]}
+
+
+def _form(form, fallback=None):
+    """The exporter of an Operator from its ONNX form (``singa.ops.Onnx``: a rearrangement
+    record's, or a function's declared on its Operator class): one ``form.op_type`` node on
+    the Operator's inputs. Each Operator attribute that ``form.attrs`` pairs with an ONNX name
+    (through ``form.convert``'s function where it names one) is written as a constant int64
     input where onnx's schema has an input of that name at EXPORT_OPSET (Reshape's shape,
-    Squeeze's axes), else as an attribute (Flatten's axis, Transpose's perm). A value of None,
-    or an empty one where ONNX's operand is optional, is left out: ONNX's default is what the
-    Operator did (Squeeze's every size-1 axis, Transpose's reversed axes)."""
+    Tile's repeats), else as an attribute of the schema's type (Flatten's axis, Gemm's
+    transA). A value of None, or an empty one where ONNX's operand is optional, is left out:
+    ONNX's default is what the Operator did (Squeeze's every size-1 axis, Transpose's reversed
+    axes). ``form.int64_out``: ONNX's int64 output is cast to singa's int32. An instance that
+    ``form.applies`` refuses is written by ``fallback`` (a rearrangement's steps), or refused
+    where there is none."""
     schema = onnx.defs.get_schema(form.op_type, EXPORT_OPSET)
     optional = onnx.defs.OpSchema.FormalParameterOption.Optional
-    inputs = {i.name: i.option == optional for i in schema.inputs}
-    attributes = {name: not a.required for name, a in schema.attributes.items()}
+    inputs = {i.name: (pos, i.option == optional) for pos, i in enumerate(schema.inputs)}
+    attributes = {name: (_ATTR_TYPES.get(a.type), not a.required)
+                  for name, a in schema.attributes.items()}
+    convert = dict(form.convert)
 
     def export(b, op, ins, outs):
-        if form.op_type in _STEPS_ONLY and _STEPS_ONLY[form.op_type](op):
-            _export_steps(b, op, ins, outs)
+        if form.applies is not None and not form.applies(op):
+            if fallback is None:
+                raise SingaONNXError(f"to_onnx: ONNX's {form.op_type} cannot express this "
+                                     f"{type(op).__name__} ({op.name})")
+            fallback(b, op, ins, outs)
             return
-        extra, attrs = [], {}
+        extra, attrs = {}, {}
         for name, field in form.attrs:
             value = getattr(op, field)
-            if value is None or isinstance(value, list) and not value and \
-                    inputs.get(name, attributes.get(name)):
+            optional_operand = inputs[name][1] if name in inputs else attributes[name][1]
+            if value is None or isinstance(value, list) and not value and optional_operand:
                 continue
-            if name == "perm":  # ONNX takes 0 .. rank-1; the op ran, so each is in range
-                value = [int(a) + len(value) if int(a) < 0 else int(a) for a in value]
+            if name in convert:
+                value = convert[name](value)
             if name in inputs:
-                extra.append(b.const(f"{op.name}_{name}", _ints(value)))
+                extra[inputs[name][0]] = b.const(f"{op.name}_{name}",
+                                                 np.asarray(value, np.int64))
             else:
-                attrs[name] = [int(v) for v in value] if isinstance(value, list) else value
-        b.node(form.op_type, ins + extra, outs, op.name, **attrs)
+                kind = attributes[name][0]
+                attrs[name] = value if kind is None else kind(value)
+        operands = list(ins)
+        for pos in sorted(extra):
+            operands += [""] * (pos - len(operands)) + [extra[pos]]
+        if not form.int64_out:
+            b.node(form.op_type, operands, outs, op.name, **attrs)
+            return
+        t = b.fresh(op.name + "_i64")
+        b.node(form.op_type, operands, [t], op.name, **attrs)
+        b.node("Cast", [t], outs, op.name + "_cast", to=TensorProto.INT32)
 
     return export
-
-
-#: ONNX operators that cannot express every form of their rearrangement record: the op ->
-#: whether this instance needs its steps written out instead (ONNX's SpaceToDepth is the DCR
-#: one only; its CRD form is the inverse of DepthToSpace's CRD).
-_STEPS_ONLY = {"SpaceToDepth": lambda op: op.mode != "DCR"}
 
 
 def _export_steps(b, op, ins, outs):
@@ -246,11 +244,6 @@ def _embedding(b, op, ins, outs):
     b.node("Gather", [ins[1], ins[0]], outs, op.name, axis=0)
 
 
-def _gather(b, op, ins, outs):
-    idx = b.const(op.name + "_indices", np.asarray(op.idx.to_numpy(), np.int64))
-    b.node("Gather", [ins[0], idx], outs, op.name, axis=int(op.ax))
-
-
 def _dropout(b, op, ins, outs):
     b.node("Dropout", [ins[0], b.const(op.name + "_ratio", np.float32(op.ratio))], outs,
            op.name)
@@ -269,34 +262,9 @@ def _upsample(b, op, ins, outs):
            nearest_mode="floor")
 
 
-def _tile(b, op, ins, outs):
-    b.node("Tile", [ins[0], b.const(op.name + "_repeats", _ints(op.reps))], outs, op.name)
-
-
-def _expand(b, op, ins, outs):
-    b.node("Expand", [ins[0], b.const(op.name + "_shape", _ints(op.shape))], outs, op.name)
-
-
 def _where(b, op, ins, outs):
     cond = b.const(op.name + "_cond", op.cond.to_numpy() != 0)
     b.node("Where", [cond] + ins, outs, op.name)
-
-
-def _shape(b, op, ins, outs):
-    t = b.fresh(op.name + "_i64")
-    b.node("Shape", ins, [t], op.name)
-    b.node("Cast", [t], outs, op.name + "_cast", to=TensorProto.INT32)
-
-
-def _argmax(b, op, ins, outs):
-    t = b.fresh(op.name + "_i64")
-    b.node("ArgMax", ins, [t], op.name, axis=int(op.axis), keepdims=int(op.keepdims))
-    b.node("Cast", [t], outs, op.name + "_cast", to=TensorProto.INT32)
-
-
-def _mean_reduce(b, op, ins, outs):
-    # GlobalAveragePool keeps a helper ReduceMean; its axes are the spatial ones
-    b.node("GlobalAveragePool", ins, outs, op.name)
 
 
 def _unsqueeze(b, op, name, what, axis=0):
@@ -379,29 +347,40 @@ _REDUCTION_EXPORTERS = {decl.operator: _reduce(decl.onnx.op_type)
                         for decl in REDUCTIONS.values()
                         if decl.onnx is not None and decl.operator}
 # Reshape, Flatten, Squeeze, Unsqueeze, Transpose, DepthToSpace, SpaceToDepth: one exporter
-# per rearrangement record that names an ONNX operator, keyed by its Operator's class
-_REARRANGEMENT_EXPORTERS = {decl.op: _rearrangement(decl.onnx)
+# per rearrangement record that names an ONNX operator, keyed by its Operator's class; an
+# instance the ONNX operator cannot express is written as the steps of its plan
+_REARRANGEMENT_EXPORTERS = {decl.op: _form(decl.onnx, _export_steps)
                             for decl in REARRANGEMENTS.values() if decl.onnx is not None}
+# Identity, Elu, ..., Matmul, Gemm, SoftMax, ..., Split, Gather, Tile, Expand, Shape, ArgMax:
+# one exporter per function declared on its Operator class with an ONNX form
+# (singa.autograd.functions), keyed by the Operator's class
+_DECLARED_EXPORTERS = {cls.__name__: _form(decl.onnx) for decl, cls in FUNCTIONS.values()
+                       if decl.onnx is not None}
 
-EXPORTERS = {
-    **_RECORD_EXPORTERS, **_REDUCTION_EXPORTERS, **_REARRANGEMENT_EXPORTERS,
+# Written out: each export does more than one node mapped from the Operator's attributes
+_WRITTEN_OUT = {
+    # the handle's geometry, pads reordered to ONNX's; BN's running statistics as inputs
     "_Conv2d": _conv, "_Pooling2d": _pool, "_BatchNorm2d": _batchnorm,
-    "Identity": _simple("Identity"), "PRelu": _simple("PRelu"),
-    "Sum": _simple("Sum"), "Mean": _simple("Mean"), "Max": _simple("Max"),
-    "Min": _simple("Min"), "Matmul": _simple("MatMul"),
-    "LeakyRelu": lambda b, op, i, o: b.node("LeakyRelu", i, o, op.name, alpha=op.a),
-    "Elu": lambda b, op, i, o: b.node("Elu", i, o, op.name, alpha=op.alpha),
-    "SeLU": lambda b, op, i, o: b.node("Selu", i, o, op.name, alpha=op.alpha,
-                                       gamma=op.gamma),
-    "Clip": _clip, "Cast": _cast, "AddBias": _add_bias, "Gemm": _gemm,
-    "SoftMax": _axis_op("Softmax"), "LogSoftMax": _axis_op("LogSoftmax"),
+    # Clip: absent bounds are empty inputs; Cast: singa's dtype code to ONNX's type
+    "Clip": _clip, "Cast": _cast,
+    # axis 1 adds an Unsqueeze of the bias
+    "AddBias": _add_bias,
+    # no Function declaration to carry a form: autograd.cat is written out
     "Concat": lambda b, op, i, o: b.node("Concat", i, o, op.name, axis=int(op.ax)),
-    "Split": _split, "Slice": _slice,
-    "GlobalAveragePool": _mean_reduce, "Embedding": _embedding, "Gather": _gather,
-    "Dropout": _dropout, "Pad": _pad, "UpSample": _upsample, "Tile": _tile,
-    "Expand": _expand, "Where": _where, "Shape": _shape, "ArgMax": _argmax,
+    # the normalised (starts, ends, steps, axes) tuple, as four inputs in ONNX's order
+    "Slice": _slice,
+    # Gather with the table and the ids swapped
+    "Embedding": _embedding,
+    # float32 constant inputs (ratio; pad value), Resize's empty roi and fixed attributes
+    "Dropout": _dropout, "Pad": _pad, "UpSample": _upsample,
+    # the condition is the op's state, a bool constant before the Operator's inputs
+    "Where": _where,
+    # several ONNX nodes: the identity W, direction axes, a chain of steps for the cell states
     "LSTMSeq": _lstm_seq, "GRUSeq": _gru_seq,
 }
+
+EXPORTERS = {**_RECORD_EXPORTERS, **_REDUCTION_EXPORTERS, **_REARRANGEMENT_EXPORTERS,
+             **_DECLARED_EXPORTERS, **_WRITTEN_OUT}
 
 
 def _value_info(name, t):

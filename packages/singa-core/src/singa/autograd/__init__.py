@@ -56,28 +56,22 @@ from ._nn import (
     _Pooling2d,
 )
 from ._onnx_extra import ArgMax, ConvTranspose2d
+from ._products import AddBias, CosSim, Gemm, GlobalAveragePool, LogSoftMax, Matmul, SoftMax
 from ._rearrangements import OPERATORS as _REARRANGEMENT_OPERATORS
 from ._recurrent import GRUSeq, LSTMSeq, has_seq_kernel  # noqa: F401  (public: singa-onnx uses them)
 from ._reductions import OPERATORS as _REDUCTION_OPERATORS
 from ._shape import (
-    AddBias,
     Concat,
     ConstantOfShape,
-    CosSim,
     Embedding,
     Expand,
     Gather,
-    Gemm,
-    GlobalAveragePool,
-    LogSoftMax,
-    Matmul,
     NonZero,
     OneHot,
     Pad,
     ScatterElements,
     Shape,
     Slice,
-    SoftMax,
     Split,
     Tile,
     UpSample,

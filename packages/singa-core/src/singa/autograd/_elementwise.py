@@ -17,7 +17,7 @@ import numpy as np
 from .. import _dtype, _math
 from .._ctensor import CTensor
 from ..ops._elementwise import BINARY, UNARY
-from ..ops._records import RecordDoc
+from ..ops._records import Onnx, RecordDoc
 from ..ops._signatures import Param
 from ..tensor import Tensor
 from ._engine import Operator, back_broadcast, is_training
@@ -86,7 +86,8 @@ def _unary_operator(decl) -> type:
 
 @declares(Function(
     "identity", "y = x, a copy", (X,), ("x",), _SAME, grad="dx = dy",
-    numpy=lambda x: x.copy(), example={"x": [-1.0, 0.0, 2.0]}))
+    numpy=lambda x: x.copy(), example={"x": [-1.0, 0.0, 2.0]},
+    onnx=Onnx("Identity")))
 class Identity(_Unary):
     """y = x (a copy); dx = dy."""
 
@@ -106,7 +107,8 @@ class Identity(_Unary):
     (X, Param("alpha", "float", "Scale of the negative part.", 1.0)), ("x",), _SAME,
     grad="dx = dy if x > 0 else dy (y + alpha)",
     numpy=lambda x, alpha=1.0: np.where(x > 0, x, alpha * (np.exp(x) - 1)),
-    example={"x": [-1.0, 0.0, 2.0], "alpha": 0.5}))
+    example={"x": [-1.0, 0.0, 2.0], "alpha": 0.5},
+    onnx=Onnx("Elu", (("alpha", "alpha"),))))
 class Elu(_Unary):
     """y = x if x > 0 else alpha (exp(x) - 1); dx = dy if x > 0 else dy (y + alpha)."""
 
@@ -137,7 +139,8 @@ class Elu(_Unary):
     grad="dx = gamma dy if x > 0 else gamma alpha exp(x) dy",
     numpy=lambda x, alpha=1.67326, gamma=1.0507: gamma * np.where(x > 0, x, alpha * (
         np.exp(x) - 1)),
-    example={"x": [-1.0, 0.0, 2.0]}))
+    example={"x": [-1.0, 0.0, 2.0]},
+    onnx=Onnx("Selu", (("alpha", "alpha"), ("gamma", "gamma")))))
 class SeLU(_Unary):
     """y = gamma x if x > 0 else gamma alpha (exp(x) - 1)."""
 
@@ -169,7 +172,8 @@ class SeLU(_Unary):
     (X, Param("a", "float", "Slope of the negative part.", 0.01)), ("x",), _SAME,
     grad="dx = dy if x > 0 else a dy",
     numpy=lambda x, a=0.01: np.where(x > 0, x, a * x),
-    example={"x": [-1.0, 0.0, 2.0], "a": 0.1}))
+    example={"x": [-1.0, 0.0, 2.0], "a": 0.1},
+    onnx=Onnx("LeakyRelu", (("alpha", "a"),))))
 class LeakyRelu(_Unary):
     """y = x if x > 0 else a x; dx = dy if x > 0 else a dy."""
 
@@ -362,7 +366,8 @@ def _binary_operator(decl) -> type:
     ("x", "slope"), _SAME,
     grad="dx = dy if x > 0 else slope dy; dslope = dy x where x <= 0, summed to slope's shape",
     numpy=lambda x, slope: np.where(x > 0, x, slope * x),
-    example={"x": [[-2.0, 1.0], [3.0, -4.0]], "slope": [0.1, 0.5]}))
+    example={"x": [[-2.0, 1.0], [3.0, -4.0]], "slope": [0.1, 0.5]},
+    onnx=Onnx("PRelu")))
 class PRelu(_Binary):
     """y = x if x > 0 else slope x (slope broadcasts); dslope = sum(dy x [x <= 0])."""
 
@@ -413,7 +418,8 @@ class _Nary(Operator):
 @declares(Function(
     "sum", "y = x_1 + ... + x_n, elementwise", (_XS,), ("*xs",), _NARY,
     grad="each dx_i = dy", numpy=lambda xs: np.sum(xs, 0),
-    example={"*xs": ([1.0, 5.0], [3.0, 2.0])}))
+    example={"*xs": ([1.0, 5.0], [3.0, 2.0])},
+    onnx=Onnx("Sum")))
 class Sum(_Nary):
     """y = sum of the inputs; each dx = dy."""
 
@@ -430,7 +436,8 @@ class Sum(_Nary):
 @declares(Function(
     "mean", "y = (x_1 + ... + x_n) / n, elementwise", (_XS,), ("*xs",), _NARY,
     grad="each dx_i = dy / n", numpy=lambda xs: np.mean(xs, 0),
-    example={"*xs": ([1.0, 5.0], [3.0, 2.0])}))
+    example={"*xs": ([1.0, 5.0], [3.0, 2.0])},
+    onnx=Onnx("Mean")))
 class Mean(_Nary):
     """y = mean of the inputs; each dx = dy / n."""
 
@@ -483,7 +490,8 @@ class _Extreme(_Nary):
 @declares(Function(
     "max", "y = max(x_1, ..., x_n), elementwise", (_XS,), ("*xs",), _NARY,
     grad="dx_i = dy where x_i is the first input holding the maximum, else 0",
-    numpy=lambda xs: np.max(xs, 0), example={"*xs": ([1.0, 5.0], [3.0, 2.0])}))
+    numpy=lambda xs: np.max(xs, 0), example={"*xs": ([1.0, 5.0], [3.0, 2.0])},
+    onnx=Onnx("Max")))
 class Max(_Extreme):
     """y = elementwise max of the inputs."""
 
@@ -493,7 +501,8 @@ class Max(_Extreme):
 @declares(Function(
     "min", "y = min(x_1, ..., x_n), elementwise", (_XS,), ("*xs",), _NARY,
     grad="dx_i = dy where x_i is the first input holding the minimum, else 0",
-    numpy=lambda xs: np.min(xs, 0), example={"*xs": ([1.0, 5.0], [3.0, 2.0])}))
+    numpy=lambda xs: np.min(xs, 0), example={"*xs": ([1.0, 5.0], [3.0, 2.0])},
+    onnx=Onnx("Min")))
 class Min(_Extreme):
     """y = elementwise min of the inputs."""
 

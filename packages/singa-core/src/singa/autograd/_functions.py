@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ..ops._records import RecordDoc
+from ..ops._records import Onnx, RecordDoc
 from ..ops._signatures import REQUIRED, Param, compile_def, param_entries, wrap
 
 __all__ = ["Function", "FUNCTIONS", "declares", "build", "X", "ANY"]
@@ -62,6 +62,7 @@ class Function:
     outputs: str = "first"
     numpy: Callable | None = None
     example: dict[str, Any] = field(default_factory=dict)
+    onnx: Onnx | None = None
 
     def __post_init__(self):
         names = [p.name for p in self.params]

@@ -9,6 +9,7 @@ import numpy as np
 
 from .. import _dtype, _math
 from ..ops import OPS, run
+from ..ops._records import Onnx
 from ..ops._signatures import Param
 from ._engine import Operator, is_training
 from ._functions import ANY, Function, declares
@@ -26,7 +27,8 @@ def _argmax_numpy(x, axis=0, keepdims=1):
     (ANY, Param("axis", "int", "The axis searched.", 0),
      Param("keepdims", "int", "1 keeps the axis as size 1.", 1)), ("x",),
     "y, x's shape without axis (with it as size 1 when keepdims), int32.",
-    numpy=_argmax_numpy, example={"x": [[1.0, 5.0], [3.0, 2.0]], "axis": 1}))
+    numpy=_argmax_numpy, example={"x": [[1.0, 5.0], [3.0, 2.0]], "axis": 1},
+    onnx=Onnx("ArgMax", (("axis", "axis"), ("keepdims", "keepdims")), int64_out=True)))
 class ArgMax(Operator):
     """Index (int32) of the first maximum along ``axis``; no gradient."""
 

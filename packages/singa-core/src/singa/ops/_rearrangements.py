@@ -62,7 +62,9 @@ class Rearrangement:
     permutation ``shape``; Unsqueeze's defaults to -1), passed to the constructor by position;
     None: the constructor's. onnx: the ONNX operator computing the same, its ``attrs`` pairing
     ONNX's attribute or input names with the Operator's attributes (an exporter writes each as
-    the input or the attribute that onnx's schema has at the export opset); None: none does.
+    the input or the attribute that onnx's schema has at the export opset, through the form's
+    ``convert`` where it names one), and an instance its ``applies`` refuses exported as the
+    steps of its plan; None: no ONNX operator does.
     """
 
     op: str
@@ -218,6 +220,10 @@ def _transpose_plan(op, x):
 # ---------------------------------------------------------------- DepthToSpace, SpaceToDepth
 
 
+def _perm_from_zero(perm):
+    return [int(a) + len(perm) if int(a) < 0 else int(a) for a in perm]
+
+
 def _blocks_init(blocksize, mode="DCR"):
     return {"b": int(blocksize), "mode": mode.upper()}
 
@@ -311,7 +317,8 @@ REARRANGEMENTS = {decl.op: decl for decl in (
         "dy permuted by the inverse permutation",
         function=(Param("shape", "sequence of int or None", "The permutation (y.shape[i] "
                         "= x.shape[shape[i]]); None reverses the axes.", None),),
-        onnx=Onnx("Transpose", (("perm", "perm"),))),
+        # ONNX's perm counts from 0 (the op ran, so each negative axis is in range)
+        onnx=Onnx("Transpose", (("perm", "perm"),), convert=(("perm", _perm_from_zero),))),
     Rearrangement(
         "DepthToSpace", "depth_to_space",
         "y = the (N, C, H, W) x as (N, C / b^2, H b, W b), each b x b block of y from b^2 "
@@ -332,6 +339,7 @@ REARRANGEMENTS = {decl.op: decl for decl in (
         _blocks_init, _space_to_depth_plan, _space_to_depth_numpy, ((1, 1, 2, 4), (2,)),
         "of shape (N, C b^2, H / b, W / b) and x's dtype", "dy rearranged by the inverse steps",
         x="Shape (N, C, H, W), H and W divisible by b.",
-        # ONNX's SpaceToDepth has no mode: it is the DCR one
-        onnx=Onnx("SpaceToDepth", (("blocksize", "b"),))),
+        # ONNX's SpaceToDepth has no mode: it is the DCR one; a CRD one is exported as the
+        # steps of its plan (Reshape, Transpose, Reshape)
+        onnx=Onnx("SpaceToDepth", (("blocksize", "b"),), applies=lambda op: op.mode == "DCR")),
 )}

@@ -59,29 +59,7 @@ for _decl in BINARY.values():
         register(_decl.onnx.op_type)(_binary(_decl))
 
 
-@register("Identity")
-def identity(ctx, attrs, x):
-    """y = x (no elementwise record: it computes nothing)."""
-    return autograd.identity(ctx.tensor(x))
-
-
-@register("LeakyRelu", attrs=("alpha",))
-def leaky_relu(ctx, attrs, x):
-    """y = x if x >= 0 else alpha x."""
-    return autograd.leakyrelu(ctx.tensor(x), attrs.get("alpha", 0.01))
-
-
-@register("Elu", attrs=("alpha",))
-def elu(ctx, attrs, x):
-    """y = x if x > 0 else alpha (exp(x) - 1)."""
-    return autograd.elu(ctx.tensor(x), attrs.get("alpha", 1.0))
-
-
-@register("Selu", attrs=("alpha", "gamma"))
-def selu(ctx, attrs, x):
-    """y = gamma (x if x > 0 else alpha (exp(x) - 1))."""
-    return autograd.selu(ctx.tensor(x), attrs.get("alpha", 1.67326319217681884765625),
-                         attrs.get("gamma", 1.05070102214813232421875))
+# Identity, LeakyRelu, Elu, Selu: built from their Operators' declared ONNX forms (declared.py)
 
 
 @register("PRelu")
