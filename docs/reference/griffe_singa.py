@@ -11,7 +11,9 @@ singa; plus the names listed as ``extra``) it adds the inspected member where th
 lacks it and marks the name public, so re-exported classes (``autograd.Elu``) are rendered too;
 a class of the module whose docstring is completed at run time (an Operator class that
 declares its ``singa.autograd`` function adds its constructor's parameters) gets the runtime
-text.
+text; and a class's methods made at import time (``Tensor.add_column`` from a table,
+``CTensor.GetFloatValue`` from a factory), which the static tree lacks or holds as attributes,
+are added from the inspected class.
 
 The modules are imported from the handler's ``paths``, so the build needs singa's own
 dependencies (numpy, pluggy) installed.
@@ -85,9 +87,7 @@ class RuntimeMembers(griffe.Extension):
                 f"({error}); the docs build needs singa's dependencies (numpy, pluggy)") from error
         finally:
             del sys.path[:len(paths)]
-        inspected = griffe.inspect(path, import_paths=paths,
-                                   docstring_parser=loader.docstring_parser,
-                                   docstring_options=loader.docstring_options)
+        inspected = self._inspect(path, paths, loader)
         extra = self.extra.get(path, set())
         added = 0
         for name, value in vars(runtime).items():
@@ -103,8 +103,45 @@ class RuntimeMembers(griffe.Extension):
                 added += 1
             else:
                 self._runtime_docstring(static.members[name], value, path, loader)
+                if inspect.isclass(value):
+                    self._made_methods(static.members[name], value, paths, loader)
             static.members[name].public = True
         _logger.debug("griffe_singa: %s: %d runtime members added", path, added)
+
+    def _inspect(self, path: str, paths: list[str], loader: griffe.GriffeLoader) -> griffe.Module:
+        """The inspected module ``path`` (once per build)."""
+        cache = self.__dict__.setdefault("_inspected", {})
+        if path not in cache:
+            cache[path] = griffe.inspect(path, import_paths=paths,
+                                         docstring_parser=loader.docstring_parser,
+                                         docstring_options=loader.docstring_options)
+        return cache[path]
+
+    def _made_methods(self, member, cls: type, paths: list[str],
+                      loader: griffe.GriffeLoader) -> None:
+        """Add to the static class the public methods with a docstring that ``cls`` has at
+        run time and the static tree lacks or holds as an attribute (``name = factory(...)``
+        in the class body); each keeps the attribute's place in the source order."""
+        try:
+            target = member.final_target if member.is_alias else member
+        except griffe.AliasResolutionError:
+            return
+        if not target.is_class or not getattr(cls, "__module__", "").startswith("singa"):
+            return
+        made = [name for name, value in vars(cls).items()
+                if not name.startswith("_") and inspect.isfunction(value) and value.__doc__
+                and (name not in target.members or target.members[name].is_attribute)]
+        if not made:
+            return
+        inspected = self._inspect(cls.__module__, paths, loader).get_member(cls.__qualname__)
+        for name in made:
+            method = inspected.members[name]
+            if name in target.members:
+                method.lineno = target.members[name].lineno
+                method.endlineno = target.members[name].endlineno
+            target.set_member(name, method)
+        _logger.debug("griffe_singa: %s: %d methods made at import time", target.path,
+                      len(made))
 
     @staticmethod
     def _runtime_docstring(member, value: Any, path: str, loader: griffe.GriffeLoader) -> None:

@@ -123,6 +123,62 @@ def _renamed(old: str, new: str) -> None:
     warnings.warn(f"CTensor.{old} is deprecated and will be removed with backend API version 2; "
                   f"read CTensor.{new}", DeprecationWarning, stacklevel=3)
 
+
+def _copy_from_host_ptr(name: str, dtype: str):
+    """CTensor's SWIG method ``name``: the host array converted to ``dtype``, then
+    ``CTensor._copy_prefix``."""
+    np_dt = np.dtype(dtype)
+
+    def method(self, arr, num=None):
+        self._copy_prefix(np.asarray(arr, dtype=np_dt), num)
+
+    method.__name__, method.__qualname__ = name, f"CTensor.{name}"
+    method.__doc__ = f"""Copy values from a host array into this tensor, converted to {dtype}.
+
+C++ ``Tensor::{name}``. The array is flattened; its first ``num``
+values (all of them when ``num`` is None) are written from element 0. When they fill the
+tensor this is :meth:`copy_from_numpy`; fewer are written into a prefix of a contiguous
+tensor and the rest is kept.
+
+Parameters
+----------
+arr : array_like
+    The values; converted with ``numpy.asarray(arr, dtype=numpy.{dtype})``.
+num : int, optional
+    How many values to copy.
+
+Raises
+------
+ShapeError
+    More values than the tensor holds, or a prefix copy into a non-contiguous tensor.
+"""
+    return method
+
+
+def _get_value_method(name: str, dtype: str):
+    """CTensor's SWIG method ``name``: the values as a flat ``dtype`` array
+    (``CTensor._get_values``)."""
+    np_dt = np.dtype(dtype)
+
+    def method(self, n: int | None = None) -> np.ndarray:
+        return self._get_values(np_dt, n)
+
+    method.__name__, method.__qualname__ = name, f"CTensor.{name}"
+    method.__doc__ = f"""The values as a flat numpy {dtype} array (SWIG's ``{name}``).
+
+Parameters
+----------
+n : int, optional
+    Return only the first ``n`` values (row-major order); all of them when None.
+
+Returns
+-------
+numpy.ndarray
+    A 1-d array copied from the device, converted to {dtype}.
+"""
+    return method
+
+
 class CTensor:
     """A strided view of device memory. Constructed as ``CTensor(shape[, device][, dtype])``.
 
@@ -352,72 +408,10 @@ class CTensor:
         dev.exec(lambda: dev.numpy_into_native(src, dev.native(self)), reads, [self.block],
                  "CopyFromHost")
 
-    # SWIG names
-    def CopyFloatDataFromHostPtr(self, arr, num=None):
-        """Copy values from a host array into this tensor, converted to float32.
-
-        C++ ``Tensor::CopyFloatDataFromHostPtr``. The array is flattened; its first ``num``
-        values (all of them when ``num`` is None) are written from element 0. When they fill the
-        tensor this is :meth:`copy_from_numpy`; fewer are written into a prefix of a contiguous
-        tensor and the rest is kept.
-
-        Parameters
-        ----------
-        arr : array_like
-            The values; converted with ``numpy.asarray(arr, dtype=numpy.float32)``.
-        num : int, optional
-            How many values to copy.
-
-        Raises
-        ------
-        ShapeError
-            More values than the tensor holds, or a prefix copy into a non-contiguous tensor.
-        """
-        self._copy_prefix(np.asarray(arr, dtype=np.float32), num)
-
-    def CopyIntDataFromHostPtr(self, arr, num=None):
-        """Copy values from a host array into this tensor, converted to int32.
-
-        C++ ``Tensor::CopyIntDataFromHostPtr``. The array is flattened; its first ``num``
-        values (all of them when ``num`` is None) are written from element 0. When they fill the
-        tensor this is :meth:`copy_from_numpy`; fewer are written into a prefix of a contiguous
-        tensor and the rest is kept.
-
-        Parameters
-        ----------
-        arr : array_like
-            The values; converted with ``numpy.asarray(arr, dtype=numpy.int32)``.
-        num : int, optional
-            How many values to copy.
-
-        Raises
-        ------
-        ShapeError
-            More values than the tensor holds, or a prefix copy into a non-contiguous tensor.
-        """
-        self._copy_prefix(np.asarray(arr, dtype=np.int32), num)
-
-    def CopyHalfFloatDataFromHostPtr(self, arr, num=None):
-        """Copy values from a host array into this tensor, converted to float16.
-
-        C++ ``Tensor::CopyHalfFloatDataFromHostPtr``. The array is flattened; its first ``num``
-        values (all of them when ``num`` is None) are written from element 0. When they fill the
-        tensor this is :meth:`copy_from_numpy`; fewer are written into a prefix of a contiguous
-        tensor and the rest is kept.
-
-        Parameters
-        ----------
-        arr : array_like
-            The values; converted with ``numpy.asarray(arr, dtype=numpy.float16)``.
-        num : int, optional
-            How many values to copy.
-
-        Raises
-        ------
-        ShapeError
-            More values than the tensor holds, or a prefix copy into a non-contiguous tensor.
-        """
-        self._copy_prefix(np.asarray(arr, dtype=np.float16), num)
+    # SWIG names: the host array converted to each dtype
+    CopyFloatDataFromHostPtr = _copy_from_host_ptr("CopyFloatDataFromHostPtr", "float32")
+    CopyIntDataFromHostPtr = _copy_from_host_ptr("CopyIntDataFromHostPtr", "int32")
+    CopyHalfFloatDataFromHostPtr = _copy_from_host_ptr("CopyHalfFloatDataFromHostPtr", "float16")
 
     def _copy_prefix(self, arr, num):
         arr = arr.reshape(-1)
@@ -428,50 +422,10 @@ class CTensor:
         else:
             self._write_range(arr, 0)
 
-    def GetFloatValue(self, n: int | None = None) -> np.ndarray:
-        """The values as a flat numpy float32 array (SWIG's ``GetFloatValue``).
-
-        Parameters
-        ----------
-        n : int, optional
-            Return only the first ``n`` values (row-major order); all of them when None.
-
-        Returns
-        -------
-        numpy.ndarray
-            A 1-d array copied from the device, converted to float32.
-        """
-        return self._get_values(np.float32, n)
-
-    def GetIntValue(self, n: int | None = None) -> np.ndarray:
-        """The values as a flat numpy int32 array (SWIG's ``GetIntValue``).
-
-        Parameters
-        ----------
-        n : int, optional
-            Return only the first ``n`` values (row-major order); all of them when None.
-
-        Returns
-        -------
-        numpy.ndarray
-            A 1-d array copied from the device, converted to int32.
-        """
-        return self._get_values(np.int32, n)
-
-    def GetHalfFloatValue(self, n: int | None = None) -> np.ndarray:
-        """The values as a flat numpy float16 array (SWIG's ``GetHalfFloatValue``).
-
-        Parameters
-        ----------
-        n : int, optional
-            Return only the first ``n`` values (row-major order); all of them when None.
-
-        Returns
-        -------
-        numpy.ndarray
-            A 1-d array copied from the device, converted to float16.
-        """
-        return self._get_values(np.float16, n)
+    # SWIG names: the values as a flat array of each dtype
+    GetFloatValue = _get_value_method("GetFloatValue", "float32")
+    GetIntValue = _get_value_method("GetIntValue", "int32")
+    GetHalfFloatValue = _get_value_method("GetHalfFloatValue", "float16")
 
     def _get_values(self, np_dt, n):
         flat = self.to_numpy().reshape(-1).astype(np_dt, copy=False)

@@ -251,6 +251,18 @@ def _ids(node: Node) -> tuple[set[int], set[int]]:
     return {id(b) for b in node.reads}, {id(b) for b in node.writes}
 
 
+def _move(steps: list[Node], p: int, direction: int) -> int:
+    """Move ``steps[p]`` towards ``direction`` (-1: earlier, +1: later) until it is next to
+    the nearest step it conflicts with (or at the end of the plan); returns its new position."""
+    r, w = _ids(steps[p])
+    q = p + direction
+    while 0 <= q < len(steps) and not _conflicts(r, w, steps[q]):
+        q += direction
+    # after the pop, the conflicting step stands at q (moving earlier) or q - 1 (later)
+    steps.insert(q - direction, steps.pop(p))
+    return q - direction
+
+
 def hoist(steps: list[Node], p: int) -> int:
     """Move ``steps[p]`` to just after the nearest earlier step it depends on.
 
@@ -266,37 +278,13 @@ def hoist(steps: list[Node], p: int) -> int:
     int
         Its new position.
     """
-    node = steps[p]
-    r, w = _ids(node)
-    q = p - 1
-    while q >= 0 and not _conflicts(r, w, steps[q]):
-        q -= 1
-    steps.insert(q + 1, steps.pop(p))
-    return q + 1
+    return _move(steps, p, -1)
 
 
 def sink(steps: list[Node], p: int) -> int:
-    """Move ``steps[p]`` to just before the nearest later step that depends on it.
-
-    Parameters
-    ----------
-    steps : list of Node
-        A plan's steps, changed in place.
-    p : int
-        The position of the node to move.
-
-    Returns
-    -------
-    int
-        Its new position.
-    """
-    node = steps[p]
-    r, w = _ids(node)
-    q = p + 1
-    while q < len(steps) and not _conflicts(r, w, steps[q]):
-        q += 1
-    steps.insert(q - 1, steps.pop(p))
-    return q - 1
+    """Move ``steps[p]`` to just before the nearest later step that depends on it; the
+    parameters and return value are :func:`hoist`'s."""
+    return _move(steps, p, +1)
 
 
 def overlap(plan: Plan) -> None:

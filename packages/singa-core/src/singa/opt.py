@@ -266,6 +266,24 @@ class Optimizer:
             gd = _math.as_type(gd, p.dtype)
         return p.data, gd
 
+    def _register_weight_decay(self, weight_decay) -> float:
+        """Register the ``weight_decay`` schedule; returns ``wd_value``, its number (1.0 for a
+        DecayScheduler), which the updates test for 0 to skip the decay."""
+        self._register("weight_decay", weight_decay)
+        return float(weight_decay) if not isinstance(weight_decay, DecayScheduler) else 1.0
+
+    def _with_weight_decay(self, p, g):
+        """``g + wd p``: the gradient with (coupled) weight decay; ``g`` itself without it."""
+        if self.wd_value == 0:
+            return g
+        return _math.add(g, _math.mul(p, self._hyper_value("weight_decay", p)))
+
+    def _scaled_step(self, p, g, acc, epsilon) -> None:
+        """``p -= lr g / sqrt(acc + epsilon)`` in place: RMSProp's and AdaGrad's step, with
+        ``acc`` their running sum of squared gradients."""
+        step = _math.div(g, _math.sqrt(_math.add(acc, epsilon)))
+        _math.axpy(_math.neg(self._hyper_value("lr", p)), step, p)
+
     def _hyper_value(self, name, p):
         """The current value of hyper-parameter ``name`` (``lr``, ``momentum``, ...) as a
         one-element CTensor of ``p``'s dtype."""
@@ -343,10 +361,8 @@ class SGD(Optimizer):
         super().__init__(lr, dtype)
         self._register("momentum", momentum)
         self._register("dampening", dampening)
-        self._register("weight_decay", weight_decay)
+        self.wd_value = self._register_weight_decay(weight_decay)
         self.mom_value = float(momentum) if not isinstance(momentum, DecayScheduler) else 1.0
-        self.wd_value = float(weight_decay) if not isinstance(weight_decay, DecayScheduler) \
-            else 1.0
         if nesterov and (self.mom_value <= 0 or
                          not isinstance(dampening, DecayScheduler) and float(dampening) != 0):
             raise HyperparameterError(
@@ -411,10 +427,8 @@ class RMSProp(Optimizer):
                  dtype=tensor_mod.float32):
         super().__init__(lr, dtype)
         self._register("rho", rho)
-        self._register("weight_decay", weight_decay)
+        self.wd_value = self._register_weight_decay(weight_decay)
         self.epsilon = _number(epsilon, "epsilon", type(self).__name__)
-        self.wd_value = float(weight_decay) if not isinstance(weight_decay, DecayScheduler) \
-            else 1.0
         self._refresh()
 
     def apply(self, param_name, param_value, param_grad):
@@ -432,14 +446,12 @@ class RMSProp(Optimizer):
             Its gradient, of the parameter's shape.
         """
         p, g = self._prepare(param_value, param_grad)
-        if self.wd_value != 0:
-            g = _math.add(g, _math.mul(p, self._hyper_value("weight_decay", p)))
+        g = self._with_weight_decay(p, g)
         r = self._state("running_average", param_name, param_value).data
         rho = self._hyper_value("rho", p)
         _math.imul(r, rho)
         _math.axpy(_math.rsub(rho, 1.0), _math.square(g), r)
-        step = _math.div(g, _math.sqrt(_math.add(r, self.epsilon)))
-        _math.axpy(_math.neg(self._hyper_value("lr", p)), step, p)
+        self._scaled_step(p, g, r, self.epsilon)
 
 
 
@@ -450,10 +462,8 @@ class AdaGrad(Optimizer):
 
     def __init__(self, lr=0.1, epsilon=1e-8, weight_decay=0, dtype=tensor_mod.float32):
         super().__init__(lr, dtype)
-        self._register("weight_decay", weight_decay)
+        self.wd_value = self._register_weight_decay(weight_decay)
         self.epsilon = _number(epsilon, "epsilon", type(self).__name__)
-        self.wd_value = float(weight_decay) if not isinstance(weight_decay, DecayScheduler) \
-            else 1.0
         self._refresh()
 
     def apply(self, param_name, param_value, param_grad):
@@ -471,12 +481,10 @@ class AdaGrad(Optimizer):
             Its gradient, of the parameter's shape.
         """
         p, g = self._prepare(param_value, param_grad)
-        if self.wd_value != 0:
-            g = _math.add(g, _math.mul(p, self._hyper_value("weight_decay", p)))
+        g = self._with_weight_decay(p, g)
         h = self._state("history", param_name, param_value).data
         _math.iadd(h, _math.square(g))
-        step = _math.div(g, _math.sqrt(_math.add(h, self.epsilon)))
-        _math.axpy(_math.neg(self._hyper_value("lr", p)), step, p)
+        self._scaled_step(p, g, h, self.epsilon)
 
 
 
@@ -492,10 +500,8 @@ class Adam(Optimizer):
         super().__init__(lr, dtype)
         self._register("beta_1", beta_1)
         self._register("beta_2", beta_2)
-        self._register("weight_decay", weight_decay)
+        self.wd_value = self._register_weight_decay(weight_decay)
         self.epsilon = _number(epsilon, "epsilon", type(self).__name__)
-        self.wd_value = float(weight_decay) if not isinstance(weight_decay, DecayScheduler) \
-            else 1.0
         self._refresh()
 
     def apply(self, param_name, param_value, param_grad):
@@ -516,12 +522,11 @@ class Adam(Optimizer):
         """
         p, g = self._prepare(param_value, param_grad)
         lr = self._hyper_value("lr", p)
-        if self.wd_value != 0:
+        if self.decoupled and self.wd_value != 0:
             wd = self._hyper_value("weight_decay", p)
-            if self.decoupled:
-                _math.axpy(_math.neg(_math.mul(lr, wd)), p, p)
-            else:
-                g = _math.add(g, _math.mul(p, wd))
+            _math.axpy(_math.neg(_math.mul(lr, wd)), p, p)
+        else:
+            g = self._with_weight_decay(p, g)
         b1, b2 = self._hyper_value("beta_1", p), self._hyper_value("beta_2", p)
         m = self._state("m", param_name, param_value).data
         v = self._state("v", param_name, param_value).data

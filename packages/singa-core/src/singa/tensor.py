@@ -469,102 +469,8 @@ class Tensor:
         else:
             raise TypeError(f"copy_from expects a Tensor or numpy array, got {type(t).__name__}")
 
-    # deprecated row/column helpers (kept for SINGA code)
-    def add_column(self, v):
-        """Add v to every column of this 2-D tensor, in place.
-
-        Parameters
-        ----------
-        v : Tensor
-            Shape (rows,).
-
-        Returns
-        -------
-        Tensor
-            This tensor.
-        """
-        add_column(1.0, v, 1.0, self)
-        return self
-
-    def add_row(self, v):
-        """Add v to every row of this 2-D tensor, in place.
-
-        Parameters
-        ----------
-        v : Tensor
-            Shape (cols,).
-
-        Returns
-        -------
-        Tensor
-            This tensor.
-        """
-        add_row(1.0, v, 1.0, self)
-        return self
-
-    def div_column(self, v):
-        """Divide by v every column of this 2-D tensor, in place.
-
-        Parameters
-        ----------
-        v : Tensor
-            Shape (rows,).
-
-        Returns
-        -------
-        Tensor
-            This tensor.
-        """
-        self.data = _math.div(self.data, _as_col(v, self))
-        return self
-
-    def div_row(self, v):
-        """Divide by v every row of this 2-D tensor, in place.
-
-        Parameters
-        ----------
-        v : Tensor
-            Shape (cols,).
-
-        Returns
-        -------
-        Tensor
-            This tensor.
-        """
-        self.data = _math.div(self.data, _as_row(v, self))
-        return self
-
-    def mult_column(self, v):
-        """Multiply by v every column of this 2-D tensor, in place.
-
-        Parameters
-        ----------
-        v : Tensor
-            Shape (rows,).
-
-        Returns
-        -------
-        Tensor
-            This tensor.
-        """
-        self.data = _math.mul(self.data, _as_col(v, self))
-        return self
-
-    def mult_row(self, v):
-        """Multiply by v every row of this 2-D tensor, in place.
-
-        Parameters
-        ----------
-        v : Tensor
-            Shape (cols,).
-
-        Returns
-        -------
-        Tensor
-            This tensor.
-        """
-        self.data = _math.mul(self.data, _as_row(v, self))
-        return self
+    # SINGA's deprecated in-place row/column methods (add_column, div_row, ...) are built
+    # below from one table, after the module functions they share
 
     # ------------------------------------------------------------------ operators
     def _operand(self, x):
@@ -1004,3 +910,33 @@ def sum_columns(M_: Tensor) -> Tensor:
 def sum_rows(M_: Tensor) -> Tensor:
     """Sum of the rows: shape (1, cols)."""
     return Tensor._wrap(_math.sum(M_.data, 0, keepdims=True))
+
+
+def _add_into(m: CTensor, v: CTensor) -> CTensor:
+    return _math.scale_add(m, v, 1.0, 1.0)
+
+
+def _row_column_method(name: str, verb: str, along: str, update):
+    as_vector, length = (_as_col, "rows") if along == "column" else (_as_row, "cols")
+
+    def method(self, v):
+        self.data = update(self.data, as_vector(v, self))
+        return self
+
+    method.__name__, method.__qualname__ = name, f"Tensor.{name}"
+    method.__doc__ = (f"{verb} every {along} of this 2-D tensor, in place.\n\n"
+                      "Parameters\n----------\nv : Tensor\n"
+                      f"    Shape ({length},).\n\n"
+                      "Returns\n-------\nTensor\n    This tensor.\n")
+    return method
+
+
+# SINGA's row/column methods on Tensor: what each does to every row or column of the 2-D
+# tensor; update(m, v) gives its new data (_add_into writes into m, as add_column(1.0, v,
+# 1.0, self) does; div and mult give a new CTensor)
+for _verb, _update, _names in (("Add v to", _add_into, ("add_column", "add_row")),
+                               ("Divide by v", _math.div, ("div_column", "div_row")),
+                               ("Multiply by v", _math.mul, ("mult_column", "mult_row"))):
+    for _name in _names:
+        setattr(Tensor, _name, _row_column_method(_name, _verb, _name.rsplit("_", 1)[1], _update))
+del _verb, _update, _names

@@ -274,10 +274,11 @@ def _leaf_input(op, i):
     return creator.__dict__.get("tensor") if isinstance(creator, Dummy) else None
 
 
-def infer_dependency(op):
-    """Counters of consumers per op and per input tensor id, over the graph behind ``op``."""
+def _consumers(op, key):
+    """Walk the graph behind ``op`` once: (consumers per op, consumers per ``key(creator,
+    tensor id)`` of each input)."""
     op_count: Counter = Counter()
-    tensor_count: Counter = Counter()
+    input_count: Counter = Counter()
     queue = deque([op])
     while queue:
         cur = queue.pop()
@@ -285,8 +286,13 @@ def infer_dependency(op):
             if src_op not in op_count:
                 queue.append(src_op)
             op_count[src_op] += 1
-            tensor_count[xid] += 1
-    return op_count, tensor_count
+            input_count[key(src_op, xid)] += 1
+    return op_count, input_count
+
+
+def infer_dependency(op):
+    """Counters of consumers per op and per input tensor id, over the graph behind ``op``."""
+    return _consumers(op, lambda src_op, xid: xid)
 
 
 def _slot_dependency(op):
@@ -295,17 +301,7 @@ def _slot_dependency(op):
     Slots name tensors unambiguously: a Python id can be reused once an intermediate Tensor is
     garbage collected, but creators stay alive (``src`` holds them) while the graph exists.
     """
-    op_count: Counter = Counter()
-    slot_count: Counter = Counter()
-    queue = deque([op])
-    while queue:
-        cur = queue.pop()
-        for src_op, xid, _, _ in cur.src:
-            if src_op not in op_count:
-                queue.append(src_op)
-            op_count[src_op] += 1
-            slot_count[(id(src_op), src_op.y_id2idx[xid])] += 1
-    return op_count, slot_count
+    return _consumers(op, lambda src_op, xid: (id(src_op), src_op.y_id2idx[xid]))
 
 
 def _accumulate(a, b):

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from ..ops._records import Onnx, RecordDoc
-from ..ops._signatures import REQUIRED, Param, compile_def, wrap
+from ..ops._signatures import REQUIRED, Param, compile_def, param_entries, wrap
 
 __all__ = ["Function", "FUNCTIONS", "declares", "build", "X", "ANY"]
 
@@ -111,13 +111,6 @@ class Function:
         return (f"{self.name}({', '.join(call)}) = {_show(y)}"
                 + (f", for {given}" if given else ""))
 
-    def _section(self, params) -> str:
-        return "".join(
-            f"{p.name} : {p.kind}"
-            + ("" if p.default is REQUIRED else
-               ", optional" if p.default is None else f", default {p.default!r}")
-            + f"\n{wrap(p.doc, '    ')}\n" for p in params)
-
     def class_doc(self, written: str | None, defaults: dict) -> str:
         """The Operator class's docstring: its own text (``written``), then the constructor's
         parameters as the declaration gives them, with the constructor's ``defaults``, and
@@ -126,7 +119,7 @@ class Function:
         ctor = [replace(p, default=defaults.get(p.name, REQUIRED)) for p in self.params
                 if p.name not in self.inputs]
         if ctor:
-            text += f"\n\nParameters\n----------\n{self._section(ctor)}"
+            text += f"\n\nParameters\n----------\n{param_entries(ctor)}"
         inputs = ", ".join(n.lstrip("*") for n in self.inputs)
         returns = ("the 1-tuple (y,)" if self.outputs == "first" else "the tuple of outputs",
                    "y itself" if self.outputs == "first" else "the same tuple")
@@ -143,7 +136,7 @@ class Function:
             text += "\n\n" + wrap(f"Gradient: {self.grad}.")
         if self.note:
             text += "\n\n" + wrap(self.note)
-        params = self._section(self.params)
+        params = param_entries(self.params)
         kind = "Tensor" if self.outputs == "first" else "tuple of Tensor"
         text += (f"\n\nParameters\n----------\n{params}\nReturns\n-------\n{kind}\n"
                  f"{wrap(self.returns, '    ')}\n")

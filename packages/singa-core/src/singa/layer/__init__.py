@@ -33,8 +33,10 @@ from ._conv import (
 from ._rnn import GRU, LSTM, RNN, CudnnRNN, RNN_Base
 
 # Every built-in layer that defines get_/set_params or get_/set_states and creates those
-# tensors in initialize() (tests/nn/test_layers.py checks that none is missing).
-_base.params_from_first_input(Linear, Gemm, Embedding, Conv2d, BatchNorm2d, RNN_Base)
+# tensors in initialize() (tests/nn/test_layers.py checks that none is missing): ParamLayer's
+# accessors serve Linear, Gemm, Embedding, Conv2d, BatchNorm2d and RNN_Base; BatchNorm2d's
+# own get_/set_states add its running statistics.
+_base.params_from_first_input(_base.ParamLayer, BatchNorm2d)
 
 __all__ = [
     "Add", "AvgPool1d", "AvgPool2d", "BatchNorm2d", "BinaryCrossEntropy", "Cat", "Conv2d",

@@ -125,6 +125,14 @@ def params_from_first_input(*layer_classes) -> None:
                     setattr(cls, method, guarded)
 
 
+def new_param(shape, like: Tensor, stores_grad: bool = True) -> Tensor:
+    """An uninitialised tensor of ``shape`` on ``like``'s device, in its dtype: a trainable
+    parameter (it requires and stores its gradient), or with ``stores_grad=False`` a state
+    (BatchNorm's running statistics) that takes no gradient."""
+    return Tensor(shape, like.device, like.dtype, requires_grad=stores_grad,
+                  stores_grad=stores_grad)
+
+
 class Layer(metaclass=LayerMeta):
     """Base of every layer.
 
@@ -318,6 +326,45 @@ class Layer(metaclass=LayerMeta):
         for t in self.get_states().values():
             t.to_device(device)
         return self
+
+
+
+class ParamLayer(Layer):
+    """A layer whose trainable parameters are tensor attributes of its own, created by
+    ``initialize`` from the first input (Linear's ``W`` and ``b``, an RNN's per-gate weights).
+
+    A subclass says which in :meth:`_param_names`; get_params and set_params are written
+    once here.
+    """
+
+    def _param_names(self) -> list:
+        """The attribute names of the parameters, in the order get_params lists them."""
+        raise NotImplementedError(f"{type(self).__name__}._param_names")
+
+    def get_params(self):
+        """Trainable parameters by full name (``<layer path>.<attr>``).
+
+        Returns
+        -------
+        dict[str, Tensor]
+            Empty before the first forward pass creates them.
+        """
+        return {getattr(self, a).name: getattr(self, a) for a in self._param_names()}
+
+    def set_params(self, parameters):
+        """Copy values into the parameters of the same names; absent names are left as they are.
+
+        Parameters
+        ----------
+        parameters : dict[str, Tensor or numpy.ndarray]
+            Values by full name, each of the parameter's shape.
+
+        Raises
+        ------
+        singa.errors.SingaError
+            Before the first forward pass (no parameters yet), or on a shape mismatch.
+        """
+        self._set_tensors(parameters, self._param_names())
 
 
 def _assign(dst: Tensor, src) -> None:

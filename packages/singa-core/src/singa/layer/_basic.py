@@ -7,17 +7,12 @@ import math
 from .. import _dtype, autograd
 from ..errors import DtypeMismatchError, ShapeError
 from ..tensor import Tensor
-from ._base import Layer
+from ._base import Layer, ParamLayer, new_param
 
 _INT32 = _dtype.kInt
 
 
-def _param(shape, like: Tensor, stores_grad=True) -> Tensor:
-    return Tensor(shape, like.device, like.dtype, requires_grad=stores_grad,
-                  stores_grad=stores_grad)
-
-
-class Linear(Layer):
+class Linear(ParamLayer):
     """Fully connected layer: ``y = x W + b``.
 
     ``Linear(out_features)`` or ``Linear(in_features, out_features[, bias])``;
@@ -72,9 +67,9 @@ class Linear(Layer):
                              "autograd.flatten)")
         self.in_features = x.shape[1]
         std = math.sqrt(2.0 / (self.in_features + self.out_features))
-        self.W = _param((self.in_features, self.out_features), x).gaussian(0.0, std)
+        self.W = new_param((self.in_features, self.out_features), x).gaussian(0.0, std)
         if self.bias:
-            self.b = _param((self.out_features,), x).set_value(0.0)
+            self.b = new_param((self.out_features,), x).set_value(0.0)
 
     def forward(self, x):
         """Compute ``y = x W + b``.
@@ -103,33 +98,11 @@ class Linear(Layer):
             y = autograd.add_bias(y, self.b, axis=0)
         return y
 
-    def get_params(self):
-        """Trainable parameters by full name (``<layer path>.<attr>``).
-
-        Returns
-        -------
-        dict[str, Tensor]
-            Empty before the first forward pass creates them.
-        """
-        return {self.W.name: self.W, **({self.b.name: self.b} if self.bias else {})}
-
-    def set_params(self, parameters):
-        """Copy values into the parameters of the same names; absent names are left as they are.
-
-        Parameters
-        ----------
-        parameters : dict[str, Tensor or numpy.ndarray]
-            Values by full name, each of the parameter's shape.
-
-        Raises
-        ------
-        singa.errors.SingaError
-            Before the first forward pass (no parameters yet), or on a shape mismatch.
-        """
-        self._set_tensors(parameters, ["W", "b"] if self.bias else ["W"])
+    def _param_names(self):
+        return ["W", "b"] if self.bias else ["W"]
 
 
-class Gemm(Layer):
+class Gemm(ParamLayer):
     """ONNX-style Gemm layer: y = alpha op(x) op(W) + beta b."""
 
     def __init__(self, nb_kernels, alpha=1.0, beta=1.0, transA=False, transB=True,  # noqa: N803
@@ -156,10 +129,10 @@ class Gemm(Layer):
         n_in = x.shape[0] if self.transA else x.shape[1]
         w_shape = (self.nb_kernels, n_in) if self.transB else (n_in, self.nb_kernels)
         std = math.sqrt(2.0 / (n_in + self.nb_kernels))
-        self.W = _param(w_shape, x).gaussian(0.0, std)
+        self.W = new_param(w_shape, x).gaussian(0.0, std)
         if self.bias:
             shape = tuple(self.bias_shape) if self.bias_shape else (1, self.nb_kernels)
-            self.b = _param(shape, x).set_value(0.0)
+            self.b = new_param(shape, x).set_value(0.0)
 
     def forward(self, x):
         """Compute ``y = alpha op(x) op(W) + beta b``.
@@ -179,33 +152,11 @@ class Gemm(Layer):
                                  self.transB)
         return autograd.gemm(x, self.W, None, self.alpha, self.beta, self.transA, self.transB)
 
-    def get_params(self):
-        """Trainable parameters by full name (``<layer path>.<attr>``).
-
-        Returns
-        -------
-        dict[str, Tensor]
-            Empty before the first forward pass creates them.
-        """
-        return {self.W.name: self.W, **({self.b.name: self.b} if self.bias else {})}
-
-    def set_params(self, parameters):
-        """Copy values into the parameters of the same names; absent names are left as they are.
-
-        Parameters
-        ----------
-        parameters : dict[str, Tensor or numpy.ndarray]
-            Values by full name, each of the parameter's shape.
-
-        Raises
-        ------
-        singa.errors.SingaError
-            Before the first forward pass (no parameters yet), or on a shape mismatch.
-        """
-        self._set_tensors(parameters, ["W", "b"] if self.bias else ["W"])
+    def _param_names(self):
+        return ["W", "b"] if self.bias else ["W"]
 
 
-class Embedding(Layer):
+class Embedding(ParamLayer):
     """Rows of W (input_dim, output_dim) looked up by integer ids."""
 
     def __init__(self, input_dim, output_dim, initializer="gaussian"):
@@ -272,30 +223,8 @@ class Embedding(Layer):
         self.device_check(x, self.W)
         return autograd.embedding(x, self.W)
 
-    def get_params(self):
-        """Trainable parameters by full name (``<layer path>.<attr>``).
-
-        Returns
-        -------
-        dict[str, Tensor]
-            Empty before the first forward pass creates them.
-        """
-        return {self.W.name: self.W}
-
-    def set_params(self, parameters):
-        """Copy values into the parameters of the same names; absent names are left as they are.
-
-        Parameters
-        ----------
-        parameters : dict[str, Tensor or numpy.ndarray]
-            Values by full name, each of the parameter's shape.
-
-        Raises
-        ------
-        singa.errors.SingaError
-            Before the first forward pass (no parameters yet), or on a shape mismatch.
-        """
-        self._set_tensors(parameters, ["W"])
+    def _param_names(self):
+        return ["W"]
 
 
 def _stateless(name, fn, doc):

@@ -7,10 +7,8 @@ import math
 from .. import autograd
 from .._handles import BatchNormHandle, ConvHandle, PoolingHandle, _pair
 from ..errors import ShapeError
-from ..tensor import Tensor
 from ..utils import get_padding_shape
-from ._base import Layer
-from ._basic import _param
+from ._base import Layer, ParamLayer, new_param
 
 
 def _split_padding(padding):
@@ -49,7 +47,21 @@ def _non_negative_padding(layer: str, pads: tuple, odd: tuple) -> None:
         raise ShapeError(f"{layer}: padding must be in 0..{_INT32_MAX}, got {pads} (+ {odd})")
 
 
-class Conv2d(Layer):
+def _positional(nb_kernels, kernel_size, args, stride, padding):
+    """(nb_kernels, kernel_size, stride, padding) from either positional form of Conv2d and
+    SeparableConv2d: ``(nb_kernels, kernel_size)``, or PyTorch's ``(in_channels,
+    out_channels, kernel_size[, stride[, padding]])`` (``args`` the arguments past the
+    second), whose in_channels is dropped: the layer infers it from its first input."""
+    if args:
+        nb_kernels, kernel_size = kernel_size, args[0]
+    if len(args) > 1:
+        stride = args[1]
+    if len(args) > 2:
+        padding = args[2]
+    return nb_kernels, kernel_size, stride, padding
+
+
+class Conv2d(ParamLayer):
     """2-D convolution over (N, C, H, W).
 
     ``Conv2d(nb_kernels, kernel_size, stride=1, padding=0, dilation=1, group=1, bias=True,
@@ -63,12 +75,8 @@ class Conv2d(Layer):
     def __init__(self, nb_kernels, kernel_size, *args, stride=1, padding=0, dilation=1,
                  group=1, bias=True, pad_mode="NOTSET", activation="NOTSET", **kwargs):
         super().__init__()
-        if args:
-            nb_kernels, kernel_size = kernel_size, args[0]
-        if len(args) > 1:
-            stride = args[1]
-        if len(args) > 2:
-            padding = args[2]
+        nb_kernels, kernel_size, stride, padding = _positional(nb_kernels, kernel_size, args,
+                                                               stride, padding)
         unknown = set(kwargs) - {"cudnn_prefer", "workspace_MB_limit"}
         if unknown:
             raise TypeError(f"Conv2d got unexpected keyword arguments {sorted(unknown)}")
@@ -115,9 +123,9 @@ class Conv2d(Layer):
         kh, kw = self.kernel_size
         cin = self.in_channels // self.group
         std = math.sqrt(2.0 / (cin * kh * kw + self.nb_kernels))
-        self.W = _param((self.nb_kernels, cin, kh, kw), x).gaussian(0.0, std)
+        self.W = new_param((self.nb_kernels, cin, kh, kw), x).gaussian(0.0, std)
         if self.bias:
-            self.b = _param((self.nb_kernels,), x).set_value(0.0)
+            self.b = new_param((self.nb_kernels,), x).set_value(0.0)
         self._make_handle(x)
 
     def _make_handle(self, x):
@@ -157,30 +165,8 @@ class Conv2d(Layer):
         y = autograd.conv2d(self.handle, x, self.W, self.b if self.bias else None)
         return autograd.relu(y) if self.activation == "RELU" else y
 
-    def get_params(self):
-        """Trainable parameters by full name (``<layer path>.<attr>``).
-
-        Returns
-        -------
-        dict[str, Tensor]
-            Empty before the first forward pass creates them.
-        """
-        return {self.W.name: self.W, **({self.b.name: self.b} if self.bias else {})}
-
-    def set_params(self, parameters):
-        """Copy values into the parameters of the same names; absent names are left as they are.
-
-        Parameters
-        ----------
-        parameters : dict[str, Tensor or numpy.ndarray]
-            Values by full name, each of the parameter's shape.
-
-        Raises
-        ------
-        singa.errors.SingaError
-            Before the first forward pass (no parameters yet), or on a shape mismatch.
-        """
-        self._set_tensors(parameters, ["W", "b"] if self.bias else ["W"])
+    def _param_names(self):
+        return ["W", "b"] if self.bias else ["W"]
 
 
 class SeparableConv2d(Layer):
@@ -197,12 +183,8 @@ class SeparableConv2d(Layer):
         if len(args) > 3:
             raise TypeError(f"SeparableConv2d takes at most 5 positional arguments (in_channels, "
                             f"out_channels, kernel_size, stride, padding), got {2 + len(args)}")
-        if args:
-            nb_kernels, kernel_size = kernel_size, args[0]
-        if len(args) > 1:
-            stride = args[1]
-        if len(args) > 2:
-            padding = args[2]
+        nb_kernels, kernel_size, stride, padding = _positional(nb_kernels, kernel_size, args,
+                                                               stride, padding)
         self.nb_kernels, self.kernel_size = int(nb_kernels), kernel_size
         self.stride, self.padding, self.bias = stride, padding, bias
 
@@ -220,7 +202,7 @@ class SeparableConv2d(Layer):
         return self.point_conv(self.depthwise_conv(x))
 
 
-class BatchNorm2d(Layer):
+class BatchNorm2d(ParamLayer):
     """Batch normalisation over channels (axis 1) of (N, C) or (N, C, H, W) input.
 
     Params ``scale`` (1) and ``bias`` (0); states ``running_mean`` (0) and ``running_var`` (1),
@@ -254,12 +236,10 @@ class BatchNorm2d(Layer):
             raise ShapeError(f"BatchNorm2d {self.name}: built for {self.channels} channels, "
                              f"input has {c}")
         self.channels = c
-        self.scale = _param((c,), x).set_value(1.0)
-        self.bias = _param((c,), x).set_value(0.0)
-        self.running_mean = Tensor((c,), x.device, x.dtype, requires_grad=False,
-                                   stores_grad=False).set_value(0.0)
-        self.running_var = Tensor((c,), x.device, x.dtype, requires_grad=False,
-                                  stores_grad=False).set_value(1.0)
+        self.scale = new_param((c,), x).set_value(1.0)
+        self.bias = new_param((c,), x).set_value(0.0)
+        self.running_mean = new_param((c,), x, stores_grad=False).set_value(0.0)
+        self.running_var = new_param((c,), x, stores_grad=False).set_value(1.0)
         self.handle = BatchNormHandle(self.momentum, x.data)
 
     def forward(self, x):
@@ -287,30 +267,8 @@ class BatchNorm2d(Layer):
         return autograd.batchnorm_2d(self.handle, x, self.scale, self.bias, self.running_mean,
                                      self.running_var)
 
-    def get_params(self):
-        """Trainable parameters by full name (``<layer path>.<attr>``).
-
-        Returns
-        -------
-        dict[str, Tensor]
-            Empty before the first forward pass creates them.
-        """
-        return {self.scale.name: self.scale, self.bias.name: self.bias}
-
-    def set_params(self, parameters):
-        """Copy values into the parameters of the same names; absent names are left as they are.
-
-        Parameters
-        ----------
-        parameters : dict[str, Tensor or numpy.ndarray]
-            Values by full name, each of the parameter's shape.
-
-        Raises
-        ------
-        singa.errors.SingaError
-            Before the first forward pass (no parameters yet), or on a shape mismatch.
-        """
-        self._set_tensors(parameters, ["scale", "bias"])
+    def _param_names(self):
+        return ["scale", "bias"]
 
     def get_states(self):
         """The parameters plus ``running_mean`` and ``running_var``, by full name."""

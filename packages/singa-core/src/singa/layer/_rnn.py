@@ -22,7 +22,7 @@ import numpy as np
 from .. import autograd
 from ..errors import ShapeError
 from ..tensor import Tensor
-from ._base import Layer
+from ._base import Layer, ParamLayer, new_param
 
 _GATES = {"rnn": ("",), "lstm": ("i", "f", "o", "g"), "gru": ("r", "z", "n")}
 # the whole-sequence op of each kind and the gate order it takes (ONNX's: LSTM i, o, f, c;
@@ -31,10 +31,10 @@ _SEQ = {"lstm": ("LSTMSeq", ("i", "o", "f", "g")), "gru": ("GRUSeq", ("z", "r", 
 
 
 def _zeros(shape, like: Tensor) -> Tensor:
-    return Tensor(shape, like.device, like.dtype, requires_grad=False).set_value(0.0)
+    return new_param(shape, like, stores_grad=False).set_value(0.0)
 
 
-class RNN_Base(Layer):  # noqa: N801  (SINGA's name)
+class RNN_Base(ParamLayer):  # noqa: N801  (SINGA's name)
     """Shared machinery: parameters per (layer, direction, gate), the time loop, stacking."""
 
     kind = "rnn"
@@ -96,35 +96,11 @@ class RNN_Base(Layer):  # noqa: N801  (SINGA's name)
                                             bound)
 
     def _new_param(self, attr, shape, like, bound):
-        t = Tensor(shape, like.device, like.dtype, requires_grad=True, stores_grad=True)
-        t.uniform(-bound, bound)
-        setattr(self, attr, t)
+        setattr(self, attr, new_param(shape, like).uniform(-bound, bound))
         self._pnames.append(attr)
 
-    def get_params(self):
-        """Trainable parameters by full name (``<layer path>.<attr>``).
-
-        Returns
-        -------
-        dict[str, Tensor]
-            Empty before the first forward pass creates them.
-        """
-        return {getattr(self, a).name: getattr(self, a) for a in self._pnames}
-
-    def set_params(self, parameters):
-        """Copy values into the parameters of the same names; absent names are left as they are.
-
-        Parameters
-        ----------
-        parameters : dict[str, Tensor or numpy.ndarray]
-            Values by full name, each of the parameter's shape.
-
-        Raises
-        ------
-        singa.errors.SingaError
-            Before the first forward pass (no parameters yet), or on a shape mismatch.
-        """
-        self._set_tensors(parameters, self._pnames)
+    def _param_names(self):
+        return self._pnames
 
     # ---------------------------------------------------------------- computation
     def _lin(self, x, h, gate, layer, d):

@@ -32,10 +32,13 @@ from .._shapes import as_int
 from ..errors import ShapeError
 from ._records import Onnx
 from ._rules import normalize_axes
-from ._signatures import REQUIRED, Param, compile_def
+from ._signatures import REQUIRED, Param, compile_def, param_entries
 from ._signatures import wrap as _wrap
 
 __all__ = ["Param", "REQUIRED", "Rearrangement", "REARRANGEMENTS", "compile_def"]
+
+# how the docstrings write a parameter's default of None (Transpose's perm and shape)
+_NONE = ", default None"
 
 
 def _tolist(a: np.ndarray) -> str:
@@ -97,14 +100,9 @@ class Rearrangement:
         args, y, x = self.example_text
         grad = f"\n\nGradient: dx = {self.grad_formula}."
 
-        def section(params):
-            return "".join(f"{p.name} : {p.kind}" + ("" if p.default is REQUIRED else
-                                                     f", default {p.default!r}")
-                           + f"\n{_wrap(p.doc, '    ')}\n" for p in params)
-
         if layer == "operator":
             call = f"{self.op}({args})(x)[0]"
-            params = section(self.params)
+            params = param_entries(self.params, none=_NONE)
             return (_wrap(f"Operator of {self.summary}.") + f"{grad}\n\n"
                     + (f"Parameters\n----------\n{params}\n" if params else "")
                     + "Notes\n-----\n"
@@ -115,9 +113,10 @@ class Rearrangement:
                             f"of x's shape.")
                     + f"\n\nExamples\n--------\n{call} = {y}, for x = {x}\n")
         call = f"{self.autograd}(x{', ' if args else ''}{args})"
+        params = param_entries(self.function_params, none=_NONE)
         return (_wrap(f"{self.summary} (:class:`{self.op}`).")
                 + f"{grad}\n\nParameters\n----------\n"
-                f"x : {kind}\n    {self.x}\n{section(self.function_params)}\nReturns\n-------\n"
+                f"x : {kind}\n    {self.x}\n{params}\nReturns\n-------\n"
                 f"{kind}\n    y, {self.returns}.\n\nExamples\n--------\n{call} = {y}, for x = "
                 f"{x}\n")
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Param", "REQUIRED", "compile_def", "wrap"]
+__all__ = ["Param", "REQUIRED", "compile_def", "param_entries", "wrap"]
 
 #: The default of a parameter that has none.
 REQUIRED: Any = object()
@@ -30,6 +30,25 @@ class Param:
     kind: str
     doc: str
     default: Any = REQUIRED
+
+
+def param_entries(params, none: str = ", optional") -> str:
+    """The entries of a NumPy-style Parameters section, one per :class:`Param`: a line
+    ``name : kind``, with ``, default <repr>`` after it when it has a default (``none`` for a
+    default of None), then its meaning, wrapped and indented by four spaces. The autograd
+    functions, the Operator classes and the rearrangements render theirs with it.
+
+    Examples
+    --------
+    >>> print(param_entries([Param("axis", "int", "The axis.", 0)]), end="")
+    axis : int, default 0
+        The axis.
+    """
+    return "".join(
+        f"{p.name} : {p.kind}"
+        + ("" if p.default is REQUIRED else none if p.default is None else
+           f", default {p.default!r}")
+        + f"\n{wrap(p.doc, '    ')}\n" for p in params)
 
 
 def compile_def(name: str, lead: tuple[str, ...], params: tuple[Param, ...], body: str,
