@@ -272,3 +272,37 @@ def test_reductions_over_trailing_axes_bind_bitwise(dev, name, dtype):
     assert kernel.bind([x], [np.zeros((5, 4), dtype)], {"axes": (0,)}) is None
     strided = rng.standard_normal((2, 8, 6, 6)).astype(dtype)[:, ::2]
     assert kernel.bind([strided], [np.zeros((2, 4), dtype)], {"axes": (2, 3)}) is None
+
+
+def test_sigmoid_mul_binds_bitwise(dev):
+    """Sigmoid+Mul binds in float32: SiLU (x times its own sigmoid, out of place and in x's
+    memory as graph mode runs it) to the one-pass loop, a squeeze-excitation gate (sigmoid of
+    an (N, C, 1, 1) x over its map, and a map's sigmoid times an (N, C, 1, 1) tensor; out of
+    place and in the map's memory) to the sigmoid loop into its own scratch and the bound row
+    loop; each gives bitwise the general kernel's values. float64, float16, a strided x and an
+    output of PARALLEL_MIN_ITEMS elements keep the general kernel."""
+    from singa_cpu.kernels import elementwise
+
+    rng = np.random.default_rng(23)
+    kernel = _kernel(dev, "Sigmoid+Mul")
+    x = (4 * rng.standard_normal((2, 24, 7, 7))).astype(np.float32)
+    gate = rng.standard_normal((2, 24, 1, 1)).astype(np.float32)
+    fmap = rng.standard_normal((2, 24, 7, 7)).astype(np.float32)
+    for ins in ([x, x], [gate, fmap], [fmap, gate]):
+        bound = _check_bound(dev, "Sigmoid+Mul", ins, [fmap.shape], {}, rng)
+        assert getattr(bound, "__name__", "") in ("<lambda>", "gate")  # not the general kernel
+    for x_, a in ((x, x), (gate, fmap), (fmap, gate)):  # in place, as graph mode runs them
+        big = x_ if x_.size > a.size else a
+        want = np.empty_like(big)
+        kernel([x_, a], [want], {})
+        x_, a = x_.copy(), a.copy()
+        out = x_ if x_.size > a.size else a
+        bound = kernel.bind([x_, a], [out], {})
+        bound([x_, a], [out], {})
+        assert np.array_equal(out, want)
+    for ins in ([x.astype(np.float64)] * 2, [x.astype(np.float16)] * 2,
+                [fmap[..., ::2], fmap[..., ::2]]):
+        assert kernel.bind(ins, [np.empty(ins[0].shape, ins[0].dtype)], {}) is None
+    n = elementwise.PARALLEL_MIN_ITEMS
+    big = np.zeros(n, np.float32)
+    assert kernel.bind([big, big], [big], {}) is None

@@ -631,8 +631,42 @@ def _bind_hard(loop, *names):
     return bind
 
 
+def _bind_sigmoid_mul(ins, outs, attrs):
+    """Sigmoid+Mul bound to its arrays (see :func:`_bind_add_relu`), float32 below
+    PARALLEL_MIN_ITEMS: SiLU (flat operands of one shape) as the one-pass loop on the flat
+    views; a squeeze-excitation gate (the sigmoid of an (N, C, 1, 1) x times its (N, C, H, W)
+    map, or the other way round) as :func:`_sigmoid_mul`'s two steps, the sigmoid loop into a
+    scratch array of x's shape held by the bound kernel and the Mul's row loop bound
+    (:func:`_bind_mul`). The same loops on the same values: the general kernel's bits. Its
+    checks, views, wrappers and scratch allocation cost ~1.5-5 us of a 10-50 us gate at
+    batch 1 (EfficientNet-B0 runs 16 gates and 49 SiLUs per inference)."""
+    x, a = ins
+    out = outs[0]
+    if x.dtype != _F32 or out.size >= PARALLEL_MIN_ITEMS:
+        return None
+    loop = _sigmoid_loop.serial()
+    if _flat(x, a, out):
+        args = (x.reshape(-1), out.reshape(-1), a.reshape(-1), True)
+        return lambda _ins, _outs, _attrs: loop(*args)
+    if not x.flags.c_contiguous:
+        return None
+    s = np.empty(x.shape, x.dtype)
+    mul = _bind_mul([a, s], outs, attrs)
+    if mul is None:
+        return None
+    flat = x.reshape(-1)
+    sig_args = (flat, s.reshape(-1), flat, False)
+
+    def gate(_ins, _outs, _attrs):
+        loop(*sig_args)
+        mul(None, None, None)
+
+    return gate
+
+
 KERNELS["Add+ReLU"].bind = _bind_add_relu
 KERNELS["ReLU"].bind = _bind_relu
+KERNELS["Sigmoid+Mul"].bind = _bind_sigmoid_mul
 KERNELS["HardSigmoid"] = Kernel(KERNELS["HardSigmoid"],
                                 bind=_bind_hard(_hard_sigmoid_loop, "alpha", "gamma"))
 KERNELS["HardSwish"] = Kernel(KERNELS["HardSwish"], bind=_bind_hard(_hard_swish_loop))
