@@ -214,6 +214,20 @@ MUTANTS = [
         "            if name in inputs:\n",
         "            if name not in inputs:\n",
         ("tests/onnx/test_rearrangement_records.py", "-k", "exports"), needs=ONNX),
+    Mutant(
+        "onnx-declared-form-swaps-attributes", "a declared function's ONNX form maps SeLU's "
+        "alpha to ONNX's gamma and gamma to alpha (export and the built import handler)",
+        "packages/singa-core/src/singa/autograd/_elementwise.py",
+        'onnx=Onnx("Selu", (("alpha", "alpha"), ("gamma", "gamma")))))',
+        'onnx=Onnx("Selu", (("alpha", "gamma"), ("gamma", "alpha")))))',
+        ("tests/onnx/test_declared_onnx_forms.py", "-k", "selu or Selu"), needs=ONNX),
+    Mutant(
+        "sigmoid-mul-bound-gate-multiplies", "the bound Sigmoid+Mul gate writes x * sigmoid(x) "
+        "into its scratch instead of sigmoid(x)",
+        "packages/singa-cpu/src/singa_cpu/kernels/elementwise.py",
+        "sig_args = (flat, s.reshape(-1), flat, False)",
+        "sig_args = (flat, s.reshape(-1), flat, True)",
+        ("tests/backend/test_cpu_bind.py", "-k", "sigmoid_mul")),
 ]
 
 
