@@ -105,6 +105,10 @@ CONV = {
                                          {"group": 40, "pads": (2, 2, 2, 2)}),
     "depthwise 7x7 stride 2 on 14x14": ((2, 35, 14, 13), (35, 1, 7, 7),
                                         {"group": 35, "stride": (2, 2), "pads": (3, 2, 3, 1)}),
+    # column stride 2 on even widths: float32 rows split into their column phases a pair
+    # of columns at a time; here the last input column falls outside the padded row
+    "depthwise stride 2 pairs, last column dropped": ((2, 6, 9, 12), (6, 1, 2, 2), {
+        "group": 6, "stride": (2, 2), "pads": (1, 0, 1, 0)}),
     "group4 width 2": ((2, 8, 12, 11), (8, 2, 3, 3), {"group": 4, "pads": (1, 1, 1, 1)}),
     # few taps and outputs per group (the CPU's few-tap kernel: a stem on RGB images; blocks
     # of 4, 2 and 1 outputs per pass)
