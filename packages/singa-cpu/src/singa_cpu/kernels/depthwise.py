@@ -350,8 +350,10 @@ def planned(x, w, b, y, stride, dilation, pads, act: int, ob: int = 1):
     cg, kh, kw = w.shape[1], w.shape[2], w.shape[3]
     og = o // (x.shape[1] // cg)  # outputs per group
     loop = _loop(cg * kh * kw, stride[1], ob, act == ACT_HARDSWISH)
+    # a pair's even column is the word's low half on a little-endian machine only
     pairs = (PAIRS and stride[1] == 2 and x.dtype == np.float32 and x.flags.c_contiguous
-             and x.shape[3] % 2 == 0 and pads[1] >= 0 and x.ctypes.data % 8 == 0)
+             and x.shape[3] % 2 == 0 and pads[1] >= 0 and x.ctypes.data % 8 == 0
+             and sys.byteorder == "little")
     xu = x.reshape(-1).view(np.uint64) if pairs else np.zeros(1, np.uint64)
     args = (x, w, bias, y, has_bias, int(act), og, stride[0], *dilation, *pads, xu, pairs)
     items = n * o // ob
