@@ -502,14 +502,14 @@ def _hard_swish64(y):
                                   "winograd odd", "asymmetric", "depthwise 5x5", "r18.down",
                                   "group4 width 2"])
 @pytest.mark.parametrize("bias", [True, False])
-@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_fused_conv_hardswish_is_conv_then_hardswish(dev, rng, case, bias, dtype):
     """Conv2d+HardSwish (MobileNetV3's activation applied as each 1x1 product, depthwise
     row, im2col chunk is written; Winograd after) is bitwise the Conv2d kernel followed by
-    the HardSwish kernel, in every dtype the fused kernel takes (float16 would round the
-    convolution before the activation, as the pair does), and near the float64 oracle; the
-    inputs are scaled so that all three pieces of HardSwish (0, x (x + 3) / 6, x) are
-    taken."""
+    the HardSwish kernel, in the dtypes the fused kernel takes (float32, float64: in float16
+    graph mode runs the two kernels, test_graph_fuses_only_in_the_fused_kernels_dtypes),
+    and near the float64 oracle; the inputs are scaled so that all three pieces of
+    HardSwish (0, x (x + 3) / 6, x) are taken."""
     if "Conv2d+HardSwish" not in dev.kernels:
         pytest.skip(f"{dev.name} has no fused Conv2d+HardSwish kernel")
     xs, ws, attrs = CONV[case]
@@ -532,13 +532,13 @@ def test_fused_conv_hardswish_is_conv_then_hardswish(dev, rng, case, bias, dtype
 @pytest.mark.parametrize("case", ["cnn.conv1", "cnn.conv2", "winograd nopad", "pointwise",
                                   "asymmetric"])
 @pytest.mark.parametrize("pool", ["2x2 max", "3x3 max", "avg"])
-@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_fused_conv_relu_pool_is_the_three_kernels(dev, rng, case, pool, dtype, monkeypatch):
     """Conv2d+ReLU+Pooling2d (2x2 max pooling of each chunk in cache; other poolings after)
     gives bitwise the Conv2d, ReLU and Pooling2d kernels' outputs: the ReLU's and the
-    pooling's; also in many small chunks; in every dtype the fused kernel takes (in float16
-    the pooling would average the rounded ReLU output, as the kernels one after the other
-    do)."""
+    pooling's; also in many small chunks; in the dtypes the fused kernel takes (float32,
+    float64: in float16 graph mode runs Conv2d+ReLU, then the pooling on its rounded output,
+    test_graph_fuses_only_in_the_fused_kernels_dtypes)."""
     if dev.backend == "cpu":
         from singa_cpu.kernels import conv
 
