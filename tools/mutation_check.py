@@ -228,6 +228,14 @@ MUTANTS = [
         "sig_args = (flat, s.reshape(-1), flat, False)",
         "sig_args = (flat, s.reshape(-1), flat, True)",
         ("tests/backend/test_cpu_bind.py", "-k", "sigmoid_mul")),
+    Mutant(
+        "relu-scalar-drops-nan", "the CPU's one ReLU expression (ReLU, Add+ReLU, the fused "
+        "convolutions' epilogues) turns NaN into 0",
+        "packages/singa-cpu/src/singa_cpu/kernels/elementwise.py",
+        "return v if (v > zero or v != v) else zero",
+        "return v if v > zero else zero",
+        ("tests/backend/test_conformance.py", "-k", "special and (ReLU or Relu)",
+         "--singa-backend", "cpu")),
 ]
 
 

@@ -48,7 +48,7 @@ from ._threads import ThreadSums, chunk_spans, run_chunks, run_ranges, single_th
 from ._workspace import Workspace
 from .depthwise import ACT_HARDSWISH, ACT_NONE, ACT_RELU
 from .elementwise import KERNELS as _ELEMENTWISE
-from .elementwise import hard_swish_scalar
+from .elementwise import hard_swish_scalar, relu_scalar
 
 prange = range  # numba.prange once compiled (see _parallel.pjit)
 U = np.uint64  # unsigned flat indices in the jitted loops (see _im2col)
@@ -194,15 +194,13 @@ def _epilogue(y3, b, c0, c1, has_bias, act):
                 flat[k] = hard_swish_scalar(flat[k] + bias if has_bias else flat[k], ftype)
         elif has_bias and act == ACT_RELU:
             for k in range(lo, hi):
-                v = flat[k] + bias
-                flat[k] = v if (v > zero or v != v) else zero
+                flat[k] = relu_scalar(flat[k] + bias, zero)
         elif has_bias:
             for k in range(lo, hi):
                 flat[k] = flat[k] + bias
         elif act == ACT_RELU:
             for k in range(lo, hi):
-                v = flat[k]
-                flat[k] = v if (v > zero or v != v) else zero
+                flat[k] = relu_scalar(flat[k], zero)
 
 
 @pjit()

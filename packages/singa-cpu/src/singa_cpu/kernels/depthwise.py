@@ -170,8 +170,7 @@ def depthwise_taps(x, w, b, y, has_bias, act, og, sh, dh, dw, pt, pl, xu, pairs,
                 src, dst = U(m * span + p * wp), U(ybase + p * wo)
                 if act == ACT_RELU:
                     for q in range(wo):
-                        v = yw[src + U(q)]
-                        yf[dst + U(q)] = v if (v > zero or v != v) else zero
+                        yf[dst + U(q)] = relu_scalar(yw[src + U(q)], zero)
                 else:
                     for q in range(wo):
                         yf[dst + U(q)] = yw[src + U(q)]
@@ -253,7 +252,7 @@ def source(taps: int, sw: int = 1, ob: int = 1, hard_swish: bool = False) -> str
 _HEADER = f"""import numpy as np
 
 from {__package__}.depthwise import ACT_RELU
-from {__package__}.elementwise import hard_swish_scalar
+from {__package__}.elementwise import hard_swish_scalar, relu_scalar
 
 U = np.uint64
 """

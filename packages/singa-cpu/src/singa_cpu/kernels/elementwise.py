@@ -28,14 +28,22 @@ def _unary(ufunc):
     return kernel
 
 
+@helper(inline="always")
+def relu_scalar(v, zero):
+    """ReLU of the float ``v``, ``zero`` its type's 0: numpy's ``maximum(v, 0)`` (NaN stays,
+    -0.0 becomes +0.0). The one place ReLU is written: the ReLU and Add+ReLU kernels, the fused
+    convolutions' epilogues (:mod:`.conv`, :mod:`.grouped`) and the generated depthwise loops
+    (:mod:`.depthwise`) call it, so they give the same bits."""
+    return v if (v > zero or v != v) else zero
+
+
 @njit(nogil=True)
 def _relu_loop(x, out):
     """out = max(x, 0) over flat arrays, numpy's maximum per element (NaN stays, -0.0
     becomes +0.0)."""
     zero = x.dtype.type(0)
     for i in range(U(x.size)):
-        v = x[i]
-        out[i] = v if (v > zero or v != v) else zero
+        out[i] = relu_scalar(x[i], zero)
 
 
 @njit(nogil=True)
@@ -53,8 +61,7 @@ def _add_relu_loop(a, b, out):
     """out = max(a + b, 0) over flat arrays: the Add kernel's sum, then the ReLU's maximum."""
     zero = a.dtype.type(0)
     for i in range(U(out.size)):
-        v = a[i] + b[i]
-        out[i] = v if (v > zero or v != v) else zero
+        out[i] = relu_scalar(a[i] + b[i], zero)
 
 
 @njit(nogil=True)
@@ -63,8 +70,7 @@ def _add_relu_rows(a, b, out):
     zero = a.dtype.type(0)
     for r in range(a.shape[0]):
         for j in range(U(a.shape[1])):
-            v = a[r, j] + b[j]
-            out[r, j] = v if (v > zero or v != v) else zero
+            out[r, j] = relu_scalar(a[r, j] + b[j], zero)
 
 
 _F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)

@@ -41,7 +41,7 @@ from ._jit import helper
 from ._parallel import pjit
 from ._threads import run_ranges
 from .depthwise import ACT_HARDSWISH, ACT_RELU
-from .elementwise import hard_swish_scalar
+from .elementwise import hard_swish_scalar, relu_scalar
 
 prange = range  # numba.prange once compiled (see _parallel.pjit)
 U = np.uint64
@@ -183,8 +183,8 @@ def _forward_wide(x, w, b, y, has_bias, act, og, sh, sw, dh, dw, pt, pl, t0, t1)
             for p in range(ho):
                 for q in range(wo):
                     v = yw[U(p * wp + q)]
-                    if act == ACT_RELU and not (v > zero or v != v):
-                        v = zero
+                    if act == ACT_RELU:
+                        v = relu_scalar(v, zero)
                     elif act == ACT_HARDSWISH:
                         v = hard_swish_scalar(v, ftype)
                     yf[U(ybase + p * wo + q)] = v
