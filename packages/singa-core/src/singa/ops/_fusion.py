@@ -32,9 +32,11 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ._registry import OPS
+from .._dtype import ITEMSIZE
+from ._registry import EMPTY, OPS, KernelCall, run
 
-__all__ = ["FusionDef", "FUSIONS", "ChainStep", "ElementwiseChain", "node_op"]
+__all__ = ["FusionDef", "FUSIONS", "ChainStep", "ElementwiseChain", "node_op", "run_chain",
+           "whole"]
 
 
 @dataclass(frozen=True)
@@ -169,3 +171,86 @@ class ElementwiseChain:
     @property
     def name(self) -> str:
         return "Elementwise[" + ",".join(s.op for s in self.steps) + "]"
+
+    @classmethod
+    def of(cls, calls, dtype: int) -> tuple[ElementwiseChain, list]:
+        """The chain of ``calls``, ``(op, inputs, output)`` in order, over the first output's
+        elements, and its operands: each array once (by block: an array an op writes and a
+        later op reads is one operand), each one-element input of a longer chain its own
+        scalar operand."""
+        operands: list = []
+        index: dict = {}
+        scalar: list[bool] = []
+
+        def operand(x, full):
+            key = id(x.block) if full else ("scalar", id(x))
+            if key not in index:
+                index[key] = len(operands)
+                operands.append(x)
+                scalar.append(not full)
+            return index[key]
+
+        n = calls[0][2].size
+        steps = []
+        for op, ins, out in calls:
+            idx = tuple(operand(x, x.size == n) for x in ins)
+            steps.append(ChainStep(op, idx, operand(out, True)))
+        return cls(tuple(steps), tuple(scalar), dtype), operands
+
+
+def whole(ct) -> bool:
+    """Whether CTensor ``ct`` is a contiguous view of all of its block."""
+    return ct.contig and ct.offset == 0 and ct.size * ITEMSIZE[ct.dtype_code] == ct.block.nbytes
+
+
+def _chainable(calls, compiler, dev) -> bool:
+    """Whether ``calls`` may run as one compiled chain on ``dev``: ops the compiler chains,
+    every tensor on ``dev`` and of one dtype it takes, every output a whole block of the
+    first output's shape, every input of that shape too (a whole block) or of one element,
+    and no one-element input written by the chain (a chain reads those once, first)."""
+    first = calls[0][2]
+    dt, dims, n = first.dtype_code, first.dims, first.size
+    if dt not in compiler.dtypes:
+        return False
+    written = set()
+    for op, _ins, out in calls:
+        if (op not in compiler.ops or out.dev is not dev or out.dtype_code != dt
+                or out.dims != dims or not whole(out)):
+            return False
+        written.add(id(out.block))
+    for _op, ins, _out in calls:
+        for x in ins:
+            if x.dev is not dev or x.dtype_code != dt:
+                return False
+            if x.size == n:
+                if n > 1 and not (x.dims == dims and whole(x)):
+                    return False
+            elif x.size != 1 or id(x.block) in written:
+                return False
+    return True
+
+
+def run_chain(calls) -> None:
+    """Run elementwise ops in order, each writing an existing tensor: for every ``(op, inputs,
+    output)`` of ``calls``, ``output = op(*inputs)`` (an optimizer's in-place updates of one
+    parameter: ``buf *= momentum``, ``buf += (1 - dampening) g``, ``p -= lr buf``).
+
+    When the ops run now (no graph is being recorded) on a device whose
+    ``chain_compiler()`` takes them (see :func:`_chainable`), they run as one compiled
+    :class:`ElementwiseChain`: each element goes through every op in turn, which gives
+    bitwise what the ops give one after the other (the compiler's contract), reading and
+    writing each array once and dispatching once. Otherwise each op is dispatched by
+    :func:`run`; a graph being recorded thus gets the ops as its nodes, and its fusion stage
+    makes the same chain of them.
+    """
+    dev = calls[0][2].dev
+    compiler = dev.chain_compiler() if dev.recorder() is None else None
+    if compiler is None or not _chainable(calls, compiler, dev):
+        for op, ins, out in calls:
+            run(OPS[op], list(ins), EMPTY, [out])
+        return
+    chain, operands = ElementwiseChain.of(calls, calls[0][2].dtype_code)
+    call = KernelCall(dev, compiler.compile(chain), operands, [], EMPTY)
+    reads = {id(x.block): x.block for x in operands}
+    writes = {id(out.block): out.block for _op, _ins, out in calls}
+    dev.exec(call, list(reads.values()), list(writes.values()), chain.name)
