@@ -219,3 +219,32 @@ def test_eager_mlp_training_matches_separate_ops_bitwise(monkeypatch):
 
     for a, b in zip(train(True), train(False)):
         np.testing.assert_array_equal(a, b)
+
+
+def test_chains_of_the_same_ops_on_other_operands_compile_apart(monkeypatch):
+    """The compiled chain is looked up by its operand pattern: the same ops reading other
+    operands (or one scalar for two) run their own chain, each bitwise its separate ops."""
+    dev = get_default_device()
+    rng = np.random.default_rng(11)
+    x0, y0 = (rng.standard_normal(40).astype(np.float32) for _ in range(2))
+
+    def patterns(x, y, a, b):
+        return [[("Axpy", (a, x, y), y), ("Axpy", (b, y, x), x)],
+                [("Axpy", (a, x, y), y), ("Axpy", (b, x, y), y)],
+                [("Axpy", (a, x, y), y), ("Axpy", (a, y, x), x)],
+                [("Axpy", (a, y, x), x), ("Axpy", (b, x, y), y)]]
+
+    def run(k, one_pass):
+        with monkeypatch.context() as m:
+            if not one_pass:
+                m.setattr(dev, "chain_compiler", lambda: None)
+            x = Tensor(data=x0).data
+            y = Tensor(data=y0).data
+            a = Tensor(data=np.array([0.5], np.float32)).data
+            b = Tensor(data=np.array([-1.75], np.float32)).data
+            run_chain(patterns(x, y, a, b)[k])
+            return x.to_numpy(), y.to_numpy()
+
+    for k in range(4):
+        for got, want in zip(run(k, True), run(k, False)):
+            _assert_bitwise(got, want)

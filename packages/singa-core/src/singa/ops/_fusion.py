@@ -203,31 +203,56 @@ def whole(ct) -> bool:
     return ct.contig and ct.offset == 0 and ct.size * ITEMSIZE[ct.dtype_code] == ct.block.nbytes
 
 
-def _chainable(calls, compiler, dev) -> bool:
-    """Whether ``calls`` may run as one compiled chain on ``dev``: ops the compiler chains,
-    every tensor on ``dev`` and of one dtype it takes, every output a whole block of the
-    first output's shape, every input of that shape too (a whole block) or of one element,
-    and no one-element input written by the chain (a chain reads those once, first)."""
+def _eager_chain(calls, compiler, dev):
+    """``((kernel, name), operands)``: ``calls`` as one compiled chain on ``dev`` and its
+    operands (those :meth:`ElementwiseChain.of` gives), or None where the chain cannot take
+    them. It takes ops the compiler chains, every tensor on ``dev`` and of one dtype it
+    takes, every output a whole block of the first output's shape, every input of that shape
+    too (a whole block) or of one element, and no one-element input of an array the chain
+    writes (a chain reads those once, first).
+
+    One pass over the tensors: the kernel is looked up by the operand pattern, in a cache
+    kept on the device, so a step builds no chain record (an MLP's update of a bias costs
+    about what its separate ops did)."""
     first = calls[0][2]
     dt, dims, n = first.dtype_code, first.dims, first.size
     if dt not in compiler.dtypes:
-        return False
-    written = set()
-    for op, _ins, out in calls:
+        return None
+    written = {id(out.block) for _op, _ins, out in calls}
+    index: dict = {}
+    operands: list = []
+    scalar: list[bool] = []
+    pattern = []
+    for op, ins, out in calls:
         if (op not in compiler.ops or out.dev is not dev or out.dtype_code != dt
                 or out.dims != dims or not whole(out)):
-            return False
-        written.add(id(out.block))
-    for _op, ins, _out in calls:
-        for x in ins:
+            return None
+        idx = []
+        for x in (*ins, out):  # the output last, as ElementwiseChain.of numbers them
             if x.dev is not dev or x.dtype_code != dt:
-                return False
+                return None
             if x.size == n:
-                if n > 1 and not (x.dims == dims and whole(x)):
-                    return False
-            elif x.size != 1 or id(x.block) in written:
-                return False
-    return True
+                if n > 1 and x is not out and not (x.dims == dims and whole(x)):
+                    return None
+                key = id(x.block)
+            elif x.size == 1 and id(x.block) not in written:
+                key = -1 - id(x)  # a scalar operand per tensor (block ids are positive)
+            else:
+                return None
+            k = index.get(key)
+            if k is None:
+                k = index[key] = len(operands)
+                operands.append(x)
+                scalar.append(key < 0)
+            idx.append(k)
+        pattern.append((op, *idx))
+    signature = (tuple(pattern), tuple(scalar), dt)
+    cache = dev.workspace("eager chains", dict)
+    entry = cache.get(signature)
+    if entry is None:
+        chain, _ = ElementwiseChain.of(calls, dt)
+        entry = cache[signature] = (compiler.compile(chain), chain.name)
+    return entry, operands
 
 
 def run_chain(calls) -> None:
@@ -236,7 +261,7 @@ def run_chain(calls) -> None:
     parameter: ``buf *= momentum``, ``buf += (1 - dampening) g``, ``p -= lr buf``).
 
     When the ops run now (no graph is being recorded) on a device whose
-    ``chain_compiler()`` takes them (see :func:`_chainable`), they run as one compiled
+    ``chain_compiler()`` takes them (see :func:`_eager_chain`), they run as one compiled
     :class:`ElementwiseChain`: each element goes through every op in turn, which gives
     bitwise what the ops give one after the other (the compiler's contract), reading and
     writing each array once and dispatching once. Otherwise each op is dispatched by
@@ -245,12 +270,13 @@ def run_chain(calls) -> None:
     """
     dev = calls[0][2].dev
     compiler = dev.chain_compiler() if dev.recorder() is None else None
-    if compiler is None or not _chainable(calls, compiler, dev):
+    found = None if compiler is None else _eager_chain(calls, compiler, dev)
+    if found is None:
         for op, ins, out in calls:
             run(OPS[op], list(ins), EMPTY, [out])
         return
-    chain, operands = ElementwiseChain.of(calls, calls[0][2].dtype_code)
-    call = KernelCall(dev, compiler.compile(chain), operands, [], EMPTY)
+    (kernel, name), operands = found
     reads = {id(x.block): x.block for x in operands}
     writes = {id(out.block): out.block for _op, _ins, out in calls}
-    dev.exec(call, list(reads.values()), list(writes.values()), chain.name)
+    dev.exec(KernelCall(dev, kernel, operands, [], EMPTY), list(reads.values()),
+             list(writes.values()), name)
