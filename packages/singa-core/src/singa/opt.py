@@ -13,7 +13,7 @@ from . import _math, autograd
 from . import tensor as tensor_mod
 from ._optstate import ParamStates, SlotView
 from .errors import HyperparameterError, ShapeError
-from .ops._fusion import run_chain
+from .ops._fusion import run_chain as _run_chain
 from .tensor import Tensor
 
 __all__ = ["DecayScheduler", "Constant", "ExponentialDecay", "Optimizer", "SGD", "RMSProp",
@@ -398,7 +398,7 @@ class SGD(Optimizer):
             calls = [("Mul", (p, self._derived_value("1-lr*wd", p, _one_minus_lr_wd)), p)] \
                 if wd else []
             calls.append(("Axpy", (neg_lr, g, p), p))
-            run_chain(calls)
+            _run_chain(calls)
             return
         buf = self._state("moments", param_name, param_value).data
         keep = self._derived_value("1-damp", p, lambda h: _math.rsub(h("dampening"), 1.0))
@@ -411,7 +411,7 @@ class SGD(Optimizer):
             calls.append(("Axpy", (keep_wd, p, buf), buf))
         if not self.nesterov:
             calls.append(("Axpy", (neg_lr, buf, p), p))
-            run_chain(calls)
+            _run_chain(calls)
             return
         # p -= lr (g + wd p + momentum buf)
         if wd:
@@ -419,7 +419,7 @@ class SGD(Optimizer):
         neg_lr_mom = self._derived_value(
             "-lr*mom", p, lambda h: _math.neg(_math.mul(h("lr"), h("momentum"))))
         calls += [("Axpy", (neg_lr, g, p), p), ("Axpy", (neg_lr_mom, buf, p), p)]
-        run_chain(calls)
+        _run_chain(calls)
 
 
 
