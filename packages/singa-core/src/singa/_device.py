@@ -293,7 +293,7 @@ class Device:
         it; the default does nothing."""
 
     def chain_compiler(self) -> Any:
-        """What compiles elementwise chains for graph mode (see
+        """What compiles elementwise chains for graph mode and for eager optimizer updates (see
         :class:`singa.ops.ElementwiseChain`), or None (the default: no chain fusion). It has
         ``ops`` (the op names it can chain) and ``dtypes`` (dtype codes), and
         ``compile(chain)`` returns a kernel ``fn(ins, outs, attrs)`` whose ``ins`` are the

@@ -13,6 +13,7 @@ from . import _math, autograd
 from . import tensor as tensor_mod
 from ._optstate import ParamStates, SlotView
 from .errors import HyperparameterError, ShapeError
+from .ops._fusion import run_chain as _run_chain
 from .tensor import Tensor
 
 __all__ = ["DecayScheduler", "Constant", "ExponentialDecay", "Optimizer", "SGD", "RMSProp",
@@ -387,34 +388,38 @@ class SGD(Optimizer):
             Its gradient, of the parameter's shape.
         """
         # Weight decay and momentum are folded into in-place updates (buf += (1-damp) wd p,
-        # p *= 1 - lr wd) so that no parameter-sized temporary is created.
+        # p *= 1 - lr wd) so that no parameter-sized temporary is created; the updates of one
+        # parameter run as one pass over its elements where the device compiles them
+        # (ops.run_chain), bitwise the same.
         p, g = self._prepare(param_value, param_grad)
         wd = self.wd_value != 0
         neg_lr = self._derived_value("-lr", p, lambda h: _math.neg(h("lr")))
         if self.mom_value == 0:
-            if wd:
-                _math.imul(p, self._derived_value("1-lr*wd", p, _one_minus_lr_wd))
-            _math.axpy(neg_lr, g, p)
+            calls = [("Mul", (p, self._derived_value("1-lr*wd", p, _one_minus_lr_wd)), p)] \
+                if wd else []
+            calls.append(("Axpy", (neg_lr, g, p), p))
+            _run_chain(calls)
             return
         buf = self._state("moments", param_name, param_value).data
         keep = self._derived_value("1-damp", p, lambda h: _math.rsub(h("dampening"), 1.0))
-        _math.imul(buf, self._hyper_value("momentum", p))
-        _math.axpy(keep, g, buf)
+        calls = [("Mul", (buf, self._hyper_value("momentum", p)), buf),
+                 ("Axpy", (keep, g, buf), buf)]
         if wd:
             keep_wd = self._derived_value(
                 "(1-damp)*wd", p,
                 lambda h: _math.mul(_math.rsub(h("dampening"), 1.0), h("weight_decay")))
-            _math.axpy(keep_wd, p, buf)
+            calls.append(("Axpy", (keep_wd, p, buf), buf))
         if not self.nesterov:
-            _math.axpy(neg_lr, buf, p)
+            calls.append(("Axpy", (neg_lr, buf, p), p))
+            _run_chain(calls)
             return
         # p -= lr (g + wd p + momentum buf)
         if wd:
-            _math.imul(p, self._derived_value("1-lr*wd", p, _one_minus_lr_wd))
-        _math.axpy(neg_lr, g, p)
+            calls.append(("Mul", (p, self._derived_value("1-lr*wd", p, _one_minus_lr_wd)), p))
         neg_lr_mom = self._derived_value(
             "-lr*mom", p, lambda h: _math.neg(_math.mul(h("lr"), h("momentum"))))
-        _math.axpy(neg_lr_mom, buf, p)
+        calls += [("Axpy", (neg_lr, g, p), p), ("Axpy", (neg_lr_mom, buf, p), p)]
+        _run_chain(calls)
 
 
 

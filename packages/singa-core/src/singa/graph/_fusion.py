@@ -14,7 +14,7 @@ from typing import cast
 
 from .._device import Device
 from ..memory import Block
-from ..ops._fusion import FUSIONS, ChainStep, ElementwiseChain
+from ..ops._fusion import FUSIONS, ElementwiseChain
 from ..ops._registry import EMPTY, KernelCall
 from ._plan import Plan
 from ._recording import Node, whole
@@ -198,24 +198,8 @@ def _chain_key(node, compiler, planned):
 
 def _chain_node(members, dtype, compiler, device) -> Node:
     """One node running ``members`` (elementwise nodes, in order) as a compiled chain."""
-    operands: list = []
-    index: dict = {}
-    scalar: list[bool] = []
-
-    def operand(x, full):
-        key = id(x.block) if full else ("scalar", id(x))
-        if key not in index:
-            index[key] = len(operands)
-            operands.append(x)
-            scalar.append(not full)
-        return index[key]
-
-    n = members[0].fn.outs[0].size
-    steps = []
-    for m in members:
-        ins = tuple(operand(x, x.size == n) for x in m.fn.ins)
-        steps.append(ChainStep(m.name, ins, operand(m.fn.outs[0], True)))
-    chain = ElementwiseChain(tuple(steps), tuple(scalar), dtype)
+    chain, operands = ElementwiseChain.of(
+        [(m.name, m.fn.ins, m.fn.outs[0]) for m in members], dtype)
     call = KernelCall(device, compiler.compile(chain), operands, [], EMPTY)
     reads: dict[int, Block] = {}
     writes: dict[int, Block] = {}

@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from .._ctensor import CTensor
-from .._dtype import ITEMSIZE
 from ..memory import Block
+from ..ops._fusion import whole
 
 if TYPE_CHECKING:
     from ..ops._registry import KernelCall
@@ -124,11 +124,6 @@ def take_views(nodes: Iterable[Node]) -> list[CTensor]:
             if new is not v:
                 cell.cell_contents = new
     return list(views.values())  # returning lets the originals go
-
-
-def whole(ct: CTensor) -> bool:
-    """Whether CTensor ``ct`` is a contiguous view of all of its block."""
-    return ct.contig and ct.offset == 0 and ct.size * ITEMSIZE[ct.dtype_code] == ct.block.nbytes
 
 
 class Recording:

@@ -32,9 +32,11 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ._registry import OPS
+from .._dtype import ITEMSIZE
+from ._registry import EMPTY, OPS, KernelCall, run
 
-__all__ = ["FusionDef", "FUSIONS", "ChainStep", "ElementwiseChain", "node_op"]
+__all__ = ["FusionDef", "FUSIONS", "ChainStep", "ElementwiseChain", "node_op", "run_chain",
+           "whole"]
 
 
 @dataclass(frozen=True)
@@ -169,3 +171,112 @@ class ElementwiseChain:
     @property
     def name(self) -> str:
         return "Elementwise[" + ",".join(s.op for s in self.steps) + "]"
+
+    @classmethod
+    def of(cls, calls, dtype: int) -> tuple[ElementwiseChain, list]:
+        """The chain of ``calls``, ``(op, inputs, output)`` in order, over the first output's
+        elements, and its operands: each array once (by block: an array an op writes and a
+        later op reads is one operand), each one-element input of a longer chain its own
+        scalar operand."""
+        operands: list = []
+        index: dict = {}
+        scalar: list[bool] = []
+
+        def operand(x, full):
+            key = id(x.block) if full else ("scalar", id(x))
+            if key not in index:
+                index[key] = len(operands)
+                operands.append(x)
+                scalar.append(not full)
+            return index[key]
+
+        n = calls[0][2].size
+        steps = []
+        for op, ins, out in calls:
+            idx = tuple(operand(x, x.size == n) for x in ins)
+            steps.append(ChainStep(op, idx, operand(out, True)))
+        return cls(tuple(steps), tuple(scalar), dtype), operands
+
+
+def whole(ct) -> bool:
+    """Whether CTensor ``ct`` is a contiguous view of all of its block."""
+    return ct.contig and ct.offset == 0 and ct.size * ITEMSIZE[ct.dtype_code] == ct.block.nbytes
+
+
+def _eager_chain(calls, compiler, dev):
+    """``((kernel, name), operands)``: ``calls`` as one compiled chain on ``dev`` and its
+    operands (those :meth:`ElementwiseChain.of` gives), or None where the chain cannot take
+    them. It takes ops the compiler chains, every tensor on ``dev`` and of one dtype it
+    takes, every output a whole block of the first output's shape, every input of that shape
+    too (a whole block) or of one element, and no one-element input of an array the chain
+    writes (a chain reads those once, first).
+
+    One pass over the tensors: the kernel is looked up by the operand pattern, in a cache
+    kept on the device, so a step builds no chain record (an MLP's update of a bias costs
+    about what its separate ops did)."""
+    first = calls[0][2]
+    dt, dims, n = first.dtype_code, first.dims, first.size
+    if dt not in compiler.dtypes:
+        return None
+    written = {id(out.block) for _op, _ins, out in calls}
+    index: dict = {}
+    operands: list = []
+    scalar: list[bool] = []
+    pattern = []
+    for op, ins, out in calls:
+        if (op not in compiler.ops or out.dev is not dev or out.dtype_code != dt
+                or out.dims != dims or not whole(out)):
+            return None
+        idx = []
+        for x in (*ins, out):  # the output last, as ElementwiseChain.of numbers them
+            if x.dev is not dev or x.dtype_code != dt:
+                return None
+            if x.size == n:
+                if n > 1 and x is not out and not (x.dims == dims and whole(x)):
+                    return None
+                key = id(x.block)
+            elif x.size == 1 and id(x.block) not in written:
+                key = -1 - id(x)  # a scalar operand per tensor (block ids are positive)
+            else:
+                return None
+            k = index.get(key)
+            if k is None:
+                k = index[key] = len(operands)
+                operands.append(x)
+                scalar.append(key < 0)
+            idx.append(k)
+        pattern.append((op, *idx))
+    signature = (tuple(pattern), tuple(scalar), dt)
+    cache = dev.workspace("eager chains", dict)
+    entry = cache.get(signature)
+    if entry is None:
+        chain, _ = ElementwiseChain.of(calls, dt)
+        entry = cache[signature] = (compiler.compile(chain), chain.name)
+    return entry, operands
+
+
+def run_chain(calls) -> None:
+    """Run elementwise ops in order, each writing an existing tensor: for every ``(op, inputs,
+    output)`` of ``calls``, ``output = op(*inputs)`` (an optimizer's in-place updates of one
+    parameter: ``buf *= momentum``, ``buf += (1 - dampening) g``, ``p -= lr buf``).
+
+    When the ops run now (no graph is being recorded) on a device whose
+    ``chain_compiler()`` takes them (see :func:`_eager_chain`), they run as one compiled
+    :class:`ElementwiseChain`: each element goes through every op in turn, which gives
+    bitwise what the ops give one after the other (the compiler's contract), reading and
+    writing each array once and dispatching once. Otherwise each op is dispatched by
+    :func:`run`; a graph being recorded thus gets the ops as its nodes, and its fusion stage
+    makes the same chain of them.
+    """
+    dev = calls[0][2].dev
+    compiler = dev.chain_compiler() if dev.recorder() is None else None
+    found = None if compiler is None else _eager_chain(calls, compiler, dev)
+    if found is None:
+        for op, ins, out in calls:
+            run(OPS[op], list(ins), EMPTY, [out])
+        return
+    (kernel, name), operands = found
+    reads = {id(x.block): x.block for x in operands}
+    writes = {id(out.block): out.block for _op, _ins, out in calls}
+    dev.exec(KernelCall(dev, kernel, operands, [], EMPTY), list(reads.values()),
+             list(writes.values()), name)

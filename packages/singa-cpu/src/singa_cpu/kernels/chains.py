@@ -1,6 +1,7 @@
-"""Elementwise chains for graph mode: several elementwise ops compiled into one numba loop.
+"""Elementwise chains: several elementwise ops compiled into one numba loop.
 
-The scheduler hands over an :class:`singa.ops.ElementwiseChain` (an optimizer's in-place
+The scheduler (graph mode) or ``singa.ops._fusion.run_chain`` (an eager optimizer update)
+hands over an :class:`singa.ops.ElementwiseChain` (an optimizer's in-place
 updates of one parameter, for instance ``buf *= momentum; buf += g; p -= lr * buf``); this
 module writes the source of one loop over the elements that runs every step for each element,
 compiles it with numba (once per distinct chain) and returns it as a kernel. Each step is the
