@@ -316,13 +316,16 @@ def _steps(t, reverse):
     return range(t - 1, -1, -1) if reverse else range(t)
 
 
-PARALLEL_MIN_MACS = 4 << 20
+PARALLEL_MIN_MACS = 16 << 20
 """A recurrent kernel splits its batch across threads when its recurrent products come to at
-least this many multiply-adds (T * B * gates * H * H): a parallel section costs ~20-70 us to
-wake the threads (``_threads``) and the per-step paths' Python loops of two threads take
-turns on the GIL, so a split must save well over 0.1 ms. One thread runs ~10-20 GFLOP/s on
-these products at small batches (LSTM (35, 8, 64), 4.6 M: 0.22 ms forward, 0.36 ms backward,
-AMD EPYC Zen 4), so the split starts at ~0.2 ms of forward work."""
+least this many multiply-adds (T * B * gates * H * H). A parallel section costs ~20-70 us to
+wake the threads (``_threads``), and the per-step paths' and the backward's Python loops of
+two threads take turns on the GIL at every step, so a split must save well over 0.1 ms. One
+thread runs these products at ~20-25 GMAC/s at small batches (LSTM (35, 8, 128), 18 M:
+0.6-0.8 ms forward, 0.9-1.2 ms backward; AMD EPYC Zen 4), so the split starts at ~0.7 ms of
+forward work, where halving it saves ~0.35 ms. Set from that cost model, not from a
+crossover measurement: the 2-vCPU host of 2026-11-27 never had both cores free (see
+docs/benchmarks.md), and there splits of ~0.2 ms of work ((35, 4-8, 64)) came out slower."""
 
 
 def _batch_spans(batch: int, macs: int) -> list[tuple[int, int]]:
