@@ -19,11 +19,11 @@ such as the GEMM path's transposed copy of the weights, included) on preallocate
 After a warm-up call of each path (compilation), ``--reps`` rounds alternate the two paths
 (loop first in even rounds, GEMM first in odd ones); a sample is the calling thread's CPU
 time (``time.thread_time``: both paths run on the calling thread alone, the GEMM under
-``single_threaded_blas`` and the loop serial, so other processes' time on a shared core is
-left out) of enough calls to take ``--min-sample`` seconds, the same count for both paths.
-Prints per case both medians in ms per call and their ratio loop / GEMM (< 1: the loop is
-faster; ``*`` marks the path the module picks), then per cell and hidden size the batches
-where the loop is faster.
+``single_threaded_blas``, the loop serial, the batch split across threads held off, so other
+processes' time on a shared core is left out) of enough calls to take ``--min-sample``
+seconds, the same count for both paths. Prints per case both medians in ms per call and their
+ratio loop / GEMM (< 1: the loop is faster; ``*`` marks the path the module picks), then
+per cell and hidden size the batches where the loop is faster.
 """
 
 from __future__ import annotations
@@ -66,12 +66,16 @@ def case(cell, t, b, h, seed=0):
 
 
 def _call(path, kernel, ins, outs, attrs, n):
-    saved, recurrent.MAX_LOOP_BATCH = recurrent.MAX_LOOP_BATCH, PATH_CUTOFFS[path]
+    """``n`` calls on ``path``, on the calling thread: the batch split across threads
+    (``PARALLEL_MIN_MACS``) is held off, as thread_time measures this thread only."""
+    saved = recurrent.MAX_LOOP_BATCH, getattr(recurrent, "PARALLEL_MIN_MACS", None)
+    recurrent.MAX_LOOP_BATCH = PATH_CUTOFFS[path]
+    recurrent.PARALLEL_MIN_MACS = 1 << 62
     try:
         for _ in range(n):
             kernel(ins, outs, attrs)
     finally:
-        recurrent.MAX_LOOP_BATCH = saved
+        recurrent.MAX_LOOP_BATCH, recurrent.PARALLEL_MIN_MACS = saved
 
 
 def time_case(cell, t, b, h, reps, min_sample):

@@ -150,8 +150,9 @@ BOUNDS = [(h, b + d) for h, b in ((4, 8), (192, 32), (512, 64)) for d in (0, 1)]
 
 
 def test_batches_within_the_bound_take_the_compiled_loop(monkeypatch):
-    """Each row of MAX_LOOP_BATCH: its batch runs ``_gru_seq32``/``_lstm_seq32``, one more
-    the per-step path (the benchmark's numbers depend on which one runs)."""
+    """Each row of MAX_LOOP_BATCH: its batch runs ``_gru_seq32``/``_lstm_seq32`` (once per
+    thread's span of the batch), one more the per-step path (the benchmark's numbers depend
+    on which one runs)."""
     rng = np.random.default_rng(0)
     calls = []
     for name in ("_gru_seq32", "_lstm_seq32"):
@@ -173,7 +174,8 @@ def test_batches_within_the_bound_take_the_compiled_loop(monkeypatch):
                            [np.empty((t, b, h), np.float32), np.empty((t, b, h), np.float32),
                             np.empty((t, b, 4 * h), np.float32)], {})
         want = ["_gru_seq32", "_lstm_seq32"] if b <= _loop_bound(h) else []
-        assert calls == want, (h, b)
+        # once per span of the batch when it is split across threads
+        assert list(dict.fromkeys(calls)) == want, (h, b)
 
 
 @st.composite

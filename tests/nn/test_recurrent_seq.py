@@ -154,3 +154,34 @@ def test_bad_inputs_are_refused_with_the_expected_shapes(rng):
     with pytest.raises(DtypeMismatchError, match="input 2 is float32"):
         autograd.LSTMSeq()(*(to_tensor(a) for a in (xw, rt, h0.astype(np.float32), c0)))
 
+
+
+@pytest.fixture
+def two_threads(monkeypatch):
+    """The CPU kernels split every batch of 4 or more rows across two threads (the size
+    threshold off): ``singa_cpu.kernels.recurrent._batch_spans``."""
+    threads = pytest.importorskip("singa_cpu.kernels._threads")
+    recurrent = pytest.importorskip("singa_cpu.kernels.recurrent")
+    monkeypatch.setattr(threads, "num_threads", lambda: 2)
+    monkeypatch.setattr(recurrent, "PARALLEL_MIN_MACS", 0)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("b", [4, 5])
+def test_lstm_seq_split_across_threads_forward_and_gradients(reverse, b, rng, seq_kernels,
+                                                             two_threads):
+    """float64 (the per-step path), the batch split: forward against the reference, every
+    gradient against finite differences."""
+    check_op(lambda *a: autograd.LSTMSeq(reverse)(*a), _lstm_inputs(rng, 3, b, 3),
+             lambda *a: LSTM_REF(*a, reverse=reverse)[:2])
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("lbr", [False, True])
+def test_gru_seq_split_across_threads_forward_and_gradients(reverse, lbr, rng, seq_kernels,
+                                                            two_threads):
+    t, b, h = 3, 5, 3
+    inputs = [rng.standard_normal((t, b, 3 * h)), 0.5 * rng.standard_normal((3 * h, h)),
+              rng.standard_normal(3 * h), rng.standard_normal((b, h))]
+    check_op(lambda *a: autograd.GRUSeq(reverse, lbr)(*a), inputs,
+             lambda *a: GRU_REF(*a, reverse=reverse, linear_before_reset=lbr)[0])

@@ -9,6 +9,18 @@ and float64 run a Python loop over the steps, numpy's GEMM into a preallocated b
 cell, two calls a step instead of the dozen ops of an unrolled cell. The backward ops take
 the per-step path at every batch. float16 runs in float32 (``via_float32``).
 
+Threads: a batch row depends only on its own row at every step, so the batch is cut into one
+span of rows per thread (``_batch_spans``, once the recurrent products reach
+``PARALLEL_MIN_MACS``) and each thread runs the whole sequence for its rows, with no barrier
+between steps: the compiled loops take the span's bounds (and release the GIL), the per-step
+paths and the backward's loop run their GEMMs and cells on the span's rows, with numpy's BLAS
+single-threaded. Spans start at even rows, so ``_rows_dot32`` pairs the rows it pairs unsplit
+and the loop's outputs are bit for bit one thread's; the per-step GEMMs run on fewer rows,
+which OpenBLAS 0.3.31 sums in the same order here (bit for bit too, measured, not promised).
+The backward's weight gradients, sums over all T*B rows, run through ``_threads.matmul``
+(split by rows of the gradient, each a whole sum), so their bits depend on the shapes and the
+thread count only.
+
 Each cell is written once for both dtypes, naming its activations as globals (``_sigmoid``,
 ``_tanh``, ``_lstm_gate``): float64's (libm's exp and tanh) as defined, float32's
 (``_sigmoid32``, a polynomial exp that LLVM vectorises) in its twin from ``Helper.bind``.
@@ -21,6 +33,7 @@ import math
 import numpy as np
 from singa.backend import kernel_attrs
 
+from . import _threads
 from ._expf import exp_neg_parts32
 from ._float16 import via_float32
 from ._jit import helper, njit
@@ -212,35 +225,42 @@ def _rows_dot32(w, h, out):
             out[n, j] = s0
 
 
-@njit(error_model="numpy")
-def _lstm_seq32(xw, r, h0, c0, y, c, gates, hr, reverse):
+@njit(error_model="numpy", nogil=True)
+def _lstm_seq32(xw, r, h0, c0, y, c, gates, hr, reverse, b0, b1):
     """float32 LSTMSeq of a small batch as one compiled loop: per step ``_rows_dot32`` and
-    the cell, no Python call between steps."""
+    the cell, no Python call between steps; batch rows ``b0:b1`` only (leading-axis slices of
+    the C-contiguous arrays, which numba keeps C-contiguous), so that threads can run spans of
+    the batch at once (it releases the GIL)."""
     nt = xw.shape[0]
-    hp, cp = h0, c0
+    hp, cp = h0[b0:b1], c0[b0:b1]
+    hrs = hr[b0:b1]
     for s in range(nt):
         t = nt - 1 - s if reverse else s
-        _rows_dot32(r, hp, hr)
-        _lstm_cell32(xw[t], hr, cp, gates[t], c[t], y[t])
-        hp, cp = y[t], c[t]
+        _rows_dot32(r, hp, hrs)
+        yt, ct = y[t][b0:b1], c[t][b0:b1]
+        _lstm_cell32(xw[t][b0:b1], hrs, cp, gates[t][b0:b1], ct, yt)
+        hp, cp = yt, ct
 
 
-@njit(error_model="numpy")
-def _gru_seq32(xw, rw, rb, h0, y, gates, q, hr, m, reverse, lbr):
-    """float32 GRUSeq of a small batch as one compiled loop (``gru_seq``'s steps)."""
+@njit(error_model="numpy", nogil=True)
+def _gru_seq32(xw, rw, rb, h0, y, gates, q, hr, m, reverse, lbr, b0, b1):
+    """float32 GRUSeq of a small batch as one compiled loop (``gru_seq``'s steps), batch rows
+    ``b0:b1`` (see :func:`_lstm_seq32`)."""
     nt = xw.shape[0]
     h = y.shape[2]
     rw_first = rw if lbr else rw[:2 * h]
     rw_h = rw[2 * h:]
-    hp = h0
+    hp = h0[b0:b1]
+    hrs, ms = hr[b0:b1], m[b0:b1]
     for s in range(nt):
         t = nt - 1 - s if reverse else s
-        _rows_dot32(rw_first, hp, hr)
-        _gru_zr32(xw[t], hr, rb, hp, gates[t], q[t], lbr)
+        xt, gt, qt, yt = xw[t][b0:b1], gates[t][b0:b1], q[t][b0:b1], y[t][b0:b1]
+        _rows_dot32(rw_first, hp, hrs)
+        _gru_zr32(xt, hrs, rb, hp, gt, qt, lbr)
         if not lbr:
-            _rows_dot32(rw_h, q[t], m)
-        _gru_update32(xw[t], m, rb, hp, gates[t], q[t], y[t], lbr)
-        hp = y[t]
+            _rows_dot32(rw_h, qt, ms)
+        _gru_update32(xt, ms, rb, hp, gt, qt, yt, lbr)
+        hp = yt
 
 
 MAX_LOOP_BATCH = ((512, 64), (192, 32), (0, 8))
@@ -268,9 +288,10 @@ def _runs_as_loop(dtype: np.dtype, batch: int, hidden: int) -> bool:
 
 
 def _kernels(**cells):
-    """The cells as kernels of their own (compiled on first call, cached on disk), which the
-    per-step loops call from Python."""
-    return {name: njit(**cell.options)(cell.py_func) for name, cell in cells.items()}
+    """The cells as kernels of their own (compiled on first call, cached on disk, releasing
+    the GIL so that threads run them at once), which the per-step loops call from Python."""
+    return {name: njit(**cell.options, nogil=True)(cell.py_func)
+            for name, cell in cells.items()}
 
 
 _STEP_CELLS = {
@@ -295,26 +316,69 @@ def _steps(t, reverse):
     return range(t - 1, -1, -1) if reverse else range(t)
 
 
+PARALLEL_MIN_MACS = 16 << 20
+"""A recurrent kernel splits its batch across threads when its recurrent products come to at
+least this many multiply-adds (T * B * gates * H * H). A parallel section costs ~20-70 us to
+wake the threads (``_threads``), and the per-step paths' and the backward's Python loops of
+two threads take turns on the GIL at every step, so a split must save well over 0.1 ms. One
+thread runs these products at ~20-25 GMAC/s at small batches (LSTM (35, 8, 128), 18 M:
+0.6-0.8 ms forward, 0.9-1.2 ms backward; AMD EPYC Zen 4), so the split starts at ~0.7 ms of
+forward work, where halving it saves ~0.35 ms. Set from that cost model, not from a
+crossover measurement: the 2-vCPU host of 2026-11-27 never had both cores free (see
+docs/benchmarks.md), and there splits of ~0.2 ms of work ((35, 4-8, 64)) came out slower."""
+
+
+def _batch_spans(batch: int, macs: int) -> list[tuple[int, int]]:
+    """(lo, hi) spans of the batch, one per thread (``_threads.num_threads``), or the whole
+    batch when the work (``macs``) is under ``PARALLEL_MIN_MACS``. A batch row depends only on
+    its own row at every step, so each thread runs every step for its rows, with no barrier
+    between steps. Spans start at even rows and all but the last have an even count:
+    ``_rows_dot32`` takes rows in pairs, and the pairs (so the bits) are then those of the
+    unsplit call."""
+    t = _threads.num_threads() if macs >= PARALLEL_MIN_MACS else 1
+    if t <= 1 or batch < 4:
+        return [(0, batch)]
+    spans = [(2 * lo, 2 * (lo + n)) for lo, n in _threads.split_spans(batch // 2, t)]
+    spans[-1] = (spans[-1][0], batch)  # the odd row, if any
+    return spans
+
+
+def _run_spans(fn, spans) -> None:
+    """``fn(lo, hi)`` for every span, one thread each (on the caller when there is one)."""
+    if len(spans) == 1:
+        fn(*spans[0])
+    else:
+        _threads.run_chunks(lambda span: fn(*span), spans, len(spans))
+
+
 @kernel_attrs(contiguous_inputs=True)
 @via_float32
 def lstm_seq(ins, outs, attrs):
     xw, r, h0, c0 = ins
     y, c, gates = outs
     reverse = bool(attrs.get("reverse", False))
-    if _runs_as_loop(xw.dtype, xw.shape[1], h0.shape[1]):
-        _lstm_seq32(xw, r, h0, c0, y, c, gates, np.empty(xw.shape[1:], xw.dtype), reverse)
+    nt, b, h = y.shape
+    spans = _batch_spans(b, nt * b * r.size)
+    hr = np.empty(xw.shape[1:], xw.dtype)
+    if _runs_as_loop(xw.dtype, b, h):
+        _run_spans(lambda lo, hi: _lstm_seq32(xw, r, h0, c0, y, c, gates, hr, reverse, lo, hi),
+                   spans)
         return
     # one transposing copy a call: OpenBLAS's small-M GEMM by a transposed operand took ~1.35x
     # the time of the contiguous one (8 x 256 by 256 x 1024), paid at every step
     rt = np.ascontiguousarray(r.T)
-    hr = np.empty(xw.shape[1:], xw.dtype)
-    hp, cp = h0, c0
     cell = _STEP_CELLS[xw.dtype]["lstm"].serial()
+
+    def rows(lo, hi):
+        hp, cp, hrs = h0[lo:hi], c0[lo:hi], hr[lo:hi]
+        for t in _steps(nt, reverse):
+            yt, ct = y[t, lo:hi], c[t, lo:hi]
+            _step_gemm(hp, rt, hrs)
+            cell(xw[t, lo:hi], hrs, cp, gates[t, lo:hi], ct, yt)
+            hp, cp = yt, ct
+
     with single_threaded_blas():
-        for t in _steps(xw.shape[0], reverse):
-            _step_gemm(hp, rt, hr)
-            cell(xw[t], hr, cp, gates[t], c[t], y[t])
-            hp, cp = y[t], c[t]
+        _run_spans(rows, spans)
 
 
 @kernel_attrs(contiguous_inputs=True)
@@ -328,27 +392,35 @@ def gru_seq(ins, outs, attrs):
     # m is read only without linear_before_reset, but zeros: the update cell's select may
     # load it either way, and garbage bits that are subnormals slow the arithmetic
     m = np.zeros(y.shape[1:], y.dtype)
-    if _runs_as_loop(y.dtype, y.shape[1], h):
-        hr = np.empty((y.shape[1], (3 if lbr else 2) * h), y.dtype)
-        _gru_seq32(xw, rw, rb, h0, y, gates, q, hr, m, reverse, lbr)
+    nt, b = y.shape[:2]
+    spans = _batch_spans(b, nt * b * rw.size)
+    if _runs_as_loop(y.dtype, b, h):
+        hr = np.empty((b, (3 if lbr else 2) * h), y.dtype)
+        _run_spans(lambda lo, hi: _gru_seq32(xw, rw, rb, h0, y, gates, q, hr, m, reverse, lbr,
+                                             lo, hi), spans)
         return
     # linear_before_reset: one GEMM by all of rt; otherwise r h is known only after z and r,
     # so z and r take h rt_zr and the candidate (r h) rt_h
     # contiguous transposes, once a call (see lstm_seq)
     rt_first = np.ascontiguousarray((rw if lbr else rw[:2 * h]).T)
     rt_h = np.ascontiguousarray(rw[2 * h:].T)
-    hr = np.empty((y.shape[1], rt_first.shape[1]), y.dtype)
-    hp = h0
+    hr = np.empty((b, rt_first.shape[1]), y.dtype)
     cells = _STEP_CELLS[y.dtype]
     zr, update = cells["gru_zr"].serial(), cells["gru_update"].serial()
-    with single_threaded_blas():
-        for t in _steps(xw.shape[0], reverse):
-            _step_gemm(hp, rt_first, hr)
-            zr(xw[t], hr, rb, hp, gates[t], q[t], lbr)
+
+    def rows(lo, hi):
+        hp, hrs, ms = h0[lo:hi], hr[lo:hi], m[lo:hi]
+        for t in _steps(nt, reverse):
+            xt, gt, qt, yt = xw[t, lo:hi], gates[t, lo:hi], q[t, lo:hi], y[t, lo:hi]
+            _step_gemm(hp, rt_first, hrs)
+            zr(xt, hrs, rb, hp, gt, qt, lbr)
             if not lbr:
-                _step_gemm(q[t], rt_h, m)
-            update(xw[t], m, rb, hp, gates[t], q[t], y[t], lbr)
-            hp = y[t]
+                _step_gemm(qt, rt_h, ms)
+            update(xt, ms, rb, hp, gt, qt, yt, lbr)
+            hp = yt
+
+    with single_threaded_blas():
+        _run_spans(rows, spans)
 
 
 def _prev(y, h0, t, reverse):
@@ -373,17 +445,25 @@ def lstm_seq_backward(ins, outs, attrs):
     dxw, dr, dh0, dc0 = outs
     reverse = bool(attrs.get("reverse", False))
     cell = _STEP_CELLS[y.dtype]["lstm_bwd"].serial()
+    nt, b, h = y.shape
     dh_next = np.zeros_like(h0)
     dc_next = np.zeros_like(c0)
-    with single_threaded_blas():
-        for t in _steps(y.shape[0], not reverse):
+
+    def span(lo, hi):
+        dhn, dcn = dh_next[lo:hi], dc_next[lo:hi]
+        for t in _steps(nt, not reverse):
             cp = _prev(c, c0, t, reverse)
-            cell(dy[t], dc[t], gates[t], c[t], cp, dh_next, dc_next, dxw[t])
-            np.matmul(dxw[t], r, out=dh_next)
-    # dr = sum over steps of da^T h_prev: one GEMM over all T*B rows instead of one per step
+            cell(dy[t, lo:hi], dc[t, lo:hi], gates[t, lo:hi], c[t, lo:hi], cp[lo:hi], dhn, dcn,
+                 dxw[t, lo:hi])
+            np.matmul(dxw[t, lo:hi], r, out=dhn)
+
+    with single_threaded_blas():
+        _run_spans(span, _batch_spans(b, nt * b * r.size))
+    # dr = sum over steps of da^T h_prev: one GEMM over all T*B rows instead of one per step,
+    # split across threads by rows of dr (each thread sums over all T*B rows)
     hp = _states_before(y, h0, reverse)
-    rows = y.shape[0] * y.shape[1]
-    np.matmul(dxw.reshape(rows, -1).T, hp.reshape(rows, -1), out=dr)
+    rows = nt * b
+    _threads.matmul(dxw.reshape(rows, -1).T, hp.reshape(rows, -1), out=dr)
     dh0[...] = dh_next
     dc0[...] = dc_next
 
@@ -401,21 +481,23 @@ def gru_seq_backward(ins, outs, attrs):
     # linear_before_reset: the gradient of the step's h rw^T + rb (z and r's columns of dxw, then
     # dq) gives dh_prev by one GEMM per step, and drw, drb over all steps at the end
     da_hr = np.empty_like(dxw) if lbr else None
-    dh_next = np.zeros_like(h0)
-    with single_threaded_blas():
-        for t in _steps(y.shape[0], not reverse):
-            g = gates[t]
+    nt, b = y.shape[:2]
+
+    def span(lo, hi):
+        dh_next = np.zeros_like(h0[lo:hi])
+        for t in _steps(nt, not reverse):
+            g = gates[t, lo:hi]
             z, r, n = g[:, :h], g[:, h:2 * h], g[:, 2 * h:]
-            hp = _prev(y, h0, t, reverse)
-            dh = dy[t] + dh_next
-            da = dxw[t]
+            hp = _prev(y, h0, t, reverse)[lo:hi]
+            dh = dy[t, lo:hi] + dh_next
+            da = dxw[t, lo:hi]
             dan = da[:, 2 * h:]
             np.multiply(dh * (1 - z), 1 - n * n, out=dan)
             np.multiply(dh * (hp - n), z * (1 - z), out=da[:, :h])
             dhp = dh * z
             if lbr:
-                np.multiply(dan * q[t], r * (1 - r), out=da[:, h:2 * h])
-                dq = da_hr[t]
+                np.multiply(dan * q[t, lo:hi], r * (1 - r), out=da[:, h:2 * h])
+                dq = da_hr[t, lo:hi]
                 dq[:, :2 * h] = da[:, :2 * h]
                 np.multiply(dan, r, out=dq[:, 2 * h:])
                 dhp += dq @ rw
@@ -425,16 +507,20 @@ def gru_seq_backward(ins, outs, attrs):
                 dhp += drh * r
                 dhp += da[:, :2 * h] @ rzr
             dh_next = dhp
-    rows = y.shape[0] * y.shape[1]
+        dh0[lo:hi] = dh_next
+
+    with single_threaded_blas():
+        _run_spans(span, _batch_spans(b, nt * b * rw.size))
+    # the weight gradients over all T*B rows, split across threads by rows of drw
+    rows = nt * b
     hp_all = _states_before(y, h0, reverse).reshape(rows, h)
     a = (da_hr if lbr else dxw).reshape(rows, 3 * h)
     if lbr:
-        np.matmul(a.T, hp_all, out=drw)
+        _threads.matmul(a.T, hp_all, out=drw)
     else:  # the candidate's product is by q = r h, the others' by h
-        np.matmul(a[:, :2 * h].T, hp_all, out=drw[:2 * h])
-        np.matmul(a[:, 2 * h:].T, q.reshape(rows, h), out=drw[2 * h:])
+        _threads.matmul(a[:, :2 * h].T, hp_all, out=drw[:2 * h])
+        _threads.matmul(a[:, 2 * h:].T, q.reshape(rows, h), out=drw[2 * h:])
     np.sum(a, axis=0, out=drb)
-    dh0[...] = dh_next
 
 
 KERNELS = {
