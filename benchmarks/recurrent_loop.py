@@ -68,14 +68,15 @@ def case(cell, t, b, h, seed=0):
 def _call(path, kernel, ins, outs, attrs, n):
     """``n`` calls on ``path``, on the calling thread: the batch split across threads
     (``PARALLEL_MIN_MACS``) is held off, as thread_time measures this thread only."""
-    saved = recurrent.MAX_LOOP_BATCH, getattr(recurrent, "PARALLEL_MIN_MACS", None)
+    saved = (recurrent.MAX_LOOP_BATCH, getattr(recurrent, "PARALLEL_MIN_MACS", None),
+             getattr(recurrent, "STEP_MIN_MACS", None))
     recurrent.MAX_LOOP_BATCH = PATH_CUTOFFS[path]
-    recurrent.PARALLEL_MIN_MACS = 1 << 62
+    recurrent.PARALLEL_MIN_MACS = recurrent.STEP_MIN_MACS = 1 << 62
     try:
         for _ in range(n):
             kernel(ins, outs, attrs)
     finally:
-        recurrent.MAX_LOOP_BATCH, recurrent.PARALLEL_MIN_MACS = saved
+        recurrent.MAX_LOOP_BATCH, recurrent.PARALLEL_MIN_MACS, recurrent.STEP_MIN_MACS = saved
 
 
 def time_case(cell, t, b, h, reps, min_sample):

@@ -81,13 +81,16 @@ def main():
     p.add_argument("--threads", type=int, help="force this many threads (default: all)")
     p.add_argument("--cases", nargs="+", default=DEFAULT_CASES,
                    help="kind,T,B,H with kind lstm, gru or grulbr (linear_before_reset)")
-    p.add_argument("--min-macs", type=int, help="override PARALLEL_MIN_MACS")
+    p.add_argument("--min-macs", type=int,
+                   help="override the split thresholds (PARALLEL_MIN_MACS, STEP_MIN_MACS)")
     p.add_argument("--reps", type=int, default=30)
     args = p.parse_args()
     if args.threads:
         _threads.num_threads = lambda: args.threads
     if args.min_macs is not None and hasattr(recurrent, "PARALLEL_MIN_MACS"):
         recurrent.PARALLEL_MIN_MACS = args.min_macs
+        if hasattr(recurrent, "STEP_MIN_MACS"):
+            recurrent.STEP_MIN_MACS = args.min_macs
     with _threads.single_threaded_blas():
         print(f"threads {_threads.num_threads()}; ms: wall min / wall median / cpu median")
         for case in args.cases:

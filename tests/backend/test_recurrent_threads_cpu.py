@@ -7,7 +7,8 @@ outputs), the ops' float64 numpy references (``OPS[...].reference``) for every o
 two runs on the same thread count for the reductions (the weight gradients, split by rows of
 the result through ``_threads.matmul``), which may differ from one thread's in the last bits
 but never from run to run. Threads are forced (``_threads.num_threads``) and the size
-threshold ``PARALLEL_MIN_MACS`` set to 0, so the tiny generated shapes split too.
+thresholds (``PARALLEL_MIN_MACS``, ``STEP_MIN_MACS``) set to 0, so the tiny generated shapes
+split too.
 """
 
 from __future__ import annotations
@@ -29,18 +30,21 @@ KINDS = ["lstm", "gru", "gru lbr"]
 
 @contextlib.contextmanager
 def _setup(threads, path="loop", min_macs=0):
-    """``threads`` forced, the split threshold and the forward path (None: the default
-    routing) set; restored after (hypothesis runs many inputs in one test call, so no
-    function-scoped monkeypatch)."""
-    saved = _threads.num_threads, recurrent.PARALLEL_MIN_MACS, recurrent.MAX_LOOP_BATCH
+    """``threads`` forced, the split thresholds (both, to ``min_macs``; None: the module's)
+    and the forward path (None: the default routing) set; restored after (hypothesis runs
+    many inputs in one test call, so no function-scoped monkeypatch)."""
+    saved = (_threads.num_threads, recurrent.PARALLEL_MIN_MACS, recurrent.STEP_MIN_MACS,
+             recurrent.MAX_LOOP_BATCH)
     _threads.num_threads = lambda: threads
-    recurrent.PARALLEL_MIN_MACS = saved[1] if min_macs is None else min_macs
+    if min_macs is not None:
+        recurrent.PARALLEL_MIN_MACS = recurrent.STEP_MIN_MACS = min_macs
     if path is not None:
         recurrent.MAX_LOOP_BATCH = PATHS[path]
     try:
         yield
     finally:
-        _threads.num_threads, recurrent.PARALLEL_MIN_MACS, recurrent.MAX_LOOP_BATCH = saved
+        (_threads.num_threads, recurrent.PARALLEL_MIN_MACS, recurrent.STEP_MIN_MACS,
+         recurrent.MAX_LOOP_BATCH) = saved
 
 
 def _inputs(kind, t, b, h, seed, dtype=np.float64):
@@ -210,15 +214,62 @@ def test_spans_keep_pairs_of_rows_and_cover_the_batch():
     for threads in (2, 3, 4):
         for b in range(1, 40):
             with _setup(threads):
-                spans = recurrent._batch_spans(b, 1)
+                spans = recurrent._batch_spans(b, 1, 0)
             assert spans[0][0] == 0 and spans[-1][1] == b
             assert all(s[1] == n[0] for s, n in zip(spans, spans[1:]))
             assert all(lo % 2 == 0 and hi > lo for lo, hi in spans)
             assert all((hi - lo) % 2 == 0 for lo, hi in spans[:-1])
             assert len(spans) == (1 if b < 4 else min(threads, b // 2))
-    with _setup(2, min_macs=100):
-        assert recurrent._batch_spans(32, 99) == [(0, 32)]
-        assert recurrent._batch_spans(32, 100) == [(0, 16), (16, 32)]
+    with _setup(2):
+        assert recurrent._batch_spans(32, 99, 100) == [(0, 32)]
+        assert recurrent._batch_spans(32, 100, 100) == [(0, 16), (16, 32)]
+
+
+@pytest.mark.parametrize("kind,t,b,h,split", [
+    ("lstm", 35, 4, 64, False),       # compiled loop, 2.3 M multiply-adds a call
+    ("lstm", 35, 8, 64, True),        # compiled loop, 4.6 M
+    ("lstm", 35, 12, 128, False),     # per-step path, 0.8 M a step
+    ("lstm", 35, 16, 128, True),      # per-step path, 1.0 M a step
+    ("gru", 35, 24, 128, True),       # per-step path, 1.2 M a step
+])
+def test_forward_splits_from_its_paths_threshold(kind, t, b, h, split):
+    """The default thresholds route each path as measured (``PARALLEL_MIN_MACS`` a call on the
+    compiled loops, ``STEP_MIN_MACS`` a step on the per-step paths): the spans the forward
+    kernel runs, counted at ``_run_spans``."""
+    ins = [a.astype(np.float32) for a in _inputs(kind, t, b, h, 0)]
+    assert _spans_run(lambda: _forward(kind, ins, False, 2, None, None)) == [2 if split else 1]
+
+
+def _spans_run(fn):
+    """How many spans each ``recurrent._run_spans`` call made while ``fn()`` ran."""
+    seen = []
+    real = recurrent._run_spans
+
+    def counting(run, spans):
+        seen.append(len(spans))
+        return real(run, spans)
+
+    recurrent._run_spans = counting
+    try:
+        fn()
+    finally:
+        recurrent._run_spans = real
+    return seen
+
+
+@pytest.mark.parametrize("kind,b,h,split", [
+    ("lstm", 12, 128, False), ("lstm", 16, 128, True),
+    ("gru", 16, 256, False), ("gru", 24, 256, True),  # GRU_BACKWARD_STEP_FACTOR x a step
+])
+def test_backward_splits_from_its_step_threshold(kind, b, h, split):
+    """The backward ops split from ``STEP_MIN_MACS`` a step (LSTM) and
+    ``GRU_BACKWARD_STEP_FACTOR`` times it (GRU): spans counted at ``_run_spans`` (the weight
+    gradients go through ``_threads.matmul``, which splits by rows of the gradient)."""
+    ins = [a.astype(np.float32) for a in _inputs(kind, 3, b, h, 0)]
+    fwd, attrs = _forward(kind, ins, False, 2, None, None)
+    douts = [np.ones_like(a) for a in fwd[:2]]
+    seen = _spans_run(lambda: _backward(kind, ins, fwd, douts, attrs, 2, None))
+    assert seen == [2 if split else 1], seen
 
 
 def test_float16_runs_the_split_float32_kernel():

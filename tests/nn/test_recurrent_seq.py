@@ -164,6 +164,7 @@ def two_threads(monkeypatch):
     recurrent = pytest.importorskip("singa_cpu.kernels.recurrent")
     monkeypatch.setattr(threads, "num_threads", lambda: 2)
     monkeypatch.setattr(recurrent, "PARALLEL_MIN_MACS", 0)
+    monkeypatch.setattr(recurrent, "STEP_MIN_MACS", 0)
 
 
 @pytest.mark.parametrize("reverse", [False, True])

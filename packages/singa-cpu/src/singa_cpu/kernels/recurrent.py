@@ -11,7 +11,8 @@ the per-step path at every batch. float16 runs in float32 (``via_float32``).
 
 Threads: a batch row depends only on its own row at every step, so the batch is cut into one
 span of rows per thread (``_batch_spans``, once the recurrent products reach
-``PARALLEL_MIN_MACS``) and each thread runs the whole sequence for its rows, with no barrier
+``PARALLEL_MIN_MACS`` a call on the compiled loops, ``STEP_MIN_MACS`` a step on the per-step
+paths) and each thread runs the whole sequence for its rows, with no barrier
 between steps: the compiled loops take the span's bounds (and release the GIL), the per-step
 paths and the backward's loop run their GEMMs and cells on the span's rows, with numpy's BLAS
 single-threaded. Spans start at even rows, so ``_rows_dot32`` pairs the rows it pairs unsplit
@@ -316,26 +317,44 @@ def _steps(t, reverse):
     return range(t - 1, -1, -1) if reverse else range(t)
 
 
-PARALLEL_MIN_MACS = 16 << 20
-"""A recurrent kernel splits its batch across threads when its recurrent products come to at
-least this many multiply-adds (T * B * gates * H * H). A parallel section costs ~20-70 us to
-wake the threads (``_threads``), and the per-step paths' and the backward's Python loops of
-two threads take turns on the GIL at every step, so a split must save well over 0.1 ms. One
-thread runs these products at ~20-25 GMAC/s at small batches (LSTM (35, 8, 128), 18 M:
-0.6-0.8 ms forward, 0.9-1.2 ms backward; AMD EPYC Zen 4), so the split starts at ~0.7 ms of
-forward work, where halving it saves ~0.35 ms. Set from that cost model, not from a
-crossover measurement: the 2-vCPU host of 2026-11-27 never had both cores free (see
-docs/benchmarks.md), and there splits of ~0.2 ms of work ((35, 4-8, 64)) came out slower."""
+PARALLEL_MIN_MACS = 4 << 20
+"""The compiled loops (``_lstm_seq32``, ``_gru_seq32``: no Python between steps, the GIL
+released) split their batch across threads from this many multiply-adds of recurrent products
+in the call (T * B * gates * H * H). Measured (``python benchmarks/recurrent_threads.py
+--threads 1`` against ``--threads 2 --min-macs 0``, AMD EPYC Zen 4, both cores free,
+2026-11-27, ms forward): LSTM (35, 4, 64), 2.3 M, 0.12 / 0.12; (35, 8, 64), 4.6 M, 0.23 /
+0.19; (35, 4, 128), 9.2 M, 0.31 / 0.24; (35, 8, 128) 0.62 / 0.38; (35, 32, 256) 7.6 / 3.9.
+The loop reads all of the recurrent weights at every step on each thread, so halving the rows
+does not halve the time of small batches (the wake-up of a parallel section, ~20-70 us, and
+the weights' reads stay)."""
+
+STEP_MIN_MACS = 1 << 20
+"""The per-step paths (the forward's per-step GEMM path and the backward ops, a Python loop over
+the steps on each thread) split their batch from this many multiply-adds of recurrent products
+per step (B * gates * H * H): the two threads' loops take turns on the GIL at every numpy
+call, so a step must carry enough BLAS work between calls. Measured as above (ms, one thread
+/ two): LSTM (35, 12, 128), 0.8 M a step: forward 0.80 / 1.08-1.36, backward 1.37 /
+1.09-1.51; (35, 16, 128), 1.0 M: forward 1.33 / 0.72, backward 2.13 / 1.20; (10, 64, 64),
+1.0 M: 0.40 / 0.28, 0.64 / 0.50; (35, 32, 256), 4.2 M: backward 15.0 / 8.3; GRU (35, 24, 128),
+1.2 M: forward 1.87 / 1.32-1.40. GRU's backward makes ~15 numpy calls a step, so it splits
+from ``GRU_BACKWARD_STEP_FACTOR`` times this."""
+
+GRU_BACKWARD_STEP_FACTOR = 4
+"""GRU's backward splits from this many times ``STEP_MIN_MACS`` a step. Measured as above
+(ms, one thread / two): (35, 24, 128), 1.2 M a step, 2.8 / 4.2-4.5; (35, 16, 256), 3.1 M,
+7.4 / 6.3-6.5; (35, 64, 128), 3.1 M, 7.6-8.4 / 7.7-7.8; (35, 24, 256), 4.7 M, 10.4 / 8.0-8.2;
+(35, 32, 256), 6.3 M, 13.1 / 9.7."""
 
 
-def _batch_spans(batch: int, macs: int) -> list[tuple[int, int]]:
+def _batch_spans(batch: int, macs: int, min_macs: int) -> list[tuple[int, int]]:
     """(lo, hi) spans of the batch, one per thread (``_threads.num_threads``), or the whole
-    batch when the work (``macs``) is under ``PARALLEL_MIN_MACS``. A batch row depends only on
+    batch when the work (``macs``) is under ``min_macs`` (``PARALLEL_MIN_MACS`` of a compiled
+    loop's call, ``STEP_MIN_MACS`` of a per-step path's step). A batch row depends only on
     its own row at every step, so each thread runs every step for its rows, with no barrier
     between steps. Spans start at even rows and all but the last have an even count:
     ``_rows_dot32`` takes rows in pairs, and the pairs (so the bits) are then those of the
     unsplit call."""
-    t = _threads.num_threads() if macs >= PARALLEL_MIN_MACS else 1
+    t = _threads.num_threads() if macs >= min_macs else 1
     if t <= 1 or batch < 4:
         return [(0, batch)]
     spans = [(2 * lo, 2 * (lo + n)) for lo, n in _threads.split_spans(batch // 2, t)]
@@ -358,12 +377,12 @@ def lstm_seq(ins, outs, attrs):
     y, c, gates = outs
     reverse = bool(attrs.get("reverse", False))
     nt, b, h = y.shape
-    spans = _batch_spans(b, nt * b * r.size)
     hr = np.empty(xw.shape[1:], xw.dtype)
     if _runs_as_loop(xw.dtype, b, h):
         _run_spans(lambda lo, hi: _lstm_seq32(xw, r, h0, c0, y, c, gates, hr, reverse, lo, hi),
-                   spans)
+                   _batch_spans(b, nt * b * r.size, PARALLEL_MIN_MACS))
         return
+    spans = _batch_spans(b, b * r.size, STEP_MIN_MACS)
     # one transposing copy a call: OpenBLAS's small-M GEMM by a transposed operand took ~1.35x
     # the time of the contiguous one (8 x 256 by 256 x 1024), paid at every step
     rt = np.ascontiguousarray(r.T)
@@ -393,12 +412,13 @@ def gru_seq(ins, outs, attrs):
     # load it either way, and garbage bits that are subnormals slow the arithmetic
     m = np.zeros(y.shape[1:], y.dtype)
     nt, b = y.shape[:2]
-    spans = _batch_spans(b, nt * b * rw.size)
     if _runs_as_loop(y.dtype, b, h):
         hr = np.empty((b, (3 if lbr else 2) * h), y.dtype)
         _run_spans(lambda lo, hi: _gru_seq32(xw, rw, rb, h0, y, gates, q, hr, m, reverse, lbr,
-                                             lo, hi), spans)
+                                             lo, hi),
+                   _batch_spans(b, nt * b * rw.size, PARALLEL_MIN_MACS))
         return
+    spans = _batch_spans(b, b * rw.size, STEP_MIN_MACS)
     # linear_before_reset: one GEMM by all of rt; otherwise r h is known only after z and r,
     # so z and r take h rt_zr and the candidate (r h) rt_h
     # contiguous transposes, once a call (see lstm_seq)
@@ -458,7 +478,7 @@ def lstm_seq_backward(ins, outs, attrs):
             np.matmul(dxw[t, lo:hi], r, out=dhn)
 
     with single_threaded_blas():
-        _run_spans(span, _batch_spans(b, nt * b * r.size))
+        _run_spans(span, _batch_spans(b, b * r.size, STEP_MIN_MACS))
     # dr = sum over steps of da^T h_prev: one GEMM over all T*B rows instead of one per step,
     # split across threads by rows of dr (each thread sums over all T*B rows)
     hp = _states_before(y, h0, reverse)
@@ -510,7 +530,8 @@ def gru_seq_backward(ins, outs, attrs):
         dh0[lo:hi] = dh_next
 
     with single_threaded_blas():
-        _run_spans(span, _batch_spans(b, nt * b * rw.size))
+        _run_spans(span, _batch_spans(b, b * rw.size,
+                                      GRU_BACKWARD_STEP_FACTOR * STEP_MIN_MACS))
     # the weight gradients over all T*B rows, split across threads by rows of drw
     rows = nt * b
     hp_all = _states_before(y, h0, reverse).reshape(rows, h)
