@@ -9,6 +9,8 @@ payloads aside, as for graph mode's chains).
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pytest
 from singa import autograd, opt, tensor
@@ -47,8 +49,10 @@ def _assert_bitwise(got, want):
         f"{(~same).sum()} elements differ: {got[~same][:5]} vs {want[~same][:5]}"
 
 
-def _train(kw, np_dt, dt, steps, seed, one_pass, monkeypatch, special=False):
-    """Parameters and momentum buffers after ``steps`` updates of every shape in SHAPES."""
+@contextlib.contextmanager
+def _dispatches(monkeypatch, one_pass):
+    """The names of what the default device runs inside (a list, filled as it runs); without
+    ``one_pass`` its chain compiler is hidden, so every update runs as its own op."""
     dev = get_default_device()
     names = []
     with monkeypatch.context() as m:
@@ -61,6 +65,12 @@ def _train(kw, np_dt, dt, steps, seed, one_pass, monkeypatch, special=False):
             return real_exec(fn, reads, writes, name)
 
         m.setattr(dev, "exec", spy)
+        yield names
+
+
+def _train(kw, np_dt, dt, steps, seed, one_pass, monkeypatch, special=False):
+    """Parameters and momentum buffers after ``steps`` updates of every shape in SHAPES."""
+    with _dispatches(monkeypatch, one_pass) as names:
         rng = np.random.default_rng(seed)
         sgd = opt.SGD(0.05, dtype=dt, **kw)
         params = []
@@ -137,7 +147,6 @@ def test_run_chain_declines_what_a_chain_cannot_take(case, monkeypatch):
     array the chain writes, arrays of two shapes) run as separate ops, with their results."""
     from singa import _math
 
-    dev = get_default_device()
     rng = np.random.default_rng(3)
     np_dt = np.float16 if case == "float16" else np.float32
     dt = tensor.float16 if case == "float16" else tensor.float32
@@ -146,17 +155,7 @@ def test_run_chain_declines_what_a_chain_cannot_take(case, monkeypatch):
     z0 = rng.standard_normal(24).astype(np_dt)
 
     def run(one_pass):
-        names = []
-        with monkeypatch.context() as m:
-            if not one_pass:
-                m.setattr(dev, "chain_compiler", lambda: None)
-            real_exec = dev.exec
-
-            def spy(fn, reads, writes, name=""):
-                names.append(name)
-                return real_exec(fn, reads, writes, name)
-
-            m.setattr(dev, "exec", spy)
+        with _dispatches(monkeypatch, one_pass) as names:
             y = Tensor(data=y0, dtype=dt).data
             x = Tensor(data=x0, dtype=dt).data
             z = Tensor(data=z0, dtype=dt).data
