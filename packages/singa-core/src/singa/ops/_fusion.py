@@ -205,11 +205,11 @@ def whole(ct) -> bool:
 
 def _eager_chain(calls, compiler, dev):
     """``((kernel, name), operands)``: ``calls`` as one compiled chain on ``dev`` and its
-    operands (those :meth:`ElementwiseChain.of` gives), or None where the chain cannot take
-    them. It takes ops the compiler chains, every tensor on ``dev`` and of one dtype it
-    takes, every output a whole block of the first output's shape, every input of that shape
-    too (a whole block) or of one element, and no one-element input of an array the chain
-    writes (a chain reads those once, first).
+    operands (each array once, by block; each one-element input its own scalar operand), or
+    None where the chain cannot take them. It takes ops the compiler chains, every tensor on
+    ``dev`` and of one dtype it takes, every output a whole block of the first output's shape,
+    every input of that shape too (a whole block) or of one element, and no one-element input
+    of an array the chain writes (a chain reads those once, first).
 
     One pass over the tensors: the kernel is looked up by the operand pattern, in a cache
     kept on the device, so a step builds no chain record (an MLP's update of a bias costs
@@ -228,7 +228,7 @@ def _eager_chain(calls, compiler, dev):
                 or out.dims != dims or not whole(out)):
             return None
         idx = []
-        for x in (*ins, out):  # the output last, as ElementwiseChain.of numbers them
+        for x in (*ins, out):  # the output last
             if x.dev is not dev or x.dtype_code != dt:
                 return None
             if x.size == n:
@@ -250,7 +250,9 @@ def _eager_chain(calls, compiler, dev):
     cache = dev.workspace("eager chains", dict)
     entry = cache.get(signature)
     if entry is None:
-        chain, _ = ElementwiseChain.of(calls, dt)
+        # the chain is the pattern it is keyed by: each step's input operands, then its output
+        chain = ElementwiseChain(tuple(ChainStep(op, tuple(idx[:-1]), idx[-1])
+                                       for op, *idx in pattern), tuple(scalar), dt)
         entry = cache[signature] = (compiler.compile(chain), chain.name)
     return entry, operands
 
