@@ -324,6 +324,14 @@ def torch_version():
         return None
 
 
+def target_label(name: str) -> str:
+    """The report's target column: ``e1.5 g1.0`` (eager / graph ratio to PyTorch)."""
+    parts = [f"e{TARGET[name]:.1f}"] if name in TARGET else []
+    if name in GRAPH_TARGET:
+        parts.append(f"g{GRAPH_TARGET[name]:.1f}")
+    return " ".join(parts)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", nargs="+", choices=list(BATCH), default=list(BATCH))
@@ -398,8 +406,7 @@ def main(argv=None):
         t = {c: statistics.median(v) for c, v in times.items()}
         line = f"{name:<11} {args.batch[name]:>5} {t['eager']:9.4f} {t['graph']:9.4f}"
         if "torch" in t:
-            target = " ".join([f"e{TARGET[name]:.1f}"] * (name in TARGET)
-                              + [f"g{GRAPH_TARGET[name]:.1f}"] * (name in GRAPH_TARGET))
+            target = target_label(name)
             line += (f" {t['torch']:9.4f} {t['eager'] / t['torch']:11.2f} "
                      f"{t['graph'] / t['torch']:11.2f} {t['eager'] / t['graph']:11.2f} "
                      f"{target:>9}")

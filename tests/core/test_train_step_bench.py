@@ -87,3 +87,9 @@ def test_a_failing_worker_stops_the_run_and_shows_its_stderr(bench, tmp_path, ca
     report = json.loads(out.read_text())
     assert report["complete"] is False and report["models"] == {}
     assert "nosuch" in report["error"]
+
+
+def test_target_column_names_both_modes(bench):
+    assert bench.target_label("mlp") == "e1.5 g1.0"
+    assert bench.target_label("resnet18") == "e1.5 g1.0"
+    assert bench.target_label("transformer") == "g1.2"
