@@ -1,5 +1,5 @@
-"""The CPU's Softmax and SoftmaxBackward along the last axis of C-contiguous float32 arrays:
-one compiled loop per row (``singa_cpu.kernels.reduce._softmax_rows32``,
+"""The CPU's Softmax, LogSoftmax and SoftmaxBackward along the last axis of C-contiguous
+float32 arrays: one compiled loop per row (``singa_cpu.kernels.reduce._softmax_rows32``,
 ``_softmax_backward_rows32``), rows split across threads from a size on.
 
 Oracles: the ops' float64 numpy references (``OPS[...].reference``), numpy's own float32
@@ -23,10 +23,13 @@ _threads = pytest.importorskip("singa_cpu.kernels._threads")
 RTOL = 2e-6  # float32 exp and a row sum of up to a few thousand terms
 
 
-def softmax(x, axis=-1, out=None):
+def softmax(x, axis=-1, out=None, op="Softmax"):
     out = np.empty_like(x) if out is None else out
-    reduce.KERNELS["Softmax"]([x], [out], {"axis": axis})
+    reduce.KERNELS[op]([x], [out], {"axis": axis})
     return out
+
+
+FORWARD = ["Softmax", "LogSoftmax"]
 
 
 def softmax_backward(y, dy, axis=-1, out=None):
@@ -35,11 +38,14 @@ def softmax_backward(y, dy, axis=-1, out=None):
     return out
 
 
-def numpy_softmax32(x):
-    """The float32 numpy passes of the kernel before the loops (max, subtract, exp, sum,
-    divide), for the special-value pattern."""
+def numpy_softmax32(x, op="Softmax"):
+    """The float32 numpy passes of the kernels before the loops (max, subtract, exp, sum,
+    divide; or subtract the sum's log), for the special-value pattern."""
     with np.errstate(all="ignore"):
-        e = np.exp(x - x.max(axis=-1, keepdims=True))
+        z = x - x.max(axis=-1, keepdims=True)
+        if op == "LogSoftmax":
+            return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
+        e = np.exp(z)
         return e / e.sum(axis=-1, keepdims=True)
 
 
@@ -56,11 +62,13 @@ def test_forward_and_backward_match_the_float64_references(rows, n, lead, spread
     rng = np.random.default_rng(seed)
     shape = (*lead, rows, n)
     x = (rng.standard_normal(shape) * spread).astype(np.float32)
-    ref = OPS["Softmax"].reference(x.astype(np.float64), axis=-1)
-    # x - max is rounded to float32 first (as numpy does), which alone costs exp a relative
-    # error up to |x - max| * 2^-24: bounded by numpy's float32 passes' own error, plus RTOL
-    bound = 2 * np.abs(numpy_softmax32(x) - ref) + RTOL * np.abs(ref) + 1e-37
-    assert np.all(np.abs(softmax(x) - ref) <= bound)
+    for op in FORWARD:
+        ref = OPS[op].reference(x.astype(np.float64), axis=-1)
+        # x - max is rounded to float32 first (as numpy does), which alone costs exp a
+        # relative error up to |x - max| * 2^-24: bounded by numpy's float32 passes' own
+        # error, plus RTOL
+        bound = 2 * np.abs(numpy_softmax32(x, op) - ref) + RTOL * np.abs(ref) + 1e-37
+        assert np.all(np.abs(softmax(x, op=op) - ref) <= bound), op
     y, dy = _probs(rng, shape), rng.standard_normal(shape).astype(np.float32)
     ref_b = OPS["SoftmaxBackward"].reference(y.astype(np.float64), dy.astype(np.float64),
                                              axis=-1)
@@ -68,23 +76,30 @@ def test_forward_and_backward_match_the_float64_references(rows, n, lead, spread
                                atol=1e-6 * max(1.0, float(np.abs(dy).max(initial=0.0))))
 
 
-def test_special_rows_give_numpys_nan_pattern():
+@pytest.mark.parametrize("op", FORWARD)
+def test_special_rows_give_numpys_nan_pattern(op):
     inf, nan = np.inf, np.nan
     x = np.array([[1, nan, 2, 0, 1], [inf, 1, 2, 3, 4], [-inf] * 5, [-inf, 0, 1, -inf, 2],
                   [0, -100, -200, -1e30, 3], [nan, 1, 2, 3, 4], [1, 2, 3, 4, nan],
                   [-inf, -inf, inf, 0, 0], [3e38, -3e38, 0, 1, 2], [0, 0, 0, 0, 0]],
                  np.float32)
-    got, want = softmax(x), numpy_softmax32(x)
+    got, want = softmax(x, op=op), numpy_softmax32(x, op)
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
-    np.testing.assert_allclose(got, want, rtol=RTOL, atol=2e-38)
+    if op == "LogSoftmax":  # its -inf where numpy's exp underflows to 0 is finite here
+        fin = np.isfinite(want)
+        np.testing.assert_allclose(got[fin], want[fin], rtol=RTOL)
+        assert np.all(got[~fin & ~np.isnan(want)] == -np.inf)
+    else:
+        np.testing.assert_allclose(got, want, rtol=RTOL, atol=2e-38)
 
 
 def test_in_place_outputs():
     rng = np.random.default_rng(3)
-    x = rng.standard_normal((33, 70)).astype(np.float32)
-    want = softmax(x)
-    softmax(x, out=x)
-    np.testing.assert_array_equal(x, want)
+    for op in FORWARD:
+        x = rng.standard_normal((33, 70)).astype(np.float32)
+        want = softmax(x, op=op)
+        softmax(x, out=x, op=op)
+        np.testing.assert_array_equal(x, want)
     y, dy = _probs(rng, (33, 70)), rng.standard_normal((33, 70)).astype(np.float32)
     want_b = softmax_backward(y, dy)
     for which in ("y", "dy"):
@@ -100,19 +115,20 @@ def test_rows_split_across_threads_are_one_threads_bits(shape, monkeypatch):
     x = (rng.standard_normal(shape) * 4).astype(np.float32)
     y, dy = _probs(rng, shape), rng.standard_normal(shape).astype(np.float32)
     monkeypatch.setattr(_threads, "num_threads", lambda: 1)
-    one = softmax(x), softmax_backward(y, dy)
+    one = softmax(x), softmax_backward(y, dy), softmax(x, op="LogSoftmax")
     monkeypatch.setattr(_threads, "num_threads", lambda: 3)
     calls = []
     run_ranges = reduce.run_ranges
     monkeypatch.setattr(reduce, "run_ranges",
                         lambda fn, n, parallel: calls.append(parallel) or run_ranges(fn, n,
                                                                                     parallel))
-    split = softmax(x), softmax_backward(y, dy)
-    np.testing.assert_array_equal(split[0], one[0])
-    np.testing.assert_array_equal(split[1], one[1])
+    split = softmax(x), softmax_backward(y, dy), softmax(x, op="LogSoftmax")
+    for a, b in zip(split, one):
+        np.testing.assert_array_equal(a, b)
     rows = int(np.prod(shape[:-1]))
-    assert calls == [rows > 1 and x.size >= reduce.SOFTMAX_PARALLEL_MIN_ITEMS,
-                     rows > 1 and x.size >= reduce.SOFTMAX_BACKWARD_PARALLEL_MIN_ITEMS]
+    fwd = rows > 1 and x.size >= reduce.SOFTMAX_PARALLEL_MIN_ITEMS
+    assert calls == [fwd, rows > 1 and x.size >= reduce.SOFTMAX_BACKWARD_PARALLEL_MIN_ITEMS,
+                     fwd]
     np.testing.assert_allclose(split[0], OPS["Softmax"].reference(x.astype(np.float64)),
                                rtol=RTOL, atol=1e-37)
 

@@ -148,11 +148,11 @@ def _nrm2(ins, outs, attrs):
 
 _f32 = np.float32
 _F32 = np.dtype(np.float32)
-#: Softmax (and its backward) over at least this many elements split their rows across the
-#: threads. Measured on 2 cores (AMD Zen 4, float32, medians of 7 x 20 calls), one thread /
-#: split, ms: forward (8192, 64) 1.19 / 0.79, (2048, 256) 1.25 / 0.78, (1024, 64) 0.18 /
-#: 0.25, (64, 1000) 0.16 / 0.23; backward 0.40 / 0.30, 0.39 / 0.34, 0.06 / 0.15, 0.06 / 0.14
-#: (a parallel section costs ~0.1 ms on this VM).
+#: Softmax and LogSoftmax (and Softmax's backward) over at least this many elements split
+#: their rows across the threads. Measured on 2 cores (AMD Zen 4, float32, medians of 7 x 20
+#: calls), one thread / split, ms: forward (8192, 64) 1.19 / 0.79, (2048, 256) 1.25 / 0.78,
+#: (1024, 64) 0.18 / 0.25, (64, 1000) 0.16 / 0.23; backward 0.40 / 0.30, 0.39 / 0.34,
+#: 0.06 / 0.15, 0.06 / 0.14 (a parallel section costs ~0.1 ms on this VM).
 SOFTMAX_PARALLEL_MIN_ITEMS = 1 << 18
 SOFTMAX_BACKWARD_PARALLEL_MIN_ITEMS = 1 << 19
 
@@ -213,16 +213,18 @@ def _dot32(a, b, n, products):
 
 
 @njit(nogil=True, error_model="numpy")
-def _softmax_rows32(x, out, r0, r1):
-    """Softmax along the last axis of rows r0..r1 of the 2-D C-contiguous float32 ``x`` into
-    ``out`` (which may be ``x``): numpy's passes (max, subtract, exp, sum, divide) per row,
-    with the same float32 roundings of ``x - max`` and of the division, exp from
+def _softmax_rows32(x, out, r0, r1, log):
+    """Softmax (``log``: LogSoftmax) along the last axis of rows r0..r1 of the 2-D
+    C-contiguous float32 ``x`` into ``out`` (which may be ``x``): numpy's passes per row (max,
+    ``x - max``, exp, sum, then the division, or ``(x - max) - log(sum)``), with the same
+    float32 roundings of ``x - max``, of the division and of the difference; exp from
     :func:`._expf.exp_neg_parts32` (only multiplies, adds and selects, which LLVM vectorises;
-    relative error under 2e-7 against 1-2 ulps of numpy's). ``x - max <= -87`` gives 0 where
-    numpy gives a subnormal (under 2e-38); NaN propagates as in numpy: a NaN or +inf in a row,
-    or a row of -inf, makes the row NaN. The row is computed in a scratch row and written to
-    ``out`` last (a loop that writes the array it reads is not vectorised, see
-    elementwise._BLOCK)."""
+    relative error under 2e-7 against 1-2 ulps of numpy's), the sum in float64 (as accurate
+    as numpy's pairwise float32 sum or more) and its log in float64, rounded once.
+    ``x - max <= -87`` gives exp 0 where numpy gives a subnormal (under 2e-38); NaN
+    propagates as in numpy: a NaN or +inf in a row, or a row of -inf, makes the row NaN. The
+    exps go to a scratch row and ``out`` is written last (a loop that writes the array it
+    reads is not vectorised, see elementwise._BLOCK)."""
     n = U(x.shape[1])
     zero = _f32(0.0)
     e = np.empty(n, np.float32)
@@ -238,8 +240,15 @@ def _softmax_rows32(x, out, r0, r1):
             t = m - xr[j]
             e[j] = scale[j] * e[j] if t < _f32(87.0) else (t if t != t else zero)
         s = _dot32(e, e, n, False)
-        for j in range(n):
-            outr[j] = e[j] / s
+        if log:
+            lse = _f32(np.log(np.float64(s)))
+            for j in range(n):
+                e[j] = (xr[j] - m) - lse
+            for j in range(n):
+                outr[j] = e[j]
+        else:
+            for j in range(n):
+                outr[j] = e[j] / s
 
 
 @njit(nogil=True, error_model="numpy")
@@ -270,11 +279,11 @@ def _last_axis_rows(axis, *arrays):
     return [b.reshape(-1, n) for b in arrays]
 
 
-def _run_rows(loop, rows2d, min_items):
-    """``loop(*rows2d, r0, r1)`` over every row, the rows split across the threads from
-    ``min_items`` elements on (rows are independent)."""
+def _run_rows(loop, rows2d, min_items, *args):
+    """``loop(*rows2d, r0, r1, *args)`` over every row, the rows split across the threads
+    from ``min_items`` elements on (rows are independent)."""
     rows, size = rows2d[0].shape[0], rows2d[0].size
-    run_ranges(lambda r0, r1: loop(*rows2d, r0, r1), rows,
+    run_ranges(lambda r0, r1: loop(*rows2d, r0, r1, *args), rows,
                parallel=size >= min_items and rows > 1)
 
 
@@ -283,7 +292,7 @@ def _softmax(ins, outs, attrs):
     axis = attrs.get("axis", -1)
     rows = _last_axis_rows(axis, x, out)
     if rows is not None:
-        _run_rows(_softmax_rows32, rows, SOFTMAX_PARALLEL_MIN_ITEMS)
+        _run_rows(_softmax_rows32, rows, SOFTMAX_PARALLEL_MIN_ITEMS, False)
         return
     np.subtract(x, x.max(axis=axis, keepdims=True), out=out)
     np.exp(out, out=out)
@@ -293,6 +302,10 @@ def _softmax(ins, outs, attrs):
 def _log_softmax(ins, outs, attrs):
     x, out = ins[0], outs[0]
     axis = attrs.get("axis", -1)
+    rows = _last_axis_rows(axis, x, out)
+    if rows is not None:
+        _run_rows(_softmax_rows32, rows, SOFTMAX_PARALLEL_MIN_ITEMS, True)
+        return
     np.subtract(x, x.max(axis=axis, keepdims=True), out=out)
     out -= np.log(np.exp(out).sum(axis=axis, keepdims=True))
 
