@@ -269,9 +269,10 @@ def _softmax_backward_rows32(y, dy, out, r0, r1):
 
 def _last_axis_rows(axis, *arrays):
     """The arrays as 2-D (rows, last axis) float32 views when the softmax runs along the last
-    axis of C-contiguous float32 arrays of one shape (the rows the loops take), else None."""
+    axis of C-contiguous float32 arrays of one shape (the rows the loops take), else None (an
+    empty last axis too: the ops refuse it, and the loops read a row's first element)."""
     a = arrays[0]
-    if (a.ndim == 0 or axis % a.ndim != a.ndim - 1 or a.dtype != _F32
+    if (a.ndim == 0 or a.shape[-1] == 0 or axis % a.ndim != a.ndim - 1 or a.dtype != _F32
             or any(b.dtype != _F32 or b.shape != a.shape or not b.flags.c_contiguous
                    for b in arrays)):
         return None
