@@ -11,12 +11,13 @@ _f32 = np.float32
 
 
 @helper(inline="always", error_model="numpy")
-def exp_neg_parts32(t):
-    """exp(-t) for float32 t >= 0 as (k, p), exp(-t) = 2^-k p: t clamped to 87 (2^-126,
+def expm1_neg_parts32(t):
+    """exp(-t) for float32 t >= 0 as (k, q), exp(-t) = 2^-k (1 + q): t clamped to 87 (2^-126,
     float32's smallest normal), k = round(t / ln 2) as a float, r = k ln 2 - t in [-ln2/2,
-    ln2/2] (Cody-Waite: ln 2 split in two) and p = exp(r) by its Taylor polynomial of degree 7
-    (truncation < 3e-9). The caller writes 2^-k as float32 bits, ``(127 - k) << 23``."""
-    one = _f32(1.0)
+    ln2/2] (Cody-Waite: ln 2 split in two) and q = exp(r) - 1 by its Taylor polynomial of
+    degree 7 (truncation < 3e-9), as ``r * p(r)``: accurate relative to q itself, so with
+    k = 0 (t < ln2/2, where r = -t exactly) q is exp(-t) - 1 without cancellation (Tanh's
+    small arguments). The caller writes 2^-k as float32 bits, ``(127 - k) << 23``."""
     t = t if t < _f32(87.0) else _f32(87.0)
     kf = np.floor(t * _f32(1.4426950408889634) + _f32(0.5))
     r = (kf * _f32(0.693359375) - t) - kf * _f32(2.12194440e-4)
@@ -26,5 +27,14 @@ def exp_neg_parts32(t):
     p = p * r + _f32(1.0 / 24.0)
     p = p * r + _f32(1.0 / 6.0)
     p = p * r + _f32(0.5)
-    p = p * r + one
-    return kf, p * r + one
+    p = p * r + _f32(1.0)
+    return kf, p * r
+
+
+@helper(inline="always", error_model="numpy")
+def exp_neg_parts32(t):
+    """exp(-t) for float32 t >= 0 as (k, p), exp(-t) = 2^-k p: :func:`expm1_neg_parts32`'s
+    k and 1 + q (its Taylor polynomial of degree 7 for exp(r), truncation < 3e-9). The
+    caller writes 2^-k as float32 bits, ``(127 - k) << 23``."""
+    kf, q = expm1_neg_parts32(t)
+    return kf, q + _f32(1.0)
