@@ -149,7 +149,7 @@ def _nrm2(ins, outs, attrs):
 _f32 = np.float32
 _F32 = np.dtype(np.float32)
 #: Softmax and LogSoftmax (and Softmax's backward) over at least this many elements split
-#: their rows across the threads. Measured on 2 cores (AMD Zen 4, float32, medians of 7 x 20
+#: their rows across the threads. Measured on 2 cores (AMD Zen 3, float32, medians of 7 x 20
 #: calls), one thread / split, ms: forward (8192, 64) 1.19 / 0.79, (2048, 256) 1.25 / 0.78,
 #: (1024, 64) 0.18 / 0.25, (64, 1000) 0.16 / 0.23; backward 0.40 / 0.30, 0.39 / 0.34,
 #: 0.06 / 0.15, 0.06 / 0.14 (a parallel section costs ~0.1 ms on this VM).
