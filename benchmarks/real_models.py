@@ -13,7 +13,9 @@ Prints, per model and batch, both medians, the ratio singa / onnxruntime and the
 relative to the largest onnxruntime output; ``--json`` writes the same rows.
 
 ``--profile`` prints, per model and batch, the graph's per-op time report (the device's
-profiler, ``SetVerbosity(2)``) summed by op, largest first.
+profiler, ``SetVerbosity(2)``) summed by op, largest first; ``--profile-shapes`` sums by op
+and operand shapes instead (``Matmul (8, 128, 256),(256, 256) -> (8, 128, 256)``, ``*`` a
+strided operand; see _profile.py), the 20 largest rows.
 
     python benchmarks/real_models.py [--models mobilenet_v3_small ...] [--batches 1 8]
         [--threads 1] [--reps 20] [--json out.json] [--profile]
@@ -280,23 +282,19 @@ def _label(node) -> str:
     return node.name
 
 
-def op_profile(rep, x, runs: int = 5) -> list[tuple[str, float, int]]:
+def op_profile(rep, x, runs: int = 5, shapes: bool = False) -> list[tuple[str, float, int]]:
     """(op, ms per run, calls per run) of graph-mode replays, largest first, from the device's
-    per-node profile (``SetVerbosity(2)``)."""
+    per-node profile (``SetVerbosity(2)``); by op and operand shapes when ``shapes`` (see
+    _profile.node_times)."""
+    import _profile
+
     dev = rep.dev
     dev.SetVerbosity(2)
     dev.SetSkipIteration(0)
     try:
         for _ in range(runs):
             rep.run([x])
-        graph = dev._last_run_graph
-        totals: dict[str, list] = {}
-        for node in graph.plan.steps if graph.plan else graph.recording.nodes:
-            if node.time_count:
-                t = totals.setdefault(_label(node), [0.0, 0])
-                t[0] += node.time_total / node.time_count * 1e3
-                t[1] += 1
-        return sorted(((k, ms, n) for k, (ms, n) in totals.items()), key=lambda r: -r[1])
+        return [tuple(r) for r in _profile.node_times(dev._last_run_graph, _label, shapes)]
     finally:
         dev.SetVerbosity(0)
 
@@ -360,6 +358,8 @@ def main():
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--json", default=None)
     p.add_argument("--profile", action="store_true")
+    p.add_argument("--profile-shapes", action="store_true",
+                   help="--profile with one row per op and operand shapes")
     p.add_argument("--clock", choices=["wall", "cpu"], default="wall",
                    help="time each call by the wall clock, or by the calling thread's CPU "
                         "time (cpu: leaves out the time other processes hold the core on a "
@@ -371,6 +371,7 @@ def main():
                    help="also time the graph with every depthwise layer on the wide rows "
                         "with a loop per tap (no depthwise kernel), alternating in the run")
     args = p.parse_args()
+    args.profile = args.profile or args.profile_shapes
     if args.clock == "cpu" and args.threads != 1:
         p.error("--clock cpu times the calling thread only: use it with --threads 1")
     names = args.models or [m for f in args.family for m in FAMILIES[f]]
@@ -433,7 +434,7 @@ def _run_cnns(names, args, so) -> list[dict]:
             rows.append(row)
             print(f"{line} {err:11.1e}", flush=True)
             if args.profile:
-                _print_profile(graph, x)
+                _print_profile(graph, x, args.profile_shapes)
     return rows
 
 
@@ -500,14 +501,14 @@ def _run_seq(names, args, so) -> list[dict]:
                 rows.append(row)
                 print(f"{line} {err:11.1e}", flush=True)
                 if args.profile:
-                    _print_profile(graph, x)
+                    _print_profile(graph, x, args.profile_shapes)
     return rows
 
 
-def _print_profile(rep, x):
-    prof = op_profile(rep, x)
+def _print_profile(rep, x, shapes=False):
+    prof = op_profile(rep, x, shapes=shapes)
     total = sum(ms for _, ms, _ in prof)
-    for op, ms, calls in prof[:8]:
+    for op, ms, calls in prof[:20 if shapes else 8]:
         print(f"    {op:32s} {ms:8.2f} ms {100 * ms / max(total, 1e-9):5.1f}%  {calls:4d} calls")
 
 

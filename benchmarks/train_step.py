@@ -2,7 +2,7 @@
 
     python benchmarks/train_step.py [--models mlp cnn resnet18 transformer lstm] [--reps 3]
         [--device cpu] [--batch N | MODEL=N ...] [--steps N | MODEL=N ...] [--json PATH]
-        [--profile]
+        [--profile | --profile-shapes]
 
 Same model, same SGD (momentum 0.9, weight decay 1e-5), same batch, threads = cores, and the
 same device: ``--device cuda:N`` runs PyTorch on ``cuda:N`` too (a device PyTorch has no
@@ -19,7 +19,7 @@ process's first loss must agree (relative ``FIRST_LOSS_RTOL``): the run stops wi
 when SINGA's first loss (eager or graph) differs from PyTorch's or eager's from graph's.
 ``--profile`` has each graph worker time every node of a few more replays (the device's
 profiler, ``SetVerbosity(2)``) and prints the time per op, summed over its nodes, largest
-first.
+first; ``--profile-shapes``, per op and operand shapes (see _profile.py).
 
 ``--batch`` and ``--steps`` take either one number for every model or ``MODEL=N`` pairs for
 some (``--batch resnet18=128`` is the CIFAR ResNet-18 at batch 128, the others at their
@@ -74,7 +74,7 @@ def torch_device_name(device_name):
     return f"cuda:{int(index or 0)}" if name == "cuda" else "cpu"
 
 
-def singa_trainer(name, use_graph, device_name, batch_size):
+def singa_trainer(name, use_graph, device_name, batch_size, profile_shapes=False):
     sys.path.insert(0, HERE)
     import _models
     from singa import device, tensor
@@ -97,28 +97,25 @@ def singa_trainer(name, use_graph, device_name, batch_size):
     # The worker reads the pool's peak (tensors only) over the timed steps.
     step.reset_peak = dev.reset_peak_memory_stats
     step.peak_bytes = lambda: dev.memory_stats()["peak_bytes"]
-    step.profile = (lambda: graph_profile(dev, step)) if use_graph else None
+    step.profile = (lambda: graph_profile(dev, step, shapes=profile_shapes)) if use_graph \
+        else None
     return step
 
 
-def graph_profile(dev, step, runs=PROFILE_RUNS):
-    """[op, ms per step, nodes] of the last ``runs`` graph replays, by op, largest first, from
-    the device's per-node profile (``SetVerbosity(2)``)."""
+def graph_profile(dev, step, runs=PROFILE_RUNS, shapes=False):
+    """[op, ms per step, nodes] of the last ``runs`` graph replays, by op (and operand shapes
+    when ``shapes``), largest first, from the device's per-node profile (``SetVerbosity(2)``;
+    see _profile.node_times)."""
+    import _profile
+
     dev.SetVerbosity(2)
     dev.SetSkipIteration(0)
     try:
         for _ in range(runs):
             step()
-        graph = dev._last_run_graph
-        totals = {}
-        for node in graph.plan.steps if graph.plan else graph.recording.nodes:
-            if node.time_count:
-                t = totals.setdefault(node.name, [0.0, 0])
-                t[0] += node.time_total / node.time_count * 1e3
-                t[1] += 1
+        return _profile.node_times(dev._last_run_graph, shapes=shapes)
     finally:
         dev.SetVerbosity(0)
-    return sorted(([k, ms, n] for k, (ms, n) in totals.items()), key=lambda r: -r[1])
 
 
 def torch_trainer(name, device_name, batch_size):
@@ -157,11 +154,12 @@ def torch_trainer(name, device_name, batch_size):
 
 
 def worker(config, name, device_name, batch_size, steps, warmup, clock=time.perf_counter,
-           profile=False):
+           profile=False, profile_shapes=False):
     """Run in a fresh process: time ``steps`` steps after ``warmup``, print them as JSON
-    (with the first step's loss, and the graph's op profile when ``profile``)."""
+    (with the first step's loss, and the graph's op profile when ``profile``: by op, or by op
+    and operand shapes when ``profile_shapes``)."""
     step = torch_trainer(name, device_name, batch_size) if config == "torch" else \
-        singa_trainer(name, config == "graph", device_name, batch_size)
+        singa_trainer(name, config == "graph", device_name, batch_size, profile_shapes)
     first_loss = None
     for _ in range(warmup):
         loss = step()
@@ -197,6 +195,8 @@ def run_config(config, name, args):
            "--batch", str(args.batch[name]), "--steps", str(args.steps[name])]
     if args.profile and config == "graph":
         cmd.append("--profile")
+        if args.profile_shapes:
+            cmd.append("--profile-shapes")
     env = dict(os.environ)
     if args.threads:  # numpy's BLAS (and so our kernel threads) and torch's intra-op threads
         env.update(OPENBLAS_NUM_THREADS=str(args.threads), OMP_NUM_THREADS=str(args.threads),
@@ -229,11 +229,12 @@ def first_loss_mismatch(name, losses, rtol=FIRST_LOSS_RTOL):
 
 
 def profile_lines(prof, top=10):
-    """The profile's largest ``top`` ops as lines: ms per step, share, node count."""
+    """The profile's largest ``top`` ops (or op and shapes) as lines: ms per step, share,
+    node count."""
     total = sum(ms for _, ms, _ in prof) or 1e-9
     lines = [f"{'':<9} graph profile ({total:.1f} ms per step in nodes, {PROFILE_RUNS} runs):"]
     lines += [f"{'':<11}{op:<32} {ms:8.2f} ms {100 * ms / total:5.1f}%  {n:4d} nodes"
-              for op, ms, n in prof[:top]]
+              for op, ms, n in prof[:top]]  # a longer op-and-shapes key pushes the columns
     return lines
 
 
@@ -354,8 +355,12 @@ def main(argv=None):
                          "shared machine can only inflate (use with --threads 1)")
     ap.add_argument("--profile", action="store_true",
                     help="print the per-op node times of each model's graph step")
+    ap.add_argument("--profile-shapes", action="store_true",
+                    help="with --profile: one row per op and operand shapes (implies "
+                         "--profile)")
     ap.add_argument("--worker", choices=["eager", "graph", "torch"], help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    args.profile = args.profile or args.profile_shapes
     args.batch = per_model(args.batch, BATCH, "--batch", ap)
     args.steps = per_model(args.steps, STEPS_BY_BACKEND.get(backend_of(args.device), STEPS),
                            "--steps", ap)
@@ -363,7 +368,7 @@ def main(argv=None):
         name = args.models[0]
         clock = time.process_time if args.clock == "cpu" else time.perf_counter
         worker(args.worker, name, args.device, args.batch[name], args.steps[name],
-               args.warmup, clock, args.profile)
+               args.warmup, clock, args.profile, args.profile_shapes)
         return
     configs = ["eager", "graph"] + ([] if args.no_torch else ["torch"])
     torch_dev = None if args.no_torch else torch_device_name(args.device)
