@@ -7,7 +7,7 @@ import math
 import numpy as np
 from singa.backend import Kernel
 
-from ._expf import exp_neg_parts32, expm1_neg_parts32
+from ._expf import exp_neg_parts32, expm1_neg_parts32, neg_pow2_bits
 from ._float16 import via_float32
 from ._jit import helper, njit, vectorize_float
 from ._threads import split_flat
@@ -140,7 +140,7 @@ def _sigmoid_loop(x, out, a, mul):
         m = min(U(_BLOCK), n - b0)
         for j in range(m):
             kf, poly[j] = exp_neg_parts32(abs(x[b0 + j]))
-            bits[j] = (np.int32(127) - np.int32(kf)) << np.int32(23)
+            bits[j] = neg_pow2_bits(kf)
         for j in range(m):
             v = x[b0 + j]
             e = scale[j] * poly[j] if abs(v) < _f32(104.0) else zero
@@ -235,7 +235,7 @@ def _tanh_loop(x, out):
         m = min(U(_BLOCK), n - b0)
         for j in range(m):
             kf, poly[j] = expm1_neg_parts32(two * abs(x[b0 + j]))
-            bits[j] = (np.int32(127) - np.int32(kf)) << np.int32(23)
+            bits[j] = neg_pow2_bits(kf)
         for j in range(m):
             v = x[b0 + j]
             s = scale[j]

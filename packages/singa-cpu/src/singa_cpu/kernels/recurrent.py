@@ -35,7 +35,7 @@ import numpy as np
 from singa.backend import kernel_attrs
 
 from . import _threads
-from ._expf import exp_neg_parts32
+from ._expf import exp_neg_parts32, neg_pow2_bits
 from ._float16 import via_float32
 from ._jit import helper, njit
 from ._threads import single_threaded_blas
@@ -51,7 +51,7 @@ def _sigmoid32(u):
     computes it. Unlike that kernel, u <= -87 gives 2^-126 exp(r) (~1e-38), not 0 below -104."""
     one, zero = _f32(1.0), _f32(0.0)
     kf, p = exp_neg_parts32(abs(u))
-    scale = np.int32((np.int32(127) - np.int32(kf)) << np.int32(23)).view(np.float32)
+    scale = np.int32(neg_pow2_bits(kf)).view(np.float32)
     e = scale * p
     return (one if u >= zero else e) / (one + e)
 

@@ -7,7 +7,7 @@ import math
 import numpy as np
 from singa.backend import Kernel
 
-from ._expf import exp_neg_parts32
+from ._expf import exp_neg_parts32, neg_pow2_bits
 from ._float16 import via_float32
 from ._jit import helper, njit
 from ._threads import run_ranges, single_threaded_blas
@@ -235,7 +235,7 @@ def _softmax_rows32(x, out, r0, r1, log):
         m = _max32(xr, n)
         for j in range(n):
             kf, e[j] = exp_neg_parts32(m - xr[j])
-            bits[j] = (np.int32(127) - np.int32(kf)) << np.int32(23)
+            bits[j] = neg_pow2_bits(kf)
         for j in range(n):
             t = m - xr[j]
             e[j] = scale[j] * e[j] if t < _f32(87.0) else (t if t != t else zero)
