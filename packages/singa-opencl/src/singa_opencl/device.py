@@ -49,6 +49,37 @@ class CLView:
                 f"dtype_code={self.dtype_code}>")
 
 
+def _compiles_per_local_size(info) -> bool:
+    """Whether the runtime compiles a kernel again for every new local size: pocl's CPU
+    drivers (pthread, basic) turn the kernel into a work-group function when it is enqueued,
+    once the work-group size is known (pocl's kernel-compiler documentation)."""
+    import pyopencl as cl
+
+    try:
+        platform = info.platform.name
+        cpu = bool(info.device.type & cl.device_type.CPU)
+    except cl.Error:  # an unreadable platform or device: leave the choice to the runtime
+        return False
+    return cpu and "Portable Computing Language" in platform
+
+
+def pinned_local(gsize, local_size: int, compute_units: int) -> tuple:
+    """The local size for an exact launch over ``gsize`` (a kernel without a bounds guard),
+    from a small fixed set: in each dimension the largest power of two that divides the global
+    size, their product at most ``local_size`` and small enough to leave two work-groups per
+    compute unit where the range allows (as a runtime's own choice spreads a small range over
+    the cores). A kernel thus meets a few local sizes, whatever shapes it runs on."""
+    total = math.prod(gsize)
+    budget = min(local_size, max(1, total // (2 * compute_units)))
+    budget = 1 << (budget.bit_length() - 1)  # a power of two
+    local = []
+    for g in gsize:
+        d = min(g & -g, budget) if g else 1  # g & -g: the largest power of two dividing g
+        local.append(d)
+        budget //= d
+    return tuple(local)
+
+
 def _contig(shape) -> tuple:
     acc, out = 1, []
     for d in reversed(shape):
@@ -109,6 +140,12 @@ class OpenCLDevice(Device):
         self.has_fp64 = info.has_fp64
         self.max_work_group = int(info.device.max_work_group_size)
         self.local_size = min(256, self.max_work_group)
+        # pocl's CPU drivers compile a work-group function for every local size a kernel is
+        # launched with (at the first launch: ~70-100 ms each here), so where the runtime would
+        # pick the local size (None) the launches pick it from a small fixed set instead
+        # (see pinned_local); other runtimes choose their own, as before
+        self.pins_local_size = _compiles_per_local_size(info)
+        self.compute_units = max(1, int(info.device.max_compute_units))
         self._events: list | None = None
         self.rng_key = self.rand_seed & 0xFFFFFFFFFFFFFFFF  # SetRandSeed reseeds it (_seed)
         self.rng_calls = 0
@@ -165,6 +202,8 @@ class OpenCLDevice(Device):
 
         Under the device lock: a cached ``cl.Kernel`` holds its arguments, so two threads
         setting them at once would launch one thread's kernel with the other's buffers."""
+        if lsize is None and self.pins_local_size:
+            lsize = pinned_local(gsize, self.local_size, self.compute_units)
         with self._lock:
             ev = kernel(self.queue, gsize, lsize, *args)
         if self._events is not None:
@@ -183,8 +222,11 @@ class OpenCLDevice(Device):
         if bulk:
             self.launch(kernel, (bulk,), (ls,), *args)
         if n > bulk:
+            # the remainder (fewer than local_size items): one item per work-group where the
+            # local size is pinned (one work-group function for every remainder)
+            local = (1,) if self.pins_local_size else None
             with self._lock:
-                ev = kernel(self.queue, (n - bulk,), None, *args, global_offset=(bulk,))
+                ev = kernel(self.queue, (n - bulk,), local, *args, global_offset=(bulk,))
             if self._events is not None:
                 self._events.append(ev)
 
