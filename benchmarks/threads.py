@@ -1,0 +1,227 @@
+"""What handing work to a second core costs on this machine, and what it does to the MLP.
+
+    python benchmarks/threads.py [--repeat 200] [--json PATH]
+
+Issue 31's eager MLP step missed eager <= 1.5x PyTorch at two threads on a 2-vCPU AMD Zen 3
+host while its one-thread work was well inside (1.15x): the second core bought it little. Two
+tables answer why, on whatever machine runs this:
+
+* **Handoffs**, microseconds per round trip, medians: a lock ping-pong between two Python
+  threads (the floor of any section of Python worker threads: a futex wake of a thread whose
+  core may be halted, then the GIL); an empty section of the CPU backend's own pool
+  (``_threads.run_ranges``, every core one empty range), the way it splits big products and
+  convolution chunks; an empty ``prange`` loop of numba's threading layer as the backend
+  configures it (``workqueue``: sleeping workers; ``omp``, whose workers spin, cost 2-16 us
+  on the Zen 3 host of docs/benchmarks.md but takes the cores from the GEMMs). Each is timed
+  back to back and with a 1 ms pause of the caller before every call (the worker's core goes
+  idle, as between the ops of a training step).
+* **The MLP's eight products** (784-512-512-10, batch 64: forward, and the weight and input
+  gradients with their transposed operands as the step makes them): one thread; split by the
+  backend's pool (``_threads.matmul``, what a step runs); numpy's BLAS on its own threads (all
+  cores; its idle workers then spin for about 0.1 s, which the backend avoids because that
+  takes the cores from the next convolution's chunks); and ``torch.mm`` on all cores where
+  PyTorch is installed. Each with its largest error relative to a float64 product.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import threading
+import time
+
+# name, (m, k, n), which operand is a transposed view: C[m, n] = A[m, k] @ B[k, n]
+MLP_PRODUCTS = [
+    ("fc1 forward", (64, 784, 512), ""),
+    ("fc2 forward", (64, 512, 512), ""),
+    ("fc3 forward", (64, 512, 10), ""),
+    ("fc1 dW = x^T dy", (784, 64, 512), "a"),
+    ("fc2 dW", (512, 64, 512), "a"),
+    ("fc3 dW", (512, 64, 10), "a"),
+    ("fc2 dx = dy W^T", (64, 512, 512), "b"),
+    ("fc3 dx", (64, 10, 512), "b"),
+]
+
+
+def _median_us(fn, repeat: int, pause: float = 0.0) -> float:
+    for _ in range(10):
+        fn()
+    times = []
+    for _ in range(repeat):
+        if pause:
+            end = time.perf_counter() + pause  # busy: a sleep would idle this core too
+            while time.perf_counter() < end:
+                pass
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times) * 1e6
+
+
+def ping_pong():
+    """A round trip between this thread and a helper blocked on a lock."""
+    go, back = threading.Lock(), threading.Lock()
+    go.acquire()
+    back.acquire()
+
+    def helper():
+        while True:
+            go.acquire()
+            back.release()
+
+    threading.Thread(target=helper, daemon=True, name="threads-bench-ping").start()
+
+    def round_trip():
+        go.release()
+        back.acquire()
+
+    return round_trip
+
+
+def handoffs(repeat: int):
+    """Rows (what, us back to back, us after a 1 ms pause)."""
+    import numpy as np
+    from singa_cpu.kernels import _threads
+    from singa_cpu.kernels._parallel import _prefer_workqueue
+
+    rows = []
+    rt = ping_pong()
+    rows.append(("lock ping-pong, 2 Python threads", _median_us(rt, repeat),
+                 _median_us(rt, repeat, 1e-3)))
+
+    def empty_section():
+        _threads.run_ranges(lambda lo, hi: None, _threads.num_threads())
+
+    n = _threads.num_threads()
+    rows.append((f"backend pool: empty section, {n} threads", _median_us(empty_section, repeat),
+                 _median_us(empty_section, repeat, 1e-3)))
+    _prefer_workqueue()
+    import numba
+
+    @numba.njit(parallel=True, nogil=True)
+    def loop(x):
+        for i in numba.prange(x.shape[0]):
+            x[i] += 1.0
+
+    x = np.zeros(numba.get_num_threads(), np.float32)
+    loop(x)
+    layer = numba.threading_layer()
+    rows.append((f"numba prange ({layer}), {numba.get_num_threads()} threads",
+                 _median_us(lambda: loop(x), repeat), _median_us(lambda: loop(x), repeat, 1e-3)))
+    return rows
+
+
+def _operands(rng, m, k, n, transposed):
+    import numpy as np
+
+    a = (rng.standard_normal((k, m), dtype=np.float32).T if transposed == "a"
+         else rng.standard_normal((m, k), dtype=np.float32))
+    b = (rng.standard_normal((n, k), dtype=np.float32).T if transposed == "b"
+         else rng.standard_normal((k, n), dtype=np.float32))
+    return a, b
+
+
+def rel_err(c, ref) -> float:
+    """Largest |c - ref| over the largest |ref|."""
+    import numpy as np
+
+    return float(np.abs(np.asarray(c, np.float64) - ref).max() / max(np.abs(ref).max(), 1e-300))
+
+
+def products(repeat: int, ways: dict, shapes=MLP_PRODUCTS):
+    """Rows (name, (m, k, n), {way: (us, err)}) for ``ways``: name -> fn(a, b, out)."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    rows = []
+    for name, (m, k, n), transposed in shapes:
+        a, b = _operands(rng, m, k, n, transposed)
+        ref = a.astype(np.float64) @ b.astype(np.float64)
+        res = {}
+        for way, fn in ways.items():
+            out = np.empty((m, n), np.float32)
+            res[way] = (_median_us(lambda fn=fn, a=a, b=b, out=out: fn(a, b, out), repeat),
+                        rel_err(out, ref))
+        rows.append((name, (m, k, n), res))
+    return rows
+
+
+def product_ways():
+    """The ways of :func:`products`: one thread, the backend's split, BLAS's threads, torch."""
+    import numpy as np
+    from singa_cpu.kernels import _threads
+
+    blas = _threads._find_blas()
+    cores = _threads.num_threads()
+
+    def one_thread(a, b, out):
+        with _threads.single_threaded_blas():
+            np.matmul(a, b, out=out)
+
+    def blas_threads(a, b, out):  # the count is process-wide: set, call, set back
+        with _threads.single_threaded_blas():
+            blas[1](cores)
+            try:
+                np.matmul(a, b, out=out)
+            finally:
+                blas[1](1)
+
+    ways = {"1 thread": one_thread, f"backend split ({cores})": _threads.matmul}
+    if blas:
+        ways[f"BLAS threads ({cores})"] = blas_threads
+    try:
+        import torch
+    except ImportError:
+        return ways
+    torch.set_num_threads(cores)
+
+    def torch_mm(a, b, out, _cache={}):  # noqa: B006  (the tensors of one shape, made once)
+        key = (a.shape, a.strides, b.shape, b.strides)
+        if key not in _cache:
+            _cache.clear()
+            _cache[key] = (torch.from_numpy(a), torch.from_numpy(b), torch.from_numpy(out))
+        ta, tb, tout = _cache[key]
+        torch.mm(ta, tb, out=tout)
+
+    ways[f"torch.mm ({cores})"] = torch_mm
+    return ways
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=200)
+    ap.add_argument("--json", help="also write the tables to this file")
+    args = ap.parse_args(argv)
+    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
+                if line.startswith("model name")), platform.processor())
+    print(f"cpu {cpu!r}, {os.cpu_count()} cores")
+    hand = handoffs(args.repeat)
+    print(f"{'handoff (round trip)':<44} {'back to back us':>15} {'after 1 ms us':>13}")
+    for what, hot, idle in hand:
+        print(f"{what:<44} {hot:15.1f} {idle:13.1f}")
+    ways = product_ways()
+    rows = products(max(20, args.repeat // 4), ways)
+    print(f"\n{'MLP product':<18} {'m x k x n':>12} " + " ".join(f"{w:>22}" for w in ways))
+    totals = dict.fromkeys(ways, 0.0)
+    for name, (m, k, n), res in rows:
+        cells = []
+        for w in ways:
+            us, err = res[w]
+            totals[w] += us
+            cells.append(f"{us:9.0f} us ({err:.0e})")
+        print(f"{name:<18} {f'{m}x{k}x{n}':>12} " + " ".join(f"{c:>22}" for c in cells))
+    print(f"{'sum':<18} {'':>12} " + " ".join(f"{totals[w]:12.0f} us{'':8}" for w in ways))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"cpu": cpu, "handoffs_us": hand,
+                       "products": [{"name": r[0], "mkn": r[1], "ways": r[2]} for r in rows]},
+                      f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
