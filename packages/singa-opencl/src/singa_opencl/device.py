@@ -167,7 +167,7 @@ class OpenCLDevice(Device):
         # pocl's CPU drivers compile a work-group function for every local size a kernel is
         # launched with (at the first launch: ~70-100 ms each here), so where the runtime would
         # pick the local size (None) the launches pick it from a small fixed set instead
-        # (see pinned_local); other runtimes choose their own, as before
+        # (see default_local); other runtimes choose their own, as before
         self.pins_local_size = _compiles_per_local_size(info)
         self.compute_units = max(1, int(info.device.max_compute_units))
         self._events: list | None = None
@@ -226,13 +226,21 @@ class OpenCLDevice(Device):
 
         Under the device lock: a cached ``cl.Kernel`` holds its arguments, so two threads
         setting them at once would launch one thread's kernel with the other's buffers."""
-        if lsize is None and self.pins_local_size:
-            lsize = pinned_local(gsize, self.local_size, self.compute_units)
+        if lsize is None:
+            lsize = self.default_local(gsize)
         with self._lock:
             ev = kernel(self.queue, gsize, lsize, *args)
         if self._events is not None:
             self._events.append(ev)
         return ev
+
+    def default_local(self, gsize, rows: bool = False):
+        """The local size of an exact launch over ``gsize`` that names none: the runtime's
+        choice (None), except where it compiles per local size (pocl), there
+        :func:`pinned_local` (``rows``: dimension 0 is contiguous, see there)."""
+        if not self.pins_local_size:
+            return None
+        return pinned_local(gsize, self.local_size, self.compute_units, rows)
 
     def launch_exact(self, kernel, n: int, *args) -> None:
         """Enqueue exactly ``n`` work-items of a kernel that has no ``i < n`` guard.

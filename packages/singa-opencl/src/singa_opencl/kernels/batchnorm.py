@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 
 from .._build import CL_TYPES
-from ..device import pinned_local
 from ._common import make_kernel
 from ._nnprog import I, launch_1d, nn_program
 
@@ -16,13 +15,11 @@ def _ncs(x):
 
 
 def _launch_planes(device, kern, n: int, c: int, s: int, *args) -> None:
-    """Launch over the exact 2-D range (s, n * c); the kernels have no bounds guard. Where the
-    runtime compiles per local size (pocl), whole planes a group where they fit
-    (``pinned_local(rows=True)``); elsewhere the runtime's choice."""
+    """Launch over the exact 2-D range (s, n * c); the kernels have no bounds guard. The
+    planes are contiguous: on pocl a work-group takes whole planes where they fit
+    (``default_local(rows=True)``)."""
     if n * c * s:
-        local = (pinned_local((s, n * c), device.local_size, device.compute_units, rows=True)
-                 if device.pins_local_size else None)
-        device.launch(kern, (s, n * c), local, *args)
+        device.launch(kern, (s, n * c), device.default_local((s, n * c), rows=True), *args)
 
 
 def kernels(device) -> dict:
