@@ -1,7 +1,9 @@
-"""Timing shared by the side-by-side kernel benchmarks (``nn_kernels.py``, ``conv_layers.py``)."""
+"""Timing shared by the side-by-side kernel benchmarks (``nn_kernels.py``, ``conv_layers.py``),
+and what their reports share: the CPU's name and a product's error against float64."""
 
 from __future__ import annotations
 
+import platform
 import statistics
 import time
 
@@ -30,3 +32,20 @@ def median_pair(ours, theirs, repeat, rounds=3, pause=0.05, clock=time.perf_coun
                 fn()
                 acc.append(clock() - t)
     return stat(a), stat(b)
+
+
+def cpu_name() -> str:
+    """The CPU's model name from ``/proc/cpuinfo``, else the machine's architecture."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next(ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.machine()
+
+
+def rel_err(c, ref) -> float:
+    """Largest |c - ref| over the largest |ref| (the kit's measure for accumulations), ``c``
+    widened to float64 first."""
+    import numpy as np
+
+    return float(np.abs(np.asarray(c, np.float64) - ref).max() / max(np.abs(ref).max(), 1e-300))

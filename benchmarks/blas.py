@@ -25,11 +25,10 @@ import ctypes
 import glob
 import json
 import os
-import platform
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _timing import median_pair  # noqa: E402  (stdlib only: numpy loads after the thread caps)
+from _timing import cpu_name, median_pair, rel_err  # noqa: E402  (stdlib only: numpy loads after the thread caps)
 
 # name, (m, k, n) of C[m, n] = A[m, k] @ B[k, n]
 SHAPES = [
@@ -85,13 +84,6 @@ class MklGemm:
                    b.ctypes.data, n, 0.0, c.ctypes.data, n)
 
 
-def rel_err(c, ref) -> float:
-    """Largest |c - ref| over the largest |ref| (the kit's measure for accumulations)."""
-    import numpy as np
-
-    return float(np.abs(c.astype(np.float64) - ref).max() / max(np.abs(ref).max(), 1e-300))
-
-
 def compare(mkl, repeat: int, shapes=SHAPES):
     """One row per shape: (name, (m, k, n), numpy s, mkl s, numpy err, mkl err)."""
     import numpy as np
@@ -127,8 +119,7 @@ def main(argv=None):
 
     mkl = MklGemm(path, args.threads)
     config = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
-    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
-                if line.startswith("model name")), platform.processor())
+    cpu = cpu_name()
     print(f"cpu {cpu!r}, {args.threads} thread(s); numpy {np.__version__} "
           f"({config.get('name')} {config.get('version')}); {mkl.version()}")
     print(f"{'product':<22} {'m x k x n':>16} {'numpy GF/s':>10} {'mkl GF/s':>9} "

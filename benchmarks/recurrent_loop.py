@@ -30,12 +30,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
+import os
 import statistics
+import sys
 import time
 
 import numpy as np
 from singa_cpu.kernels import recurrent
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _timing import cpu_name  # noqa: E402
 
 CELLS = ("lstm", "gru", "gru_lbr")
 HIDDEN = (64, 128, 256, 512, 1024)
@@ -99,14 +103,6 @@ def time_case(cell, t, b, h, reps, min_sample):
     return {path: 1e3 * statistics.median(s) for path, s in samples.items()}
 
 
-def _cpu_name():
-    try:
-        with open("/proc/cpuinfo") as f:
-            return next(ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name"))
-    except (OSError, StopIteration):
-        return platform.machine()
-
-
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--cells", nargs="+", choices=CELLS, default=list(CELLS))
@@ -118,7 +114,7 @@ def main(argv=None):
                    help="seconds of calls per timed sample (same call count both paths)")
     p.add_argument("--json", help="write the rows to this file")
     args = p.parse_args(argv)
-    print(f"# {_cpu_name()}, numpy {np.__version__}, "
+    print(f"# {cpu_name()}, numpy {np.__version__}, "
           f"{args.steps} steps, float32, forward, thread_time medians of {args.reps} rounds")
     print("| cell | hidden | batch | loop ms | GEMM ms | loop / GEMM |")
     print("|---|---:|---:|---:|---:|---:|")

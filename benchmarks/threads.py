@@ -28,11 +28,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import sys
 import threading
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _timing import cpu_name, rel_err  # noqa: E402  (stdlib only)
 
 # name, (m, k, n), which operand is a transposed view: C[m, n] = A[m, k] @ B[k, n]
 MLP_PRODUCTS = [
@@ -125,13 +127,6 @@ def _operands(rng, m, k, n, transposed):
     return a, b
 
 
-def rel_err(c, ref) -> float:
-    """Largest |c - ref| over the largest |ref|."""
-    import numpy as np
-
-    return float(np.abs(np.asarray(c, np.float64) - ref).max() / max(np.abs(ref).max(), 1e-300))
-
-
 def products(repeat: int, ways: dict, shapes=MLP_PRODUCTS):
     """Rows (name, (m, k, n), {way: (us, err)}) for ``ways``: name -> fn(a, b, out)."""
     import numpy as np
@@ -196,8 +191,7 @@ def main(argv=None):
     ap.add_argument("--repeat", type=int, default=200)
     ap.add_argument("--json", help="also write the tables to this file")
     args = ap.parse_args(argv)
-    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
-                if line.startswith("model name")), platform.processor())
+    cpu = cpu_name()
     print(f"cpu {cpu!r}, {os.cpu_count()} cores")
     hand = handoffs(args.repeat)
     print(f"{'handoff (round trip)':<44} {'back to back us':>15} {'after 1 ms us':>13}")
