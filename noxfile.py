@@ -76,8 +76,9 @@ BACKENDS = {
     "cpu": (
         # torch: the PyTorch cross-checks in tests/core/test_nn_references.py and
         # tests/nn/test_opt.py (skipped where torch is missing); pip takes the CPU wheel
-        # that this machine keeps on local disk
-        [CORE, "./packages/singa-cpu", ".[examples]", "torch==2.13.0"],
+        # that this machine keeps on local disk; scipy-openblas32: an LP64 OpenBLAS for the
+        # GEMM team's 32-bit CBLAS call (tests/backend/test_cpu_gemm_team.py)
+        [CORE, "./packages/singa-cpu", ".[examples]", "torch==2.13.0", "scipy-openblas32"],
         ["tests/core", "tests/backend", "tests/nn", "tests/examples"],
     ),
     "opencl": (

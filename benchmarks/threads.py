@@ -12,15 +12,23 @@ tables answer why, on whatever machine runs this:
   (``_threads.run_ranges``, every core one empty range), the way it splits big products and
   convolution chunks; an empty ``prange`` loop of numba's threading layer as the backend
   configures it (``workqueue``: sleeping workers; ``omp``, whose workers spin, cost 2-16 us
-  on the Zen 3 host of docs/benchmarks.md but takes the cores from the GEMMs). Each is timed
-  back to back and with a 1 ms pause of the caller before every call (the worker's core goes
-  idle, as between the ops of a training step).
+  on the Zen 3 host of docs/benchmarks.md but takes the cores from the GEMMs); a two-part
+  product of 2x2 matrices on the backend's GEMM team (``_team``: helpers that spin without
+  the GIL for a while after each product, then sleep; a part no helper has claimed is run by
+  the caller). Each is timed back to back and with a 1 ms pause of the caller before every
+  call (the worker's core goes idle, as between the ops of a training step).
 * **The MLP's eight products** (784-512-512-10, batch 64: forward, and the weight and input
   gradients with their transposed operands as the step makes them): one thread; split by the
-  backend's pool (``_threads.matmul``, what a step runs); numpy's BLAS on its own threads (all
+  backend's pool; split by the backend's GEMM team (``_threads.matmul``, what a step runs);
+  numpy's BLAS on its own threads (all
   cores; its idle workers then spin for about 0.1 s, which the backend avoids because that
   takes the cores from the next convolution's chunks); and ``torch.mm`` on all cores where
   PyTorch is installed. Each with its largest error relative to a float64 product.
+* With ``--step MODEL ...`` (``mlp``, ``cnn``, ``resnet18``: train_step.py's models), the
+  training step with big products split on the GEMM team against the pool, in one process,
+  alternating blocks of ``--step-size`` steps (``--blocks`` each; eager, then graph): median
+  milliseconds per step and the median of the paired ratios, and how many products went to
+  the team.
 """
 
 from __future__ import annotations
@@ -114,6 +122,19 @@ def handoffs(repeat: int):
     layer = numba.threading_layer()
     rows.append((f"numba prange ({layer}), {numba.get_num_threads()} threads",
                  _median_us(lambda: loop(x), repeat), _median_us(lambda: loop(x), repeat, 1e-3)))
+    from singa_cpu.kernels import _team
+
+    team = _team.team(1)
+    if team is not None:
+        a = np.ones((2, 2), np.float32)
+        out = np.empty((2, 2), np.float32)
+        spans = _threads.split_spans(2, 2)
+
+        def product():
+            team.matmul(a, a, out, spans, True)
+
+        rows.append(("GEMM team: 2-part product, 1 helper", _median_us(product, repeat),
+                     _median_us(product, repeat, 1e-3)))
     return rows
 
 
@@ -127,26 +148,38 @@ def _operands(rng, m, k, n, transposed):
     return a, b
 
 
-def products(repeat: int, ways: dict, shapes=MLP_PRODUCTS):
-    """Rows (name, (m, k, n), {way: (us, err)}) for ``ways``: name -> fn(a, b, out)."""
+#: Seconds to wait after a way whose idle threads spin (BLAS's own, torch's OpenMP) before
+#: timing the next: OpenBLAS's workers spin ~0.1 s after a call and would share the cores
+#: with the next way's threads.
+SETTLE_S = 0.3
+
+
+def products(repeat: int, ways: dict, shapes=MLP_PRODUCTS, spinning=(), settle=SETTLE_S):
+    """Rows (name, (m, k, n), {way: (us, err)}) for ``ways``: name -> fn(a, b, out);
+    ``settle`` seconds of sleep after each way named in ``spinning``."""
     import numpy as np
+    from singa_cpu.kernels import _threads
 
     rng = np.random.default_rng(0)
     rows = []
     for name, (m, k, n), transposed in shapes:
         a, b = _operands(rng, m, k, n, transposed)
-        ref = a.astype(np.float64) @ b.astype(np.float64)
+        with _threads.single_threaded_blas():  # BLAS's own threads would spin afterwards
+            ref = a.astype(np.float64) @ b.astype(np.float64)
         res = {}
         for way, fn in ways.items():
             out = np.empty((m, n), np.float32)
             res[way] = (_median_us(lambda fn=fn, a=a, b=b, out=out: fn(a, b, out), repeat),
                         rel_err(out, ref))
+            if way in spinning:
+                time.sleep(settle)
         rows.append((name, (m, k, n), res))
     return rows
 
 
 def product_ways():
-    """The ways of :func:`products`: one thread, the backend's split, BLAS's threads, torch."""
+    """The ways of :func:`products`: one thread, the backend's pool and team, then the ways
+    whose idle threads spin (BLAS's threads, torch), and the set of the latter."""
     import numpy as np
     from singa_cpu.kernels import _threads
 
@@ -165,13 +198,25 @@ def product_ways():
             finally:
                 blas[1](1)
 
-    ways = {"1 thread": one_thread, f"backend split ({cores})": _threads.matmul}
+    def split(use_team):
+        def run(a, b, out):
+            saved, _threads.USE_TEAM = _threads.USE_TEAM, use_team
+            try:
+                _threads.matmul(a, b, out)
+            finally:
+                _threads.USE_TEAM = saved
+        return run
+
+    ways = {"1 thread": one_thread, f"backend pool ({cores})": split(False),
+            f"backend team ({cores})": split(True)}
+    spinning = set()
     if blas:
         ways[f"BLAS threads ({cores})"] = blas_threads
+        spinning.add(f"BLAS threads ({cores})")
     try:
         import torch
     except ImportError:
-        return ways
+        return ways, spinning
     torch.set_num_threads(cores)
 
     def torch_mm(a, b, out, _cache={}):  # noqa: B006  (the tensors of one shape, made once)
@@ -183,13 +228,55 @@ def product_ways():
         torch.mm(ta, tb, out=tout)
 
     ways[f"torch.mm ({cores})"] = torch_mm
-    return ways
+    spinning.add(f"torch.mm ({cores})")
+    return ways, spinning
+
+
+def step_ab(model: str, use_graph: bool, blocks: int, steps: int):
+    """(ms per step with the pool, with the team, median paired ratio team/pool, products the
+    team took per step) of train_step.py's ``model``, alternating blocks in this process."""
+    import train_step
+    from singa_cpu.kernels import _team, _threads
+
+    step = train_step.singa_trainer(model, use_graph, "cpu", train_step.BATCH[model])
+    for _ in range(3):
+        step()
+    taken = []
+    real = _team.Team.matmul
+
+    def counted(self, *args):
+        done = real(self, *args)
+        taken.append(done)
+        return done
+
+    times = {False: [], True: []}
+    saved = _threads.USE_TEAM
+    _team.Team.matmul = counted
+    try:
+        for b in range(blocks):
+            for use in ((True, False) if b % 2 else (False, True)):
+                _threads.USE_TEAM = use
+                step()
+                t = time.perf_counter()
+                for _ in range(steps):
+                    step()
+                times[use].append((time.perf_counter() - t) / steps * 1e3)
+    finally:
+        _threads.USE_TEAM = saved
+        _team.Team.matmul = real
+    ratio = statistics.median(t / p for t, p in zip(times[True], times[False]))
+    per_step = sum(taken) / (blocks * (steps + 1))
+    return (statistics.median(times[False]), statistics.median(times[True]), ratio, per_step)
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=200)
     ap.add_argument("--json", help="also write the tables to this file")
+    ap.add_argument("--step", nargs="+", default=[], choices=["mlp", "cnn", "resnet18"],
+                    help="also time these training steps with the GEMM team against the pool")
+    ap.add_argument("--blocks", type=int, default=10)
+    ap.add_argument("--step-size", type=int, default=20)
     args = ap.parse_args(argv)
     cpu = cpu_name()
     print(f"cpu {cpu!r}, {os.cpu_count()} cores")
@@ -197,8 +284,8 @@ def main(argv=None):
     print(f"{'handoff (round trip)':<44} {'back to back us':>15} {'after 1 ms us':>13}")
     for what, hot, idle in hand:
         print(f"{what:<44} {hot:15.1f} {idle:13.1f}")
-    ways = product_ways()
-    rows = products(max(20, args.repeat // 4), ways)
+    ways, spinning = product_ways()
+    rows = products(max(20, args.repeat // 4), ways, spinning=spinning)
     print(f"\n{'MLP product':<18} {'m x k x n':>12} " + " ".join(f"{w:>22}" for w in ways))
     totals = dict.fromkeys(ways, 0.0)
     for name, (m, k, n), res in rows:
@@ -209,11 +296,22 @@ def main(argv=None):
             cells.append(f"{us:9.0f} us ({err:.0e})")
         print(f"{name:<18} {f'{m}x{k}x{n}':>12} " + " ".join(f"{c:>22}" for c in cells))
     print(f"{'sum':<18} {'':>12} " + " ".join(f"{totals[w]:12.0f} us{'':8}" for w in ways))
+    steps = []
+    if args.step:
+        print(f"\n{'training step':<18} {'pool ms':>9} {'team ms':>9} {'team/pool':>10} "
+              f"{'team products/step':>19}")
+    for model in args.step:
+        for use_graph in (False, True):
+            pool, team, ratio, taken = step_ab(model, use_graph, args.blocks, args.step_size)
+            what = f"{model} {'graph' if use_graph else 'eager'}"
+            steps.append({"step": what, "pool_ms": pool, "team_ms": team, "ratio": ratio,
+                          "team_products_per_step": taken})
+            print(f"{what:<18} {pool:9.2f} {team:9.2f} {ratio:10.3f} {taken:19.1f}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"cpu": cpu, "handoffs_us": hand,
-                       "products": [{"name": r[0], "mkn": r[1], "ways": r[2]} for r in rows]},
-                      f, indent=1)
+                       "products": [{"name": r[0], "mkn": r[1], "ways": r[2]} for r in rows],
+                       "steps": steps}, f, indent=1)
     return 0
 
 

@@ -44,6 +44,29 @@ def _force_threads(monkeypatch, threads, n):
     monkeypatch.setattr(threads, "num_threads", lambda: n)
 
 
+def _count_gemm_splits(monkeypatch, threads, splits):
+    """Append to ``splits`` the length split of every product ``threads.matmul`` splits,
+    through the pool (``run_ranges``) or the spinning team (``_team.Team.matmul``: the sum of
+    its spans)."""
+    from singa_cpu.kernels import _team
+
+    real_ranges, real_team = threads.run_ranges, _team.Team.matmul
+
+    def ranges(fn, n, parallel=True, threads=None):
+        splits.append(n)
+        return real_ranges(fn, n, parallel, threads)
+
+    def team(self, a, b, out, spans, by_columns):
+        done = real_team(self, a, b, out, spans, by_columns)
+        if done:
+            splits.append(sum(count for _, count in spans))
+        return done
+
+    monkeypatch.setattr(threads, "run_ranges", ranges)
+    monkeypatch.setattr(_team.Team, "matmul", team)
+    return ranges
+
+
 @pytest.mark.parametrize("n_threads", [1, 2, 3])
 @pytest.mark.parametrize("case", ["r18.l1", "r18.l4", "winograd odd", "r18.down", "group4",
                                   "pointwise", "asymmetric"])
@@ -90,13 +113,7 @@ def test_batch_one_convolution_splits_each_product(dev, rng, threads, monkeypatc
     monkeypatch.setattr(_threads, "PARALLEL_MIN_MACS", 0)  # split even the small test GEMMs
     monkeypatch.setattr(winograd, "MIN_BATCH_TILES", 1)  # the Winograd cases stay Winograd
     splits = []
-    real = _threads.run_ranges
-
-    def counted(fn, n, parallel=True, threads=None):
-        splits.append(n)
-        return real(fn, n, parallel, threads)
-
-    monkeypatch.setattr(_threads, "run_ranges", counted)  # the GEMM helper's split
+    counted = _count_gemm_splits(monkeypatch, _threads, splits)  # the GEMM helper's split
     monkeypatch.setattr(winograd, "run_ranges", counted)  # Winograd's split by point
     monkeypatch.setattr(depthwise, "run_ranges", counted)  # the few-tap layers' blocks
     xs, ws, attrs = CONV[case]
@@ -216,13 +233,7 @@ def test_gemm_split_across_threads(threads, monkeypatch, n_threads, case):
     _force_threads(monkeypatch, threads, n_threads)
     monkeypatch.setattr(threads, "PARALLEL_MIN_MACS", 0)
     splits = []
-    real = threads.run_ranges
-
-    def counted(fn, n, parallel=True, threads=None):
-        splits.append(n)
-        return real(fn, n, parallel, threads)
-
-    monkeypatch.setattr(threads, "run_ranges", counted)
+    _count_gemm_splits(monkeypatch, threads, splits)
     want = np.matmul(a.astype(np.float64), b.astype(np.float64))
     out = np.full(want.shape, np.nan, np.float32)
     threads.matmul(a, b, out)

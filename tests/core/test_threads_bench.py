@@ -19,14 +19,16 @@ SMALL = [("plain", (7, 13, 5), ""), ("a transposed", (9, 4, 6), "a"),
 
 
 def test_each_way_is_checked_against_float64(bench):
-    ways = bench.product_ways()
-    assert "1 thread" in ways and any(w.startswith("backend split") for w in ways)
+    ways, spinning = bench.product_ways()
+    assert "1 thread" in ways and any(w.startswith("backend pool") for w in ways)
+    assert any(w.startswith("backend team") for w in ways)
+    assert spinning <= set(ways) and not any(w.startswith("backend") for w in spinning)
 
     def wrong(a, b, out):
         np.matmul(a, b, out=out)
         out[-1, -1] += 1.0
 
-    rows = bench.products(3, {**ways, "wrong": wrong}, SMALL)
+    rows = bench.products(3, {**ways, "wrong": wrong}, SMALL, spinning, settle=0.0)
     assert [r[0] for r in rows] == ["plain", "a transposed", "b transposed"]
     for _name, _mkn, res in rows:
         for way, (us, err) in res.items():
@@ -47,7 +49,26 @@ def test_operands_are_the_steps_views(bench):
 
 def test_handoffs_time_round_trips(bench):
     rows = bench.handoffs(5)
+    from singa_cpu.kernels import _team
+
+    team = ["GEMM team"] if _team.team(1) is not None else []  # None: not OpenBLAS's CBLAS
     assert [r[0].split(",")[0].split(":")[0] for r in rows] == [
-        "lock ping-pong", "backend pool", "numba prange (workqueue)"]
+        "lock ping-pong", "backend pool", "numba prange (workqueue)", *team]
     for _what, hot, idle in rows:
         assert 0 < hot < 1e6 and 0 < idle < 1e6
+
+
+def test_step_ab_uses_the_team_only_in_its_blocks(bench, monkeypatch):
+    """The team's blocks split the MLP's big products on the team (its five products above
+    8M multiply-adds a step), the pool's blocks never call it; both times are real."""
+    from singa_cpu.kernels import _threads
+
+    if _threads.num_threads() < 2:
+        monkeypatch.setattr(_threads, "num_threads", lambda: 2)
+    from singa_cpu.kernels import _team
+
+    if _team.team(1) is None:
+        pytest.skip("numpy's BLAS has no OpenBLAS CBLAS entry points: no team here")
+    pool, team, ratio, taken = bench.step_ab("mlp", False, 2, 2)
+    assert pool > 0 and team > 0 and ratio > 0
+    assert taken == 5  # per step of the team's blocks (10 if the pool's called it too)
