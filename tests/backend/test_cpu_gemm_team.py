@@ -284,7 +284,7 @@ def test_no_team_without_openblas_cblas(threads, team_mod):
     code = (
         "import numpy as np\n"
         "from singa_cpu.kernels import _team, _threads\n"
-        "_team._CBLAS = (('no_such_sgemm', 'no_such_dgemm', 1),)\n"
+        "_threads._CBLAS = (('no_such_sgemm', 'no_such_dgemm', 1),)\n"
         "assert _team.team(1) is None\n"
         "_threads.num_threads = lambda: 2\n"
         "_threads.PARALLEL_MIN_MACS = 0\n"

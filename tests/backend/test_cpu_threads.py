@@ -524,3 +524,17 @@ def test_thread_count_follows_openblas_and_the_doctor_says_so(dev, threads):
                          check=True).stdout.splitlines()
     assert out[0] == "1"
     assert out[1].startswith("kernel threads: 1 ")
+
+
+def test_the_doctor_names_the_gemm_teams_cblas(dev, threads):
+    """The doctor's third cpu line: the CBLAS symbol the GEMM team calls (the one
+    ``_find_cblas`` resolves in numpy's OpenBLAS), or why there is no team."""
+    from singa_cpu.plugin import _describe
+
+    line = _describe()[2]
+    cblas = threads._find_cblas()
+    if cblas is None:
+        assert line.startswith("GEMM team: off (")
+    else:
+        assert line.startswith("GEMM team: ") and cblas[3] in line
+        assert ("ILP64" if cblas[2] else "LP64") in line

@@ -28,8 +28,15 @@ def _describe() -> list[str]:
     else:
         threads = ("kernel threads: 1 (numpy's BLAS is not an OpenBLAS whose thread count can "
                    "be controlled, so convolution chunks run serially)")
+    cblas = _threads._find_cblas()
+    if cblas:
+        team = (f"GEMM team: big float32/float64 products split on helper threads through "
+                f"{cblas[3]} ({'ILP64' if cblas[2] else 'LP64'})")
+    else:
+        team = ("GEMM team: off (no OpenBLAS CBLAS symbols in numpy's BLAS; big products "
+                "split on the kernel threads' pool)")
     return [f"cpu: {platform.processor() or platform.machine()}, {os.cpu_count()} cores",
-            threads]
+            threads, team]
 
 
 @hookimpl

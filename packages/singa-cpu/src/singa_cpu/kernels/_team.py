@@ -41,6 +41,8 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
+from ._threads import _find_cblas
+
 #: int64 slots per part (256 bytes: parts never share a cache line).
 ROW = 32
 # per-part slots
@@ -198,33 +200,6 @@ def _run(ctrl, parts):
     return taken
 
 
-_CBLAS = (("scipy_cblas_sgemm64_", "scipy_cblas_dgemm64_", 1),
-          ("cblas_sgemm64_", "cblas_dgemm64_", 1),
-          ("scipy_cblas_sgemm", "scipy_cblas_dgemm", 0),
-          ("cblas_sgemm", "cblas_dgemm", 0))
-
-
-def _find_cblas():
-    """(sgemm address, dgemm address, ILP64 flag) of numpy's OpenBLAS, or None."""
-    try:
-        with open("/proc/self/maps") as f:
-            paths = {p[-1] for p in (line.split() for line in f)
-                     if len(p) >= 6 and "openblas" in p[-1].lower() and ".so" in p[-1]}
-    except OSError:
-        return None
-    for path in sorted(paths):
-        try:
-            lib = ctypes.CDLL(path)
-        except OSError:
-            continue
-        for s_name, d_name, ilp64 in _CBLAS:
-            s, d = getattr(lib, s_name, None), getattr(lib, d_name, None)
-            if s is not None and d is not None:
-                return (ctypes.cast(s, ctypes.c_void_p).value,
-                        ctypes.cast(d, ctypes.c_void_p).value, ilp64)
-    return None
-
-
 def _operand(x):
     """(CBLAS transpose flag, leading dimension) of a 2-D array, or None where its strides are
     not a BLAS layout (then the product goes through numpy). The stride of a length-1 axis is
@@ -247,9 +222,11 @@ class Team:
     """``helpers`` spinning helper threads and their control array (see the module doc)."""
 
     def __init__(self, helpers: int, cblas, spin_us: float | None = None):
+        """``cblas``: (sgemm address, dgemm address, ILP64 flag, ...) as
+        :func:`._threads._find_cblas` gives them; ``spin_us``: :data:`SPIN_US` when None."""
         self.helpers = helpers
         self.ctrl = ctrl = np.zeros((helpers + 1) * ROW, np.int64)
-        ctrl[FN_SGEMM], ctrl[FN_DGEMM], ctrl[ILP64] = cblas
+        ctrl[FN_SGEMM], ctrl[FN_DGEMM], ctrl[ILP64] = cblas[:3]
         ctrl[FN_YIELD] = ctypes.cast(_sched_yield(), ctypes.c_void_p).value
         spin_us = SPIN_US if spin_us is None else spin_us
         ctrl[SPINS] = max(1, int(spin_us / _poll_us(ctrl)))

@@ -74,6 +74,36 @@ def _find_blas():
     return _blas
 
 
+#: numpy's OpenBLAS CBLAS GEMM symbols, float32 and float64, and whether their integers are
+#: 64-bit (ILP64, numpy's own wheels) or 32-bit (LP64 builds, conda's).
+_CBLAS = (("scipy_cblas_sgemm64_", "scipy_cblas_dgemm64_", 1),
+          ("cblas_sgemm64_", "cblas_dgemm64_", 1),
+          ("scipy_cblas_sgemm", "scipy_cblas_dgemm", 0),
+          ("cblas_sgemm", "cblas_dgemm", 0))
+
+
+def _find_cblas():
+    """(sgemm address, dgemm address, ILP64 flag, sgemm's symbol) of numpy's OpenBLAS (what
+    :mod:`._team` calls), or None."""
+    try:
+        with open("/proc/self/maps") as f:
+            paths = {p[-1] for p in (line.split() for line in f)
+                     if len(p) >= 6 and "openblas" in p[-1].lower() and ".so" in p[-1]}
+    except OSError:
+        return None
+    for path in sorted(paths):
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for s_name, d_name, ilp64 in _CBLAS:
+            s, d = getattr(lib, s_name, None), getattr(lib, d_name, None)
+            if s is not None and d is not None:
+                return (ctypes.cast(s, ctypes.c_void_p).value,
+                        ctypes.cast(d, ctypes.c_void_p).value, ilp64, s_name)
+    return None
+
+
 def in_worker() -> bool:
     """True inside a chunk run by :func:`run_chunks` (nested calls then run serially)."""
     return _state.busy
