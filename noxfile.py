@@ -52,7 +52,22 @@ def drops_venv(fn):
 
 
 CORE = "./packages/singa-core"
-TEST_DEPS = ["pytest>=7", "hypothesis>=6"]
+TEST_DEPS = ["pytest>=7", "hypothesis>=6", "pytest-xdist>=3"]
+
+# pytest-xdist workers for the long suites: one per core the process may use, at most this many
+# (a worker holds numba's compiled kernels, torch and a device: 0.5-1.5 GB each). On 2 cores the
+# CPU suite took 272 s with 2 workers against 542 s in one process (the kernels' own threads
+# then share the cores with the other worker's; results are the same, see docs/testing.md).
+MAX_WORKERS = 4
+
+
+def workers() -> list[str]:
+    """pytest arguments that spread a run over :data:`MAX_WORKERS` processes at most; none
+    on a single core."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
+        os.cpu_count() or 1)
+    n = min(cores, MAX_WORKERS)
+    return ["-n", str(n)] if n >= 2 else []
 
 # Every pytest run of a session writes what it collected and skipped into
 # .skip-report/<session>/ (tools/skip_report.py, a pytest plugin loaded from tools/); the `skips`
@@ -308,8 +323,8 @@ def tests(session: nox.Session, backend: str) -> None:
         # "slow or not slow": also the README main-job run (>= 95% on digits) in tests/examples
         # SINGA_DEVICE makes the backend the default device, so tests/nn (layers, models, graph
         # mode) runs on it too
-        session.run("pytest", "-q", *plugin, "-m", "slow or not slow", *targets, *args,
-                    *session.posargs, env={"SINGA_DEVICE": backend, **env})
+        session.run("pytest", "-q", *plugin, *workers(), "-m", "slow or not slow", *targets,
+                    *args, *session.posargs, env={"SINGA_DEVICE": backend, **env})
     if not ran:
         session.error(f"no run of the {backend} suite could happen on this machine")
 
@@ -355,8 +370,8 @@ def pythons(session: nox.Session, version: str) -> None:
     session.run(py, "-m", "pip", "install", "-q", "--no-cache-dir", *TEST_DEPS, ".[examples]",
                 external=True)
     plugin = skip_reports(session)
-    session.run(py, "-m", "pytest", "-q", *plugin, "-m", "slow or not slow", "tests/core",
-                "tests/examples", *session.posargs, env={"SINGA_DEVICE": "cpu"},
+    session.run(py, "-m", "pytest", "-q", *plugin, *workers(), "-m", "slow or not slow",
+                "tests/core", "tests/examples", *session.posargs, env={"SINGA_DEVICE": "cpu"},
                 external=True)
     _remove(session, os.path.dirname(venv), "the environment")
 
@@ -493,11 +508,11 @@ def onnx(session: nox.Session) -> None:
     session.install("torch==2.13.0")
     session.run("python", "-c", "import torch; assert not torch.version.cuda, torch.version.cuda")
     plugin = skip_reports(session)
-    session.run("pytest", "-q", *plugin, "tests/onnx", *session.posargs,
+    session.run("pytest", "-q", *plugin, *workers(), "tests/onnx", *session.posargs,
                 env={"SINGA_DEVICE": "cpu"})
     for what, env in runnable(session, "opencl"):
         session.log(f"run: imported models on OpenCL, {what}")
-        session.run("pytest", "-q", *plugin, *ONNX_DEVICE_TESTS, *session.posargs,
+        session.run("pytest", "-q", *plugin, *workers(), *ONNX_DEVICE_TESTS, *session.posargs,
                     env={"SINGA_DEVICE": "opencl", **env})
 
 
