@@ -218,6 +218,9 @@ def _operand(x):
     return None
 
 
+_UNSET = object()
+
+
 class Team:
     """``helpers`` spinning helper threads and their control array (see the module doc)."""
 
@@ -258,8 +261,13 @@ class Team:
             for thread in self._threads:
                 thread.join(timeout)
 
-    def _post(self, part, a, b, out) -> bool:
-        da, db, dc = _operand(a), _operand(b), _operand(out)
+    def _post(self, part, a, b, out, da=_UNSET, db=_UNSET) -> bool:
+        """Write part ``part``'s CBLAS arguments; ``da``/``db``: :func:`_operand` of ``a``/``b``
+        where the caller has it already (the operand no part slices). False: not a BLAS
+        layout."""
+        da = _operand(a) if da is _UNSET else da
+        db = _operand(b) if db is _UNSET else db
+        dc = _operand(out)
         if da is None or db is None or dc is None or dc[0] != NO_TRANS:
             return False
         o = part * ROW
@@ -278,12 +286,13 @@ class Team:
                 or np.may_share_memory(out, b) or not self.lock.acquire(blocking=False)):
             return False  # BLAS must not write an operand it reads
         try:
+            whole = _operand(a if by_columns else b)  # the operand every part reads whole
             for part, (lo, count) in enumerate(spans):
                 hi = lo + count
                 if by_columns:
-                    ok = self._post(part, a, b[:, lo:hi], out[:, lo:hi])
+                    ok = self._post(part, a, b[:, lo:hi], out[:, lo:hi], whole, _UNSET)
                 else:
-                    ok = self._post(part, a[lo:hi], b, out[lo:hi])
+                    ok = self._post(part, a[lo:hi], b, out[lo:hi], _UNSET, whole)
                 if not ok:
                     return False
             ctrl = self.ctrl

@@ -42,28 +42,41 @@ _pool_pid = None
 _blas = None  # (get, set) ctypes functions, False when not found
 
 
+_libs = None  # the OpenBLAS libraries this process has loaded (ctypes), read once
+
+
+def _openblas_libs() -> list:
+    """The OpenBLAS shared libraries mapped into this process (numpy's, loaded when numpy was
+    imported), as ctypes libraries; empty where there are none or no ``/proc`` (not Linux)."""
+    global _libs
+    if _libs is None:
+        _libs = []
+        try:
+            with open("/proc/self/maps") as f:
+                fields = (line.split() for line in f)
+                paths = {p[-1] for p in fields if len(p) >= 6 and "openblas" in p[-1].lower()
+                         and ".so" in p[-1]}
+        except OSError:
+            return _libs
+        for path in sorted(paths):
+            try:
+                _libs.append(ctypes.CDLL(path))
+            except OSError:
+                continue
+    return _libs
+
+
 def _find_blas():
     """numpy's OpenBLAS thread-count functions, or False (not OpenBLAS / not found)."""
     global _blas
     if _blas is not None:
         return _blas
     _blas = False
-    try:  # numpy (imported above) has loaded its BLAS
-        with open("/proc/self/maps") as f:
-            fields = (line.split() for line in f)
-            paths = {p[-1] for p in fields if len(p) >= 6 and "openblas" in p[-1].lower()
-                     and ".so" in p[-1]}
-    except OSError:  # not Linux
-        return _blas
     names = [("scipy_openblas_get_num_threads64_", "scipy_openblas_set_num_threads64_"),
              ("scipy_openblas_get_num_threads", "scipy_openblas_set_num_threads"),
              ("openblas_get_num_threads64_", "openblas_set_num_threads64_"),
              ("openblas_get_num_threads", "openblas_set_num_threads")]
-    for path in sorted(paths):
-        try:
-            lib = ctypes.CDLL(path)
-        except OSError:
-            continue
+    for lib in _openblas_libs():
         for get_name, set_name in names:
             get, set_ = getattr(lib, get_name, None), getattr(lib, set_name, None)
             if get is not None and set_ is not None:
@@ -85,17 +98,7 @@ _CBLAS = (("scipy_cblas_sgemm64_", "scipy_cblas_dgemm64_", 1),
 def _find_cblas():
     """(sgemm address, dgemm address, ILP64 flag, sgemm's symbol) of numpy's OpenBLAS (what
     :mod:`._team` calls), or None."""
-    try:
-        with open("/proc/self/maps") as f:
-            paths = {p[-1] for p in (line.split() for line in f)
-                     if len(p) >= 6 and "openblas" in p[-1].lower() and ".so" in p[-1]}
-    except OSError:
-        return None
-    for path in sorted(paths):
-        try:
-            lib = ctypes.CDLL(path)
-        except OSError:
-            continue
+    for lib in _openblas_libs():
         for s_name, d_name, ilp64 in _CBLAS:
             s, d = getattr(lib, s_name, None), getattr(lib, d_name, None)
             if s is not None and d is not None:
@@ -271,48 +274,55 @@ def matmul(a, b, out) -> None:
     try:
         small = out.ndim < 2 or out.size * a.shape[-1] < PARALLEL_MIN_MACS
         t = 1 if small else num_threads()
-        if t <= 1:
+        axis = _split_axis(a, b, out, t) if t > 1 else None
+        if axis is None:
             np.matmul(a, b, out=out)
-        elif _team_matmul(a, b, out, t):
+        elif axis != "batch" and _team_matmul(a, b, out, t, axis == "columns"):
             pass
-        elif (out.ndim == a.ndim == b.ndim == 2 and out.shape[1] > out.shape[0]
-              and out.shape[1] >= 2 * t):  # columns of b / out: b is the bigger operand
+        elif axis == "columns":
             run_ranges(lambda lo, hi: np.matmul(a, b[:, lo:hi], out=out[:, lo:hi]),
                        out.shape[1], threads=t)
-        elif out.ndim == a.ndim == 2 and out.shape[0] >= 2 * t:  # rows of a / out
+        elif axis == "rows":
             run_ranges(lambda lo, hi: np.matmul(a[lo:hi], b, out=out[lo:hi]), out.shape[0],
                        threads=t)
-        elif out.ndim == a.ndim == b.ndim == 2 and out.shape[1] >= 2 * t:  # columns of b / out
-            run_ranges(lambda lo, hi: np.matmul(a, b[:, lo:hi], out=out[:, lo:hi]),
-                       out.shape[1], threads=t)
-        elif (out.ndim > 2 and a.ndim == b.ndim == out.ndim
-              and a.shape[0] == b.shape[0] == out.shape[0] > 1):  # batch
+        else:
             run_ranges(lambda lo, hi: np.matmul(a[lo:hi], b[lo:hi], out=out[lo:hi]),
                        out.shape[0], threads=t)
-        else:
-            np.matmul(a, b, out=out)
     finally:
         _exit()
 
 
+def _split_axis(a, b, out, t: int) -> str | None:
+    """How :func:`matmul` splits a big product over ``t`` threads: ``"columns"`` of b / out
+    when the output is wider than tall (b is the bigger operand), else ``"rows"`` of a / out,
+    else columns, or the leading ``"batch"`` axis of N-D operands; None: not at all."""
+    two_d = out.ndim == a.ndim == b.ndim == 2
+    if two_d and out.shape[1] > out.shape[0] and out.shape[1] >= 2 * t:
+        return "columns"
+    if out.ndim == a.ndim == 2 and out.shape[0] >= 2 * t:
+        return "rows"
+    if two_d and out.shape[1] >= 2 * t:
+        return "columns"
+    if (out.ndim > 2 and a.ndim == b.ndim == out.ndim
+            and a.shape[0] == b.shape[0] == out.shape[0] > 1):
+        return "batch"
+    return None
+
+
 #: Whether big 2-D float32/float64 products split through :mod:`._team`'s spinning helpers
 #: (else through the pool, as other dtypes and batched products always do). Measured on the
-#: 2-vCPU Zen 3 host of docs/benchmarks.md (session 22): the MLP's eager step 0.89-0.95x and
-#: graph step 0.93x the pool's time, the seed CNN unchanged within noise.
+#: 2-vCPU Zen 3 host of docs/benchmarks.md (session 22): the MLP's eager step 0.86-0.96x and
+#: graph step 0.77-0.87x the pool's time, the seed CNN unchanged within noise.
 USE_TEAM = True
 
 
-def _team_matmul(a, b, out, t) -> bool:
-    """:func:`matmul`'s column or row split of a 2-D product on :mod:`._team`'s helpers;
-    False where it does not apply (then the pool's split runs)."""
+def _team_matmul(a, b, out, t, by_columns: bool) -> bool:
+    """:func:`matmul`'s split of a 2-D product on :mod:`._team`'s helpers, by columns or
+    rows as :func:`_split_axis` chose; False where it does not apply (then the pool's split
+    runs)."""
     if not (USE_TEAM and out.ndim == a.ndim == b.ndim == 2 and out.dtype in _TEAM_DTYPES
             and a.dtype == b.dtype == out.dtype):
         return False
-    by_columns = out.shape[1] > out.shape[0] and out.shape[1] >= 2 * t
-    if not by_columns and out.shape[0] < 2 * t:
-        by_columns = out.shape[1] >= 2 * t
-        if not by_columns:
-            return False
     from . import _team
 
     team = _team.team(t - 1)
