@@ -86,25 +86,32 @@ class Operator:
         return f"{self.name}:{idx}_g"
 
     def _do_forward(self, *xs):
+        # one pass over the inputs (the hot path of every eager op)
+        rg = False
+        needs = []
+        src = []
+        datas = []
         for x in xs:
             if not isinstance(x, Tensor):
                 raise TypeError(
                     f"{type(self).__name__}: inputs must be singa.tensor.Tensor, got "
                     f"{type(x).__name__} (wrap numpy data with tensor.from_numpy)"
                 )
-        self.requires_grad = any(x.requires_grad for x in xs)
-        # a leaf input that does not store its gradient never receives one: ops may skip it
-        self.needs_input_grad = tuple(
-            x.requires_grad and (x.stores_grad or not (x._creator is None
-                                                      or isinstance(x._creator, Dummy)))
-            for x in xs)
-        self.src = [(x.creator, id(x), x if x.stores_grad else None, x.stores_grad)
-                    for x in xs]
-        datas = [x.data for x in xs]
-        if is_training():  # what backward will check: the inputs' blocks and their versions
+            xr, xs_grad, c = x.requires_grad, x.stores_grad, x._creator
+            rg = rg or xr
+            # a leaf input that does not store its gradient never receives one: ops may skip it
+            needs.append(xr and (xs_grad or not (c is None or isinstance(c, Dummy))))
+            src.append((c if c is not None else x.creator, id(x), x if xs_grad else None,
+                        xs_grad))
+            datas.append(x.data)
+        self.requires_grad = bool(rg)
+        self.needs_input_grad = tuple(needs)
+        self.src = src
+        training = is_training()
+        if training:  # what backward will check: the inputs' blocks and their versions
             self._versions = [(weakref.ref(c.block), c.block.version) for c in datas]
         self._released = False
-        before = dict(self.__dict__) if is_training() else None
+        before = dict(self.__dict__) if training else None
         ys = self.forward(*datas)
         # what forward saved for backward (set or replaced during this call; ops save only
         # while training, so inference skips the scan): backward may free it
@@ -113,10 +120,10 @@ class Operator:
             if before.get(k, _MISSING) is not v and _holds_ctensor(v)]
         if not isinstance(ys, tuple):
             ys = (ys,)
-        if is_training():  # an output the op keeps (exp, sigmoid, tanh, sqrt keep y) counts too
+        if training:  # an output the op keeps (exp, sigmoid, tanh, sqrt keep y) counts too
             self._out_versions = [(weakref.ref(y.block), y.block.version) for y in ys]
         rg = self.requires_grad
-        outs = tuple(Tensor._wrap(y, rg, False, self) for y in ys)
+        outs = tuple([Tensor._wrap(y, rg, False, self) for y in ys])
         self.y_id2idx = {id(y): i for i, y in enumerate(outs)}
         return outs
 
@@ -229,8 +236,17 @@ def _check_versions(op) -> None:
     """
     saved = op.__dict__.get("_versions") or []
     outs = op.__dict__.get("_out_versions") or []
-    if not saved and not outs:
-        return
+    for ref, version in saved:  # the common case: nothing changed, nothing more to look at
+        blk = ref()
+        if blk is not None and blk.version != version:
+            break
+    else:
+        for ref, version in outs:
+            blk = ref()
+            if blk is not None and blk.version != version:
+                break
+        else:
+            return
     kept = set()
     for v in op.__dict__.values():
         if isinstance(v, CTensor):

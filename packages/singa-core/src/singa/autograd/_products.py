@@ -19,8 +19,14 @@ from ._reductions import OPERATORS as _REDUCTIONS
 
 
 def _swap_last(x: CTensor) -> CTensor:
-    nd = len(x.dims)
-    return _math.transpose(x, list(range(nd - 2)) + [nd - 1, nd - 2])
+    """x with its last two axes swapped (a strided view)."""
+    d, s = x.dims, x.strides
+    return x._view_as(d[:-2] + (d[-1], d[-2]), s[:-2] + (s[-1], s[-2]))
+
+
+def _reshaped(x: CTensor, shape) -> CTensor:
+    """x itself when it has ``shape`` already, else :func:`singa._math.reshape`."""
+    return x if x.dims == shape else _math.reshape(x, shape)
 
 
 def _softmax(x, axis=1):
@@ -65,14 +71,14 @@ class Matmul(Operator):
         """(da, db) = (dy b^T, a^T dy), each reduced to its input's shape."""
         if not hasattr(self, "a2"):
             self._need_cache()
-        dy2 = _math.reshape(dy, self.y2_shape)
+        dy2 = _reshaped(dy, self.y2_shape)
         sa, sb = self.shapes
         da = db = None
         if self.needs_grad(0):
-            da = _math.reshape(back_broadcast(dy2.dims[:-2] + self.a2.dims[-2:], self.a2.dims,
+            da = _reshaped(back_broadcast(dy2.dims[:-2] + self.a2.dims[-2:], self.a2.dims,
                                           _math.matmul(dy2, _swap_last(self.b2))), sa)
         if self.needs_grad(1):
-            db = _math.reshape(back_broadcast(dy2.dims[:-2] + self.b2.dims[-2:], self.b2.dims,
+            db = _reshaped(back_broadcast(dy2.dims[:-2] + self.b2.dims[-2:], self.b2.dims,
                                           _math.matmul(_swap_last(self.a2), dy2)), sb)
         return da, db
 
@@ -113,7 +119,7 @@ class AddBias(Operator):
     def backward(self, dy):
         """(dx, db) = (dy, dy summed over the other axis)."""
         db = _math.sum(dy, 0 if self.axis == 0 else 1)
-        return dy, _math.reshape(db, self.b_shape)
+        return dy, _reshaped(db, self.b_shape)
 
 
 @declares(Function(

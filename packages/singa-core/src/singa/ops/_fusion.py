@@ -218,34 +218,44 @@ def _eager_chain(calls, compiler, dev):
     dt, dims, n = first.dtype_code, first.dims, first.size
     if dt not in compiler.dtypes:
         return None
+    nbytes = n * ITEMSIZE[dt]  # a whole block of the first output's shape (``whole``)
+    chained = compiler.ops
     written = {id(out.block) for _op, _ins, out in calls}
     index: dict = {}
     operands: list = []
     scalar: list[bool] = []
     pattern = []
     for op, ins, out in calls:
-        if (op not in compiler.ops or out.dev is not dev or out.dtype_code != dt
-                or out.dims != dims or not whole(out)):
+        if (op not in chained or out.dev is not dev or out.dtype_code != dt
+                or out.dims != dims or not (out.contig and out.offset == 0
+                                            and out.block.nbytes == nbytes)):
             return None
-        idx = []
+        idx = [op]
         for x in (*ins, out):  # the output last
             if x.dev is not dev or x.dtype_code != dt:
                 return None
-            if x.size == n:
-                if n > 1 and x is not out and not (x.dims == dims and whole(x)):
+            if x.dims == dims:
+                if n > 1 and x is not out and not (x.contig and x.offset == 0
+                                                   and x.block.nbytes == nbytes):
                     return None
                 key = id(x.block)
-            elif x.size == 1 and id(x.block) not in written:
-                key = -1 - id(x)  # a scalar operand per tensor (block ids are positive)
             else:
-                return None
+                size = x.size
+                if size == n:  # another shape of as many elements
+                    if n > 1:
+                        return None
+                    key = id(x.block)
+                elif size == 1 and id(x.block) not in written:
+                    key = -1 - id(x)  # a scalar operand per tensor (block ids are positive)
+                else:
+                    return None
             k = index.get(key)
             if k is None:
                 k = index[key] = len(operands)
                 operands.append(x)
                 scalar.append(key < 0)
             idx.append(k)
-        pattern.append((op, *idx))
+        pattern.append(tuple(idx))
     signature = (tuple(pattern), tuple(scalar), dt)
     cache = dev.workspace("eager chains", dict)
     entry = cache.get(signature)

@@ -177,8 +177,11 @@ def run(op: OpDef, ins: list, attrs: dict = EMPTY, outs: list | None = None) -> 
         if dt not in dtypes:
             _unsupported_dtype(op, dev, dt, dtypes)
     if contig:
-        ins = [x if x.contig else _materialize(x) for x in ins]
-        if not all(o.contig for o in outs):
+        for x in ins:
+            if not x.contig:
+                ins = [x if x.contig else _materialize(x) for x in ins]
+                break
+        if given and not all(o.contig for o in outs):  # fresh outputs are contiguous
             tmp = [CTensor._new(o.dims, dev, o.dtype_code) for o in outs]
             run(op, ins, attrs, tmp)
             for o, t in zip(outs, tmp):
