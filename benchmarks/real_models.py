@@ -5,12 +5,14 @@ Three families (``--family``, default ``cnn``): CNNs, transformers, recurrent ne
 torchvision CNNs built with random weights (``weights=None``; BatchNorm statistics
 randomised so that no output is near zero), exported by ``torch.onnx.export`` (the TorchScript
 exporter, ``dynamo=False``, BatchNorm folded into the convolutions as a user's export has it),
-imported with ``singa_onnx.prepare(model, use_graph=True)`` and timed against an onnxruntime
-session in the same process. Both run on ``--threads`` threads (OpenBLAS and numba through
+imported with ``singa_onnx.prepare(model, use_graph=True)`` (and, unless ``--no-eager``,
+``singa_onnx.prepare(model)``: eager) and timed against an onnxruntime session in the same
+process. Both run on ``--threads`` threads (OpenBLAS and numba through
 their environment variables, set before numpy is imported; onnxruntime's intra-op pool). Each
 median is over rounds that alternate between the two (see onnx_inference.interleaved_medians).
-Prints, per model and batch, both medians, the ratio singa / onnxruntime and the largest error
-relative to the largest onnxruntime output; ``--json`` writes the same rows.
+Prints, per model and batch, the medians, the ratios singa / onnxruntime (graph, eager) and
+the largest error of either mode relative to the largest onnxruntime output; ``--json`` writes
+the same rows.
 
 ``--profile`` prints, per model and batch, the graph's per-op time report (the device's
 profiler, ``SetVerbosity(2)``) summed by op, largest first; ``--profile-shapes`` sums by op
@@ -350,7 +352,7 @@ def main():
                    choices=["torchscript", "dynamo"],
                    help="exporters of the transformer and recurrent models")
     p.add_argument("--no-eager", action="store_true",
-                   help="time the transformer and recurrent models in graph mode only")
+                   help="time every model in graph mode only (no eager column)")
     p.add_argument("--without-fusions", nargs="+", default=None, metavar="FUSION",
                    help="also time a graph recorded without these fused kernels")
     p.add_argument("--batches", nargs="+", type=int, default=[1, 8])
@@ -399,13 +401,15 @@ def _run_cnns(names, args, so) -> list[dict]:
     gemm_cols = f" {'gemm ms':>9s} {'ratio':>6s}" if args.compare_gemm else ""
     if args.compare_depthwise:
         gemm_cols += f" {'wide ms':>9s} {'ratio':>6s}"
+    eager_cols = "" if args.no_eager else f" {'eager ms':>9s} {'ratio':>6s}"
     print(f"{'model':20s} {'batch':>5s} {'ort ms':>9s} {'graph ms':>9s} {'ratio':>6s}"
-          f"{gemm_cols} {'max rel err':>11s}", flush=True)
+          f"{gemm_cols}{eager_cols} {'max rel err':>11s}", flush=True)
     for name in names:
         onx = export(name)
         sess = ort.InferenceSession(onx.SerializeToString(), so,
                                     providers=["CPUExecutionProvider"])
         graph = singa_onnx.prepare(onx, use_graph=True)
+        eager = None if args.no_eager else singa_onnx.prepare(onx)
         for b in args.batches:
             x = np.random.default_rng(0).standard_normal((b, *MODELS[name][1])).astype(
                 np.float32)
@@ -413,12 +417,17 @@ def _run_cnns(names, args, so) -> list[dict]:
             got = graph.run([x])[0]
             got = graph.run([x])[0]  # the replay
             err = _rel_err(got, want)
+            if eager is not None:
+                err = max(err, _rel_err(eager.run([x])[0], want))
             fns = [lambda s=sess, x=x: s.run(None, {"x": x}), lambda r=graph, x=x: r.run([x])]
             if args.compare_gemm:
                 fns.append(lambda r=graph, x=x: _with_gemm_groups(r, x))
             if args.compare_depthwise:
                 fns.append(lambda r=graph, x=x: _with_wide_depthwise(r, x))
+            if eager is not None:
+                fns.append(lambda r=eager, x=x: r.run([x]))
             t_ort, t_graph, *t_more = interleaved_medians(fns, args.reps, CLOCKS[args.clock])
+            t_eager = [t_more.pop()] if eager is not None else []
             t_gemm = t_more[:1] if args.compare_gemm else []
             t_wide = t_more[-1:] if args.compare_depthwise else []
             row = dict(model=name, batch=b, threads=args.threads, ort_ms=t_ort * 1e3,
@@ -431,6 +440,9 @@ def _run_cnns(names, args, so) -> list[dict]:
             if t_wide:
                 row.update(wide_ms=t_wide[0] * 1e3, wide_ratio=t_wide[0] / t_ort)
                 line += f" {t_wide[0] * 1e3:9.2f} {t_wide[0] / t_ort:6.2f}"
+            if t_eager:
+                row.update(eager_ms=t_eager[0] * 1e3, eager_ratio=t_eager[0] / t_ort)
+                line += f" {t_eager[0] * 1e3:9.2f} {t_eager[0] / t_ort:6.2f}"
             rows.append(row)
             print(f"{line} {err:11.1e}", flush=True)
             if args.profile:

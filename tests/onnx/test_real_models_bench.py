@@ -94,3 +94,62 @@ def test_missing_dependency_and_failed_export_are_skips_with_the_reason(bench, m
     assert rows == []
     assert "needs_hf" in out and "skipped: No module named 'transformers'" in out
     assert "no_export" in out and "skipped: export failed:" in out
+
+
+class TinyCNN(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3, padding=1, groups=1)
+        self.dw = torch.nn.Conv2d(4, 4, 3, padding=1, groups=4)
+        self.fc = torch.nn.Linear(4, 5)
+
+    def forward(self, x):
+        y = torch.nn.functional.relu(self.dw(torch.nn.functional.relu(self.conv(x))))
+        return self.fc(y.mean((2, 3)))
+
+
+def _tiny_cnn(bench, monkeypatch):
+    import io
+
+    import onnx
+
+    def export(name):
+        buf = io.BytesIO()
+        torch.onnx.export(TinyCNN().eval(), (torch.zeros(1, 3, 8, 8),), buf, input_names=["x"],
+                          output_names=["y"], dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}},
+                          dynamo=False)
+        return onnx.load_from_string(buf.getvalue())
+
+    monkeypatch.setitem(bench.MODELS, "tiny_cnn", ("tiny_cnn", (3, 8, 8)))
+    monkeypatch.setattr(bench, "export", export)
+
+
+def test_a_cnn_row_has_graph_and_eager_and_the_error_of_both(bench, monkeypatch, capsys):
+    """The CNN rows time eager mode too (the issue's table has an eager column for every
+    family), in the same alternating rounds; the row's error covers both modes."""
+    _tiny_cnn(bench, monkeypatch)
+    timed = []
+    monkeypatch.setattr(bench, "interleaved_medians", lambda fns, reps, clock: (
+        timed.append(len(fns)), [(fn(), 1e-3 * (k + 1))[1] for k, fn in enumerate(fns)])[1])
+    rel_errs = []
+    real_err = bench._rel_err
+    monkeypatch.setattr(bench, "_rel_err", lambda got, want: (
+        rel_errs.append(real_err(got, want)), rel_errs[-1])[1])
+    (row,) = bench._run_cnns(["tiny_cnn"], _args(compare_gemm=False, compare_depthwise=False),
+                             _session())
+    assert timed == [3]  # onnxruntime, graph, eager
+    assert len(rel_errs) == 2  # graph and eager, each against onnxruntime
+    assert row["max_rel_err"] == max(rel_errs) < 1e-5
+    assert row["ratio"] == pytest.approx(2.0) and row["eager_ratio"] == pytest.approx(3.0)
+    out = capsys.readouterr().out
+    assert "eager ms" in out and "tiny_cnn" in out
+
+
+def test_no_eager_leaves_the_cnn_rows_graph_only(bench, monkeypatch):
+    _tiny_cnn(bench, monkeypatch)
+    timed = []
+    monkeypatch.setattr(bench, "interleaved_medians", lambda fns, reps, clock: (
+        timed.append(len(fns)), [1e-3] * len(fns))[1])
+    (row,) = bench._run_cnns(["tiny_cnn"], _args(no_eager=True, compare_gemm=False,
+                                                 compare_depthwise=False), _session())
+    assert timed == [2] and "eager_ratio" not in row
