@@ -538,3 +538,17 @@ def test_the_doctor_names_the_gemm_teams_cblas(dev, threads):
     else:
         assert line.startswith("GEMM team: ") and cblas[3] in line
         assert ("ILP64" if cblas[2] else "LP64") in line
+
+
+def test_the_doctor_names_the_transposing_copies_symbol(dev, threads):
+    """The doctor's fourth cpu line: the omatcopy function transposed copies call, or that
+    numpy copies them."""
+    from singa_cpu.kernels import _transpose
+    from singa_cpu.plugin import _describe
+
+    line = _describe()[3]
+    omat = _transpose.symbol()
+    if omat is None:
+        assert line.startswith("transposing copies: numpy's (")
+    else:
+        assert line == f"transposing copies: through {omat} (OpenBLAS omatcopy)"

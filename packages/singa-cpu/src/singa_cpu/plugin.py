@@ -19,7 +19,7 @@ def _describe() -> list[str]:
     import os
     import platform
 
-    from .kernels import _threads
+    from .kernels import _threads, _transpose
 
     blas = _threads._find_blas()
     if blas:
@@ -35,8 +35,12 @@ def _describe() -> list[str]:
     else:
         team = ("GEMM team: off (no OpenBLAS CBLAS symbols in numpy's BLAS; big products "
                 "split on the kernel threads' pool)")
+    omat = _transpose.symbol()
+    copies = (f"transposing copies: through {omat} (OpenBLAS omatcopy)" if omat else
+              "transposing copies: numpy's (numpy's BLAS has no OpenBLAS omatcopy, or it "
+              "failed its bit-for-bit probe)")
     return [f"cpu: {platform.processor() or platform.machine()}, {os.cpu_count()} cores",
-            threads, team]
+            threads, team, copies]
 
 
 @hookimpl
