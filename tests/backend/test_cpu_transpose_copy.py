@@ -169,3 +169,14 @@ def test_the_cpu_copy_op_takes_the_transposed_path(tr, monkeypatch):
     y = _math.copy(_math.transpose(t.data))
     np.testing.assert_array_equal(y.to_numpy(), x.T)
     assert calls == [(96, 128)]
+
+
+def test_contiguous_is_numpys_ascontiguousarray(tr):
+    """What the recurrent kernels use for their transposed weights: the same array when it is
+    contiguous already, else numpy's contiguous copy, bit for bit, by either path."""
+    x = _values(np.random.default_rng(4), (1024, 256), np.float32)
+    assert tr.contiguous(x) is x
+    for src in (x.T, x[::2].T, x[:, :100]):
+        got = tr.contiguous(src)
+        assert got.flags.c_contiguous
+        np.testing.assert_array_equal(_bits(got), _bits(np.ascontiguousarray(src)))

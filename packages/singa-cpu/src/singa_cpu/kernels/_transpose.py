@@ -143,3 +143,13 @@ def copy(src: np.ndarray, dst: np.ndarray) -> bool:
         off = sum(i * s for i, (_, s) in zip(idx, outer)) * isz
         fn(_ROW_MAJOR, _TRANS, rows, cols, 1.0, a0 + off, lda, b0 + k * step, rows)
     return True
+
+
+def contiguous(a: np.ndarray) -> np.ndarray:
+    """``np.ascontiguousarray(a)``, a transposed ``a`` copied by :func:`copy`."""
+    if a.flags.c_contiguous:
+        return a
+    out = np.empty(a.shape, a.dtype)
+    if not copy(a, out):
+        np.copyto(out, a)
+    return out

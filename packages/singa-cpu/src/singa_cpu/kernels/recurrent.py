@@ -34,7 +34,7 @@ import math
 import numpy as np
 from singa.backend import kernel_attrs
 
-from . import _threads
+from . import _threads, _transpose
 from ._expf import exp_neg_parts32, neg_pow2_bits
 from ._float16 import via_float32
 from ._jit import helper, njit
@@ -385,7 +385,7 @@ def lstm_seq(ins, outs, attrs):
     spans = _batch_spans(b, b * r.size, STEP_MIN_MACS)
     # one transposing copy a call: OpenBLAS's small-M GEMM by a transposed operand took ~1.35x
     # the time of the contiguous one (8 x 256 by 256 x 1024), paid at every step
-    rt = np.ascontiguousarray(r.T)
+    rt = _transpose.contiguous(r.T)
     cell = _STEP_CELLS[xw.dtype]["lstm"].serial()
 
     def rows(lo, hi):
@@ -422,8 +422,8 @@ def gru_seq(ins, outs, attrs):
     # linear_before_reset: one GEMM by all of rt; otherwise r h is known only after z and r,
     # so z and r take h rt_zr and the candidate (r h) rt_h
     # contiguous transposes, once a call (see lstm_seq)
-    rt_first = np.ascontiguousarray((rw if lbr else rw[:2 * h]).T)
-    rt_h = np.ascontiguousarray(rw[2 * h:].T)
+    rt_first = _transpose.contiguous((rw if lbr else rw[:2 * h]).T)
+    rt_h = _transpose.contiguous(rw[2 * h:].T)
     hr = np.empty((b, rt_first.shape[1]), y.dtype)
     cells = _STEP_CELLS[y.dtype]
     zr, update = cells["gru_zr"].serial(), cells["gru_update"].serial()
