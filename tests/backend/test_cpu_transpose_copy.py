@@ -47,10 +47,10 @@ def _bits(a):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("shape, perm", [
     ((256, 1024), (1, 0)),  # an LSTM's recurrent weights seen transposed
-    ((8, 128, 4, 64), (0, 2, 3, 1)),  # attention's keys as (batch, heads, dim, seq)
-    ((2, 16, 16, 64), (0, 3, 1, 2)),  # NHWC to NCHW: H and W merge into one axis
-    ((3, 70, 90), (0, 2, 1)),  # sizes that are not multiples of any block
-    ((64, 64), (1, 0)),  # the smallest it takes
+    ((2, 512, 4, 64), (0, 2, 3, 1)),  # attention's keys as (batch, heads, dim, seq)
+    ((2, 16, 16, 128), (0, 3, 1, 2)),  # NHWC to NCHW: H and W merge into one axis
+    ((3, 200, 180), (0, 2, 1)),  # sizes that are not multiples of any block
+    ((128, 256), (1, 0)),  # the smallest it takes: 32768 elements, rows 1 KB apart
 ])
 def test_transposed_copies_are_numpys_bit_for_bit(tr, shape, perm, dtype):
     x = _values(np.random.default_rng(0), shape, dtype)
@@ -77,12 +77,12 @@ def test_any_layout_is_copied_right_or_left_to_numpy(tr, data):
     src = big[tuple(slice(p, p + n * s, s) for n, p, s in zip(shape, pad, step))]
     src = src.transpose(perm)
     out = np.full(src.shape, 7, dtype)
-    saved_min = tr.MIN_ITEMS, tr.MIN_MATRIX_ITEMS
-    tr.MIN_ITEMS, tr.MIN_MATRIX_ITEMS = 0, 0  # small shapes exercise the same paths
+    saved_min = tr.MIN_ITEMS, tr.MIN_MATRIX_ITEMS, tr.MIN_LDA_BYTES
+    tr.MIN_ITEMS, tr.MIN_MATRIX_ITEMS, tr.MIN_LDA_BYTES = 0, 0, 0  # small shapes: same paths
     try:
         took = tr.copy(src, out)
     finally:
-        tr.MIN_ITEMS, tr.MIN_MATRIX_ITEMS = saved_min
+        tr.MIN_ITEMS, tr.MIN_MATRIX_ITEMS, tr.MIN_LDA_BYTES = saved_min
     if took:
         np.testing.assert_array_equal(_bits(out), _bits(np.ascontiguousarray(src)))
     else:
@@ -91,7 +91,7 @@ def test_any_layout_is_copied_right_or_left_to_numpy(tr, data):
 
 @pytest.mark.parametrize("case", ["float16", "int32", "overlap", "negative", "broadcast",
                                   "contiguous", "small", "strided_out", "inner_contiguous",
-                                  "overlapping_rows"])
+                                  "overlapping_rows", "small_matrices", "close_rows"])
 def test_copies_it_does_not_take(tr, case):
     rng = np.random.default_rng(2)
     x = rng.standard_normal((256, 512)).astype(np.float32)
@@ -114,6 +114,11 @@ def test_copies_it_does_not_take(tr, case):
         src, out = x[:32, :32].T, np.empty((32, 32), np.float32)
     elif case == "strided_out":
         out = np.empty((512, 512), np.float32)[:, ::2]
+    elif case == "small_matrices":  # 16 of 128x64 (attention keys at seq 64): numpy copies
+        src = x.reshape(16, 128, 64)
+        src, out = src.transpose(0, 2, 1), np.empty((16, 64, 128), np.float32)
+    elif case == "close_rows":  # A 512x64: rows 256 bytes apart, numpy's copy is as fast
+        src, out = x.reshape(-1)[:512 * 64].reshape(512, 64).T, np.empty((64, 512), np.float32)
     elif case == "overlapping_rows":  # windows over one row: BLAS refuses lda < columns
         win = np.lib.stride_tricks.sliding_window_view(x.reshape(-1)[:70000], 64)[::1]
         src, out = win.T, np.empty(win.T.shape, np.float32)
@@ -130,12 +135,12 @@ def test_disabled_leaves_every_copy_to_numpy(tr, monkeypatch):
 
 def test_a_signaling_nan_comes_out_quiet_with_its_payload(tr):
     """The one documented difference from numpy's copy: OpenBLAS multiplies by alpha = 1."""
-    x = np.zeros((64, 64), np.float32)
+    x = np.zeros((256, 256), np.float32)
     x.view(np.uint32)[3, 5] = 0x7F800021  # signaling NaN, payload 0x21
-    out = np.empty((64, 64), np.float32)
+    out = np.empty((256, 256), np.float32)
     assert tr.copy(x.T, out)
     assert out.view(np.uint32)[5, 3] in (0x7F800021, 0x7FC00021)
-    assert np.isnan(out[5, 3]) and (out[np.arange(64) != 5] == 0).all()
+    assert np.isnan(out[5, 3]) and (out[np.arange(256) != 5] == 0).all()
 
 
 def test_the_probe_refuses_a_function_that_changes_bits(tr):
@@ -164,11 +169,11 @@ def test_the_cpu_copy_op_takes_the_transposed_path(tr, monkeypatch):
     calls = []
     real = tr.copy
     monkeypatch.setattr(tr, "copy", lambda s, d: (calls.append(s.shape), real(s, d))[1])
-    x = np.random.default_rng(3).standard_normal((128, 96)).astype(np.float32)
+    x = np.random.default_rng(3).standard_normal((256, 192)).astype(np.float32)
     t = tensor.from_numpy(x)
     y = _math.copy(_math.transpose(t.data))
     np.testing.assert_array_equal(y.to_numpy(), x.T)
-    assert calls == [(96, 128)]
+    assert calls == [(192, 256)]
 
 
 def test_contiguous_is_numpys_ascontiguousarray(tr):

@@ -2,11 +2,14 @@
 
 numpy copies a transposed view (``np.copyto(out, a.T)``) in the output's order, so every
 element it writes reads another cache line of the source; when the source's rows are a
-power-of-two number of bytes apart those lines also fall into one cache set. Measured on the
-2-vCPU AMD Zen 3 host of docs/benchmarks.md (numpy 2.4.6, OpenBLAS 0.3.31, us per copy,
-float32, numpy / omatcopy): 128x128 24.6 / 6.2, 256x256 99 / 19, 1000x256 408 / 63,
-256x1024 918 / 111, 512x2048 4276 / 400; 64x64 3.8 / 3.5 (the break-even). OpenBLAS's
-``omatcopy`` (``B = alpha A^T``) copies block by block.
+power-of-two number of bytes apart those lines also fall into one cache set. OpenBLAS's
+``omatcopy`` (``B = alpha A^T``) copies block by block, but a call costs ~14 us whatever the
+size. Measured on the 2-vCPU AMD Zen 3 host of docs/benchmarks.md (numpy 2.4.6, OpenBLAS
+0.3.31, float32, us per copy of one matrix A (rows x cols) seen transposed, numpy / omatcopy):
+256x1024 892 / 97, 1024x256 417 / 117, 512x512 602 / 97, 256x256 86 / 28, 64x512 73 / 19,
+128x256 43 / 20, 256x128 41 / 20; but 512x64 33 / 36, 200x300 21 / 24, 128x128 20 / 16,
+128x64 3.5 / 15, and 32 matrices of 128x64 147 / 269. So a matrix goes to omatcopy from
+``MIN_MATRIX_ITEMS`` elements whose source rows are at least ``MIN_LDA_BYTES`` apart.
 
 :func:`copy` takes a copy whose output is C-contiguous and whose source, once adjacent axes
 that are contiguous with each other are merged, has a contiguous second-last axis and a
@@ -31,15 +34,19 @@ from . import _threads
 #: Whether :func:`copy` may take a copy (else numpy's ``copyto`` does all of them).
 ENABLED = True
 
-#: Copies of fewer elements stay numpy's (a call through ctypes costs ~1.5 us; 64x64 float32
-#: is the break-even above).
-MIN_ITEMS = 4096
+#: Copies of fewer elements stay numpy's.
+MIN_ITEMS = 32768
 
 #: A batch of more matrices than this stays numpy's (one call per matrix).
 MAX_MATRICES = 4096
 
-#: The matrices of a batch have at least this many elements each (else numpy's copy).
-MIN_MATRIX_ITEMS = 256
+#: The matrices of a batch have at least this many elements each (else numpy's copy: an
+#: omatcopy call costs ~14 us, numpy's copy of a smaller matrix less; see above).
+MIN_MATRIX_ITEMS = 32768
+
+#: ... and their source rows are at least this many bytes apart (closer rows share cache
+#: lines and sets less, and numpy's copy is as fast; 512x64 float32 above).
+MIN_LDA_BYTES = 512
 
 # (float32 symbol, float64 symbol, 64-bit integers): numpy's own wheels are ILP64
 _SYMBOLS = (("scipy_cblas_somatcopy64_", "scipy_cblas_domatcopy64_", True),
@@ -133,7 +140,7 @@ def copy(src: np.ndarray, dst: np.ndarray) -> bool:
         return False
     outer = dims[:-2]
     count = math.prod(n for n, _ in outer)
-    if count > MAX_MATRICES or rows * cols < MIN_MATRIX_ITEMS:
+    if count > MAX_MATRICES or rows * cols < MIN_MATRIX_ITEMS or lda * isz < MIN_LDA_BYTES:
         return False
     fn = _functions().get(dst.dtype)
     if fn is None or np.may_share_memory(src, dst):
