@@ -218,3 +218,93 @@ def test_bert_without_token_type_ids_runs_like_onnxruntime(seq):
     got = rep.run([ids])[0]
     np.testing.assert_allclose(got, ort_run(model, {"input_ids": ids})[0], rtol=1e-6,
                                atol=1e-6)
+
+
+def channel_shuffle(groups=2):
+    """A channel shuffle as torch exports it with a dynamic batch: the target shapes of both
+    Reshapes are computed from Shape(x) on the host (Gather, Div, Unsqueeze, Concat)."""
+    c0 = [_const("i0", np.array(0, I64)), _const("i1", np.array(1, I64)),
+          _const("i2", np.array(2, I64)), _const("i3", np.array(3, I64)),
+          _const("g", np.array([groups], I64)), _const("gs", np.array(groups, I64)),
+          _const("m1", np.array([-1], I64)), _const("ax0", np.array([0], I64))]
+    nodes = c0 + [
+        oh.make_node("Shape", ["x"], ["shp"]),
+        *[oh.make_node("Gather", ["shp", f"i{k}"], [f"d{k}"], axis=0) for k in range(4)],
+        oh.make_node("Div", ["d1", "gs"], ["cpg"]),
+        *[oh.make_node("Unsqueeze", [v, "ax0"], [f"u{v}"]) for v in ("d0", "cpg", "d2", "d3")],
+        oh.make_node("Concat", ["ud0", "g", "ucpg", "ud2", "ud3"], ["to5"], axis=0),
+        oh.make_node("Reshape", ["x", "to5"], ["x5"]),
+        oh.make_node("Transpose", ["x5"], ["t5"], perm=[0, 2, 1, 3, 4]),
+        oh.make_node("Concat", ["ud0", "m1", "ud2", "ud3"], ["to4"], axis=0),
+        oh.make_node("Reshape", ["t5", "to4"], ["y"]),
+    ]
+    graph = oh.make_graph(
+        nodes, "channel_shuffle",
+        [oh.make_tensor_value_info("x", TP.FLOAT, ["n", 8, "h", "w"])],
+        [oh.make_tensor_value_info("y", TP.FLOAT, ["n", 8, "h", "w"])])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model
+
+
+def test_host_nodes_reuse_their_last_outputs_only_for_the_same_inputs(monkeypatch):
+    """An eager run repeats the shape arithmetic of the run before when the input shapes are
+    the same (the host nodes take their kept outputs) and evaluates it again when they
+    change: every run equals onnxruntime, batch and spatial sizes changing between runs."""
+    from singa_onnx import backend
+
+    model = channel_shuffle()
+    rep = sonnx.prepare(model, "cpu")
+    evaluated = []
+    real = backend._evaluate_on_host
+    monkeypatch.setattr(backend, "_evaluate_on_host", lambda node, *a: (
+        evaluated.append(node.op_type), real(node, *a))[1])
+    rng = np.random.default_rng(5)
+    counts = []
+    for shape in [(2, 8, 3, 4), (2, 8, 3, 4), (3, 8, 3, 4), (3, 8, 5, 2), (2, 8, 3, 4),
+                  (2, 8, 3, 4)]:
+        x = rng.standard_normal(shape).astype(F32)
+        evaluated.clear()
+        got = rep.run([x])[0]
+        np.testing.assert_array_equal(got, ort_run(model, {"x": x})[0])
+        counts.append(len(evaluated))
+    full = counts[0]
+    assert full >= 8  # the Gathers, the Div, the Unsqueezes, the Concats
+    # same shape: nothing evaluated again; a new batch: what depends on it (and only that:
+    # the Div reads the channels); a new h and w: their Gathers, Unsqueezes and Concats
+    assert counts[1] == 0 and counts[5] == 0
+    assert 0 < counts[2] < full and 0 < counts[3] < full and 0 < counts[4] < full
+
+
+def test_kept_host_outputs_are_copies_and_big_ones_are_not_kept(monkeypatch):
+    """What a node keeps is its own copy (a later consumer that wrote into an output could
+    not change the next run's value), and values over HOST_MEMO_BYTES are evaluated every
+    run (the memory kept per node is bounded)."""
+    from singa_onnx import backend
+
+    model = channel_shuffle()
+    rep = sonnx.prepare(model, "cpu")
+    x = np.random.default_rng(6).standard_normal((2, 8, 3, 4)).astype(F32)
+    want = ort_run(model, {"x": x})[0]
+    rep.run([x])
+    kept_ids = {id(o) for _k, outs in rep._host_memo.values() for o in outs}
+    got = []
+    real_run_node = rep._run_node
+
+    def spy(node, values):
+        real_run_node(node, values)
+        for name in node.outputs:
+            if isinstance(values.get(name), np.ndarray):
+                got.append(id(values[name]))
+
+    monkeypatch.setattr(rep, "_run_node", spy)
+    np.testing.assert_array_equal(rep.run([x])[0], want)
+    assert kept_ids and got and not kept_ids & set(got)  # every value handed on is a copy
+    monkeypatch.setattr(backend, "HOST_MEMO_BYTES", 0)
+    evaluated = []
+    real = backend._evaluate_on_host
+    monkeypatch.setattr(backend, "_evaluate_on_host", lambda node, *a: (
+        evaluated.append(node.op_type), real(node, *a))[1])
+    np.testing.assert_array_equal(rep.run([x])[0], want)
+    assert len(evaluated) >= 8
