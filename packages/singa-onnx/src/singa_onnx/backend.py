@@ -366,7 +366,7 @@ def _host_key(ins) -> tuple | None:
     """What a host node's outputs depend on besides the node: each input's dtype, shape and
     bytes (None: no input); None when they are more than ``HOST_MEMO_BYTES`` in all or hold
     Python objects (then the node is evaluated every time)."""
-    key = []
+    key: list = []
     size = 0
     for v in ins:
         if v is None:
