@@ -66,6 +66,19 @@ def _openblas_libs() -> list:
     return _libs
 
 
+def _symbol_pair(table):
+    """``(first, second, row)``: the two functions named by the first row of ``table`` (rows
+    ``(first name, second name, ...)``, in order of preference) that one of numpy's OpenBLAS
+    libraries (:func:`_openblas_libs`, in order) exports both of, as ctypes functions; None
+    when none does."""
+    for lib in _openblas_libs():
+        for row in table:
+            first, second = getattr(lib, row[0], None), getattr(lib, row[1], None)
+            if first is not None and second is not None:
+                return first, second, row
+    return None
+
+
 def _find_blas():
     """numpy's OpenBLAS thread-count functions, or False (not OpenBLAS / not found)."""
     global _blas
@@ -76,14 +89,12 @@ def _find_blas():
              ("scipy_openblas_get_num_threads", "scipy_openblas_set_num_threads"),
              ("openblas_get_num_threads64_", "openblas_set_num_threads64_"),
              ("openblas_get_num_threads", "openblas_set_num_threads")]
-    for lib in _openblas_libs():
-        for get_name, set_name in names:
-            get, set_ = getattr(lib, get_name, None), getattr(lib, set_name, None)
-            if get is not None and set_ is not None:
-                get.restype, get.argtypes = ctypes.c_int, []
-                set_.restype, set_.argtypes = None, [ctypes.c_int]
-                _blas = (get, set_)
-                return _blas
+    found = _symbol_pair(names)
+    if found is not None:
+        get, set_, _names = found
+        get.restype, get.argtypes = ctypes.c_int, []
+        set_.restype, set_.argtypes = None, [ctypes.c_int]
+        _blas = (get, set_)
     return _blas
 
 
@@ -98,13 +109,12 @@ _CBLAS = (("scipy_cblas_sgemm64_", "scipy_cblas_dgemm64_", 1),
 def _find_cblas():
     """(sgemm address, dgemm address, ILP64 flag, sgemm's symbol) of numpy's OpenBLAS (what
     :mod:`._team` calls), or None."""
-    for lib in _openblas_libs():
-        for s_name, d_name, ilp64 in _CBLAS:
-            s, d = getattr(lib, s_name, None), getattr(lib, d_name, None)
-            if s is not None and d is not None:
-                return (ctypes.cast(s, ctypes.c_void_p).value,
-                        ctypes.cast(d, ctypes.c_void_p).value, ilp64, s_name)
-    return None
+    found = _symbol_pair(_CBLAS)
+    if found is None:
+        return None
+    s, d, (s_name, _d_name, ilp64) = found
+    return (ctypes.cast(s, ctypes.c_void_p).value, ctypes.cast(d, ctypes.c_void_p).value,
+            ilp64, s_name)
 
 
 def in_worker() -> bool:

@@ -59,10 +59,9 @@ _ROW_MAJOR, _TRANS = 101, 112  # CBLAS_ORDER.CblasRowMajor, CBLAS_TRANSPOSE.Cbla
 _fns = None  # {np.dtype: ctypes function}, empty when there are none or the probe failed
 
 
-def _bind(lib, name, real, ilp64):
-    fn = getattr(lib, name, None)
-    if fn is None:
-        return None
+def _typed(fn, real, ilp64):
+    """``fn`` (an omatcopy) with its ctypes argument types: CBLAS enums as C ints, integers
+    64-bit (ILP64) or 32-bit, ``alpha`` as ``real``."""
     integer = ctypes.c_int64 if ilp64 else ctypes.c_int32
     fn.restype = None
     fn.argtypes = [ctypes.c_int, ctypes.c_int, integer, integer, real, ctypes.c_void_p,
@@ -89,17 +88,11 @@ def _probe(fn, dtype) -> bool:
 def _functions() -> dict:
     global _fns
     if _fns is None:
-        found = {}
-        for lib in _threads._openblas_libs():
-            for s_name, d_name, ilp64 in _SYMBOLS:
-                s = _bind(lib, s_name, ctypes.c_float, ilp64)
-                d = _bind(lib, d_name, ctypes.c_double, ilp64)
-                if s is not None and d is not None:
-                    found = {np.dtype(np.float32): s, np.dtype(np.float64): d}
-                    break
-            if found:
-                break
-        _fns = {dt: fn for dt, fn in found.items() if _probe(fn, dt)}
+        found = _threads._symbol_pair(_SYMBOLS)
+        typed = {} if found is None else {
+            np.dtype(np.float32): _typed(found[0], ctypes.c_float, found[2][2]),
+            np.dtype(np.float64): _typed(found[1], ctypes.c_double, found[2][2])}
+        _fns = {dt: fn for dt, fn in typed.items() if _probe(fn, dt)}
     return _fns
 
 
