@@ -29,15 +29,16 @@ _RANDOM_OPS = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUnifo
 # ops whose outputs are host values even when their inputs live on the device
 _HOST_RESULT = {"Shape", "Size", "NonZero", "ConstantOfShape", "Range"}
 
+# ops that grow their output from small operands; guarded before the host evaluates them
+_GROWING = {"Expand", "Tile", "ConstantOfShape", "Range", "Pad", "OneHot", "Resize",
+            "Upsample", "EyeLike", "Concat", "MatMul", "Gemm", "Einsum", "CastLike", "Cast"}
+
 #: A node evaluated on the host (shape arithmetic: the Gather, Unsqueeze, Concat and Div of a
 #: channel shuffle's target shape) keeps its last inputs and outputs when both are at most
 #: this many bytes, and an eager run that gives it the same inputs again (same input shapes)
 #: takes copies of those outputs instead of evaluating it: ShuffleNetV2's export has 337 such
 #: nodes, ~10 ms of an eager batch-1 run. ``0`` evaluates every time.
 HOST_MEMO_BYTES = 4096
-# ops that grow their output from small operands; guarded before the host evaluates them
-_GROWING = {"Expand", "Tile", "ConstantOfShape", "Range", "Pad", "OneHot", "Resize",
-            "Upsample", "EyeLike", "Concat", "MatMul", "Gemm", "Einsum", "CastLike", "Cast"}
 
 
 def _resolve_device(dev):
@@ -331,13 +332,12 @@ class SingaRep(BackendRep):
             key = _host_key(ins)
             kept = self._host_memo.get(id(node)) if key is not None else None
             if kept is not None and kept[0] == key:
-                outs = [None if o is None else o.copy() for o in kept[1]]
+                outs = _copies(kept[1])
             else:
                 outs = _evaluate_on_host(node, ins, self.opset, self.max_elements, self.dev)
                 if key is not None and all(o is None or o.nbytes <= HOST_MEMO_BYTES
                                            for o in outs):
-                    self._host_memo[id(node)] = (key, [None if o is None else o.copy()
-                                                       for o in outs])
+                    self._host_memo[id(node)] = (key, _copies(outs))
         else:
             ctx = Context(self.dev, self.opset, node.name, node.op_type, node.state,
                           self.max_elements)
@@ -377,6 +377,12 @@ def _host_key(ins) -> tuple | None:
             return None
         key.append((v.dtype.str, v.shape, v.tobytes()))
     return tuple(key)
+
+
+def _copies(outs) -> list:
+    """Copies of a host node's outputs (None stays None): what the memo keeps and what it
+    hands on are never the arrays a consumer holds."""
+    return [None if o is None else o.copy() for o in outs]
 
 
 def _aliases(node, returned: set) -> bool:
