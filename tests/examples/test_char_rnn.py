@@ -45,12 +45,17 @@ def _short_run(cr, graph, epochs=6):
 
 def test_loss_falls_and_graph_matches_eager(cr):
     data, g_train, g_val = _short_run(cr, graph=True)
-    _, e_train, e_val = _short_run(cr, graph=False)
+    # train() has no schedule over epochs (fixed-rate Adam, data shuffled once), so eager
+    # mode's first two epochs must give graph mode's first two (the other four would only
+    # repeat the comparison: on a device without the fused LSTM kernels, e.g. OpenCL, they
+    # cost a minute)
+    _, e_train, e_val = _short_run(cr, graph=False, epochs=2)
     start = np.log(data.vocab_size)
     assert g_train[0] < start + 0.2  # the first epoch starts from uniform over the vocabulary
     assert g_train[-1] < g_train[0] - 0.5 and g_val[-1] < g_val[0] - 0.3
-    np.testing.assert_allclose(g_train, e_train, rtol=1e-4)
-    np.testing.assert_allclose(g_val, e_val, rtol=1e-4)
+    assert len(e_train) == len(e_val) == 2
+    np.testing.assert_allclose(g_train[:2], e_train, rtol=1e-4)
+    np.testing.assert_allclose(g_val[:2], e_val, rtol=1e-4)
 
 
 def test_sampling_and_checkpoint_round_trip(cr, tmp_path):
