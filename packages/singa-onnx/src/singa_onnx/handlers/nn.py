@@ -7,6 +7,7 @@ the handle's four pads; ceil-mode pooling adds the end padding that makes the ex
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 from singa import autograd, singa_wrap, tensor
@@ -83,21 +84,44 @@ def _conv_operands(ctx, attrs, x, w, op):
     return x, w, nsp, kernel, strides, dil
 
 
+class _Shaped(NamedTuple):
+    """What a handle reads of its input: the shape (N, C, H, W)."""
+
+    shape: tuple
+
+
+def _conv_handle(ctx, attrs, x, w, has_bias):
+    """The Conv node's ConvHandle for operands shaped like ``x`` and ``w`` (2-D geometry:
+    a 1-D convolution's lifted to a height of 1). The node keeps the last one with its operand
+    shapes: its attributes never change and its shapes rarely do, and parsing and checking
+    them again cost ~50 us a node on every eager run (a fifth of MobileNetV3-small's)."""
+    key = (x.shape, w.shape, has_bias)
+    kept = ctx.state.get("conv")
+    if kept is not None and kept[0] == key:
+        return kept[1]
+    x, w, nsp, kernel, strides, dil = _conv_operands(ctx, attrs, x, w, "Conv")
+    pads = _spatial_pads(attrs, x.shape[2:], kernel, strides, dil)
+    one_d = nsp == 1
+    kernel, strides, dil = _lift(kernel, one_d, 1), _lift(strides, one_d, 1), _lift(dil, one_d, 1)
+    pads = _lift(pads, one_d, (0, 0))
+    four = (pads[0][0], pads[0][1], pads[1][0], pads[1][1])
+    shape = (x.shape[0], x.shape[1], 1, x.shape[2]) if one_d else tuple(x.shape)
+    handle = singa_wrap.ConvHandle(_Shaped(shape), kernel, strides, four, x.shape[1], w.shape[0],
+                                   has_bias, _group(ctx, attrs), dilation=dil)
+    ctx.state["conv"] = (key, handle)
+    return handle
+
+
 @register("Conv", attrs=("kernel_shape", "strides", "pads", "dilations", "group", "auto_pad"),
           check=_check_geometry)
 def conv(ctx, attrs, x, w, b=None):
     """y = conv(x, W) + b: grouped, dilated, strided, any padding (1-D and 2-D)."""
-    x, w, nsp, kernel, strides, dil = _conv_operands(ctx, attrs, x, w, "Conv")
-    pads = _spatial_pads(attrs, x.shape[2:], kernel, strides, dil)
+    x = ctx.tensor(x)
+    w = ctx.tensor(w, like=x)
+    handle = _conv_handle(ctx, attrs, x, w, b is not None)
     x, one_d = _to_2d(x)
     if one_d:
         w = autograd.reshape(w, [w.shape[0], w.shape[1], 1, w.shape[2]])
-    kernel, strides, dil = _lift(kernel, one_d, 1), _lift(strides, one_d, 1), _lift(dil, one_d, 1)
-    pads = _lift(pads, one_d, (0, 0))
-    group = _group(ctx, attrs)
-    four = (pads[0][0], pads[0][1], pads[1][0], pads[1][1])
-    handle = singa_wrap.ConvHandle(x.data, kernel, strides, four, x.shape[1], w.shape[0],
-                                   b is not None, group, dilation=dil)
     y = autograd.conv2d(handle, x, w, None if b is None else ctx.tensor(b, like=x))
     if one_d:
         y = autograd.reshape(y, [y.shape[0], y.shape[1], y.shape[3]])
