@@ -93,7 +93,9 @@ def test_last_layers_and_aux_output():
     native = Native()
     tx = tensor.from_numpy(x)
     native.eval()
-    out = native(tx)
+    native(tx)
+    native.fc.b.copy_from_numpy(np.linspace(1, 2, 10, dtype=np.float32))  # last_layers=-1
+    out = native(tx)  # differs from the whole model's output by this bias
     onx = singa_onnx.to_onnx([tx], [out])
     rep = singa_onnx.prepare(onx)
     relu_out = [n.output[0] for n in onx.graph.node if n.op_type == "Relu"][0]
@@ -104,6 +106,14 @@ def test_last_layers_and_aux_output():
     before_bias = rep.run([x], last_layers=-1)[0]
     b = tensor.to_numpy(native.fc.b)
     np.testing.assert_allclose(before_bias + b, tensor.to_numpy(out), atol=1e-5)
+    # the run keeps its plan for the last arguments only: switching back and forth between
+    # them gives each call its own values (an intermediate asked for is never dropped early)
+    for _ in range(2):
+        (plain,) = rep.run([x])
+        np.testing.assert_allclose(plain, full, atol=0)
+        full2, aux2 = rep.run([x], aux_output=(relu_out,))
+        np.testing.assert_array_equal(aux2, aux)
+        np.testing.assert_array_equal(rep.run([x], last_layers=-1)[0], before_bias)
 
 
 def _tiny():
