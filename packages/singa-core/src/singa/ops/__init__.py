@@ -20,13 +20,14 @@ from . import (
     _tensor_ops,  # noqa: F401  (declares the tensor-math ops)
 )
 from ._elementwise import BINARY, UNARY, Binary, Unary
-from ._fusion import FUSIONS, ChainStep, ElementwiseChain, FusionDef, node_op
+from ._fusion import FUSIONS, ChainStep, ElementwiseChain, FusionDef, node_op, run_fused
 from ._rearrangements import REARRANGEMENTS, Rearrangement
 from ._records import Onnx
 from ._reductions import REDUCTIONS, Reduction
 from ._registry import EMPTY, OPS, Kernel, KernelCall, OpDef, as_kernel, defop, kernel_attrs, run
 
 __all__ = ["EMPTY", "FUSIONS", "OPS", "ChainStep", "ElementwiseChain", "FusionDef", "node_op",
+           "run_fused",
            "Kernel", "KernelCall", "OpDef", "as_kernel", "defop", "kernel_attrs", "run",
            "UNARY", "BINARY", "Unary", "Binary", "Onnx", "REDUCTIONS", "Reduction",
            "REARRANGEMENTS", "Rearrangement"]

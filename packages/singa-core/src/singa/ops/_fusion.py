@@ -32,11 +32,12 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .._ctensor import CTensor
 from .._dtype import ITEMSIZE
 from ._registry import EMPTY, OPS, KernelCall, run
 
 __all__ = ["FusionDef", "FUSIONS", "ChainStep", "ElementwiseChain", "node_op", "run_chain",
-           "whole"]
+           "run_fused", "whole"]
 
 
 @dataclass(frozen=True)
@@ -143,6 +144,30 @@ _declare("Pooling2dBackward", "ReLUBackward", 0,
          "The gradient of a max/average pooling, masked by the ReLU before it: "
          "dx = pool_backward(dy, x) * (y > 0), written once.")
 
+
+
+def run_fused(name: str, ins: list, attrs: dict = EMPTY) -> list | None:
+    """Run fusion ``name`` now, outside a graph, on the device of ``ins`` (CTensors): its
+    output, or None when the device registers no kernel under that name (run the two ops then).
+
+    Inputs and attributes follow the fused kernel's calling convention (module docstring). For
+    a pair whose ``second`` is a one-input op without attributes and whose ``first`` is an op
+    of the table (``Conv2d+ReLU``, ``Conv2d+HardSwish``): the output has ``first``'s shape and
+    dtype. The result is bitwise the two ops' (the conformance kit's fused checks); nothing is
+    recorded for a backward pass, so callers use it where no gradient is asked for
+    (inference: singa_onnx's eager runs with ``autograd.training`` off).
+    """
+    fusion = FUSIONS.get(name)
+    first = OPS.get(fusion.first) if fusion is not None else None
+    second = OPS.get(fusion.second) if fusion is not None else None
+    if fusion is None or first is None or second is None or second.nin != 1 or fusion.keep:
+        raise ValueError(f"run_fused: {name!r} is not a fusion of an op of the table and a "
+                         "one-input op")
+    dev = ins[0].dev
+    if name not in dev.kernels:
+        return None
+    outs = [CTensor._new(s, dev, d) for s, d in first.infer(ins, attrs)]
+    return run(fusion, ins, attrs, outs)  # type: ignore[arg-type]  # run reads .name only
 
 @dataclass(frozen=True)
 class ChainStep:

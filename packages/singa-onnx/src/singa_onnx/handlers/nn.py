@@ -11,6 +11,8 @@ from typing import NamedTuple
 
 import numpy as np
 from singa import autograd, singa_wrap, tensor
+from singa.errors import SingaONNXError
+from singa.ops import run_fused
 
 from ._registry import register
 
@@ -112,17 +114,43 @@ def _conv_handle(ctx, attrs, x, w, has_bias):
     return handle
 
 
+class _FusedConv(autograd.Operator):
+    """A convolution and the activation of its output as the device's fused kernel
+    (``singa.ops.run_fused``: ``Conv2d+ReLU``, ``Conv2d+HardSwish``), bitwise the two ops'.
+    Inference only: the eager run uses it while ``autograd.training`` is off (no backward is
+    recorded then)."""
+
+    def __init__(self, handle, fused: str):
+        super().__init__()
+        self.attrs = dict(handle.attrs())
+        self.fused = fused
+
+    def forward(self, x, W, b=None):
+        return run_fused(self.fused, [x, W] if b is None else [x, W, b], self.attrs)[0]
+
+    def backward(self, dy):
+        raise SingaONNXError(f"{self.fused} of an eager inference run has no backward pass "
+                             "(it is used only while singa.autograd.training is off)")
+
+
 @register("Conv", attrs=("kernel_shape", "strides", "pads", "dilations", "group", "auto_pad"),
           check=_check_geometry)
 def conv(ctx, attrs, x, w, b=None):
-    """y = conv(x, W) + b: grouped, dilated, strided, any padding (1-D and 2-D)."""
+    """y = conv(x, W) + b: grouped, dilated, strided, any padding (1-D and 2-D). With
+    ``attrs["__fuse__"]`` (set by the eager run, see ``backend.EAGER_FUSIONS``) the device's
+    fused kernel of that name also applies the activation that follows the node."""
     x = ctx.tensor(x)
     w = ctx.tensor(w, like=x)
     handle = _conv_handle(ctx, attrs, x, w, b is not None)
     x, one_d = _to_2d(x)
     if one_d:
         w = autograd.reshape(w, [w.shape[0], w.shape[1], 1, w.shape[2]])
-    y = autograd.conv2d(handle, x, w, None if b is None else ctx.tensor(b, like=x))
+    b = None if b is None else ctx.tensor(b, like=x)
+    fused = attrs.get("__fuse__")
+    if fused is not None:
+        y = _FusedConv(handle, fused)(*((x, w) if b is None else (x, w, b)))[0]
+    else:
+        y = autograd.conv2d(handle, x, w, b)
     if one_d:
         y = autograd.reshape(y, [y.shape[0], y.shape[1], y.shape[3]])
     return y
