@@ -402,7 +402,7 @@ def _copies(outs) -> list:
 
 #: (node, the node after it) -> the fused kernel an eager inference run uses for the two (a
 #: convolution and its activation: one pass over the output instead of two, and one node's
-#: Python less; MobileNetV3-small has 33 such pairs)
+#: Python less; MobileNetV3-small has 32 such pairs)
 EAGER_FUSIONS = {("Conv", "Relu"): "Conv2d+ReLU", ("Conv", "HardSwish"): "Conv2d+HardSwish"}
 
 

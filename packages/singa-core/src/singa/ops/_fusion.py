@@ -145,7 +145,6 @@ _declare("Pooling2dBackward", "ReLUBackward", 0,
          "dx = pool_backward(dy, x) * (y > 0), written once.")
 
 
-
 def run_fused(name: str, ins: list, attrs: dict = EMPTY) -> list | None:
     """Run fusion ``name`` now, outside a graph, on the device of ``ins`` (CTensors): its
     output, or None when the device registers no kernel under that name (run the two ops then).
@@ -168,6 +167,7 @@ def run_fused(name: str, ins: list, attrs: dict = EMPTY) -> list | None:
         return None
     outs = [CTensor._new(s, dev, d) for s, d in first.infer(ins, attrs)]
     return run(fusion, ins, attrs, outs)  # type: ignore[arg-type]  # run reads .name only
+
 
 @dataclass(frozen=True)
 class ChainStep:

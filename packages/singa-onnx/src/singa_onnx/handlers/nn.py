@@ -96,7 +96,7 @@ def _conv_handle(ctx, attrs, x, w, has_bias):
     """The Conv node's ConvHandle for operands shaped like ``x`` and ``w`` (2-D geometry:
     a 1-D convolution's lifted to a height of 1). The node keeps the last one with its operand
     shapes: its attributes never change and its shapes rarely do, and parsing and checking
-    them again cost ~50 us a node on every eager run (a fifth of MobileNetV3-small's)."""
+    them again cost ~28 us a node on every eager run (1.5 ms of MobileNetV3-small's ~13)."""
     key = (x.shape, w.shape, has_bias)
     kept = ctx.state.get("conv")
     if kept is not None and kept[0] == key:
