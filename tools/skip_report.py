@@ -10,7 +10,8 @@ reads. Two halves:
   ``needs_hardware`` marker names. A module skipped while collecting counts as one test (its
   path). A test function of an importable package (the conformance kit) has one id whatever
   file collected it (:func:`stable_id`). Ranks under ``mpiexec`` write one report each;
-  pytest-xdist workers write none (their reports reach the controller, which writes).
+  pytest-xdist workers write none: their reports reach the controller, which writes, each
+  tagged by the worker with the test's stable id and markers (the controller collects none).
 * :func:`aggregate` over every report of every session (``nox -s skips``, or
   ``python tools/skip_report.py [DIR]``): per session, how many tests each skip reason
   covered; and every test id that was skipped in every run that collected it, unless it is
@@ -92,18 +93,21 @@ class _Recorder:
                 e["reason"] = reason
 
     def pytest_collection_finish(self, session):
-        for item in session.items:
-            self.keys[item.nodeid] = stable_id(item)
-            e = self._entry(item.nodeid)
-            marks = [m.args[0] if m.args else "unnamed hardware"
-                     for m in item.iter_markers(MARKER)]
-            e["hardware"] = ", ".join(str(m) for m in marks) or None
+        for item in session.items:  # none on an xdist controller: see _WorkerTags
+            self._identify(item.nodeid, stable_id(item), _hardware(item))
+
+    def _identify(self, nodeid, key, hardware):
+        self.keys[nodeid] = key
+        self._entry(nodeid)["hardware"] = hardware
 
     def pytest_collectreport(self, report):
         if report.skipped:  # a module skipped as a whole (importorskip, allow_module_level)
             self._set(report.nodeid, "skipped", _reason(report))
 
     def pytest_runtest_logreport(self, report):
+        tags = dict(report.user_properties)
+        if _ID in tags:  # from an xdist worker, which collected the item
+            self._identify(report.nodeid, tags[_ID], tags.get(_HARDWARE))
         xfail = hasattr(report, "wasxfail")
         if report.failed:
             self._set(report.nodeid, "failed")
@@ -124,12 +128,35 @@ class _Recorder:
         os.replace(tmp, path)
 
 
+def _hardware(item) -> str | None:
+    """The ``needs_hardware`` markers of ``item``, joined (None: none)."""
+    marks = [m.args[0] if m.args else "unnamed hardware" for m in item.iter_markers(MARKER)]
+    return ", ".join(str(m) for m in marks) or None
+
+
+# An xdist controller collects nothing: the workers tag each item's reports with its stable id
+# and hardware markers (``user_properties`` travel with the reports), so the controller's
+# report has the ids and exemptions a single process would write
+_ID, _HARDWARE = "skip_report_id", "skip_report_hardware"
+
+
+class _WorkerTags:
+    def pytest_collection_modifyitems(self, items):
+        for item in items:
+            item.user_properties.append((_ID, stable_id(item)))
+            hardware = _hardware(item)
+            if hardware:
+                item.user_properties.append((_HARDWARE, hardware))
+
+
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", f"{MARKER}(what): the test needs hardware CI does not have (e.g. "
         "'nvidia gpu'); a skip report does not count its skips against it")
     folder = os.environ.get(ENV)
-    if folder and not hasattr(config, "workerinput"):  # an xdist worker: the controller writes
+    if folder and hasattr(config, "workerinput"):  # an xdist worker: the controller writes
+        config.pluginmanager.register(_WorkerTags(), "singa-skip-worker-tags")
+    elif folder:
         config.pluginmanager.register(_Recorder(folder), "singa-skip-recorder")
 
 

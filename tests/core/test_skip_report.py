@@ -12,6 +12,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("skip_report", ROOT / "tools" / "skip_report.py")
 skip_report = importlib.util.module_from_spec(_spec)
@@ -79,7 +81,12 @@ def test_no_reports_is_not_a_failure_and_says_so(tmp_path, capsys):
     assert "no reports" in capsys.readouterr().out
 
 
-def test_the_plugin_records_each_outcome_and_the_command_fails_on_it(tmp_path):
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "xdist"])
+def test_the_plugin_records_each_outcome_and_the_command_fails_on_it(tmp_path, workers):
+    """The same report from one process and from pytest-xdist's controller (whose workers
+    collect the tests: the kit's stable id and the hardware marker come from them)."""
+    if workers:
+        pytest.importorskip("xdist", reason="pytest-xdist is not installed")
     (tmp_path / "test_sample.py").write_text(textwrap.dedent("""
         import pytest
 
@@ -109,8 +116,8 @@ def test_the_plugin_records_each_outcome_and_the_command_fails_on_it(tmp_path):
     env = {**os.environ, skip_report.ENV: str(reports / "sess"), "PYTHONPATH": os.pathsep.join(
         [str(ROOT / "tools"), str(tmp_path), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "skip_report",
-                           "-p", "no:cacheprovider", str(tmp_path)], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=120)
+                           "-p", "no:cacheprovider", *workers, str(tmp_path)], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (report,) = (reports / "sess").glob("*.json")
     tests = json.loads(report.read_text())["tests"]
