@@ -99,6 +99,15 @@ def singa_trainer(name, use_graph, device_name, batch_size, profile_shapes=False
     step.peak_bytes = lambda: dev.memory_stats()["peak_bytes"]
     step.profile = (lambda: graph_profile(dev, step, shapes=profile_shapes)) if use_graph \
         else None
+
+    def final_info():
+        """Whether a CUDA GPU's graph ran as captured CUDA graphs (SINGA_CUDA_GRAPHS)."""
+        plan = m._graph.plan if use_graph and m._graph is not None else None
+        record = plan.extras.get("cuda.graphs") if plan is not None else None
+        return {} if record is None else {"cuda_graphs": record.state,
+                                          "cuda_graphs_why": getattr(record, "why", "")}
+
+    step.final_info = final_info
     return step
 
 
@@ -178,6 +187,8 @@ def worker(config, name, device_name, batch_size, steps, warmup, clock=time.perf
     if profile and step.profile is not None:
         out["profile"] = step.profile()
     out.update(getattr(step, "info", {}))
+    if getattr(step, "final_info", None) is not None:
+        out.update(step.final_info())
     print(json.dumps(out))
 
 
@@ -254,7 +265,9 @@ def memory_line(name, mem):
         rss = max(r["rss"] for r in runs) / MB
         pool = [r["pool"] for r in runs if r["pool"] is not None]
         cells.append(f"{c} rss {rss:.0f} MB" + (f" (pool {max(pool) / MB:.0f} MB)" if pool else ""))
-    return f"{'':<9} memory: " + ", ".join(cells)
+    graphs = {r["cuda_graphs"] for r in mem.get("graph", []) if r.get("cuda_graphs")}
+    line = f"{'':<9} memory: " + ", ".join(cells)
+    return line + (f"; CUDA graphs: {', '.join(sorted(graphs))}" if graphs else "")
 
 
 def model_record(name, args, times, mem):
@@ -276,6 +289,9 @@ def model_record(name, args, times, mem):
     if name in GRAPH_TARGET:
         rec["target_graph/torch"] = GRAPH_TARGET[name]
     rec["first_loss"] = {c: [r.get("first_loss") for r in runs] for c, runs in mem.items()}
+    graphs = [r.get("cuda_graphs") for r in mem.get("graph", []) if r.get("cuda_graphs")]
+    if graphs:
+        rec["cuda_graphs"] = graphs
     profiles = [r["profile"] for r in mem.get("graph", []) if r.get("profile")]
     if profiles:
         rec["graph_profile"] = profiles[-1]

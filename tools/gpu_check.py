@@ -290,6 +290,7 @@ def judge_bench(path):
 def steps(out_dir: Path, workers: int) -> list[Step]:
     me = str(Path(__file__).resolve())
     bench_json = out_dir / "train_step.json"
+    graphs_json = out_dir / "train_step_graphs.json"
     return [
         Step("versions", "driver, runtime, NVRTC, cuDNN, NCCL, cupy, torch",
              [me, "--run-step", "versions"], 60),
@@ -323,6 +324,12 @@ def steps(out_dir: Path, workers: int) -> list[Step]:
              ["benchmarks/train_step.py", "--device", "cuda:0", "--models", "cnn", "resnet18",
               "--batch", "cnn=64", "resnet18=128", "--reps", "2", "--json", str(bench_json)],
              240, judge=judge_bench(bench_json)),
+        Step("bench-graphs", "the same training step with graph mode captured as CUDA graphs "
+             "(SINGA_CUDA_GRAPHS=1)",
+             ["benchmarks/train_step.py", "--device", "cuda:0", "--models", "cnn", "resnet18",
+              "--batch", "cnn=64", "resnet18=128", "--reps", "2", "--json",
+              str(graphs_json)],
+             240, env={"SINGA_CUDA_GRAPHS": "1"}, judge=judge_bench(graphs_json)),
     ]
 
 

@@ -16,6 +16,7 @@ REFUSED = {
     "SINGA_STRICT_PLUGINS": ("maybe", BOOL, BOOL_OK),
     "SINGA_TRACE_PLUGINS": ("2", BOOL, BOOL_OK),
     "SINGA_CUDA_TF32": ("tf32", BOOL, BOOL_OK),
+    "SINGA_CUDA_GRAPHS": ("captured", BOOL, BOOL_OK),
     "SINGA_GRAPH_FUSE": ("fused", BOOL, BOOL_OK),
     "SINGA_DIST_NO_ABORT_HOOK": ("please", BOOL, BOOL_OK),
     "SINGA_LOG_LEVEL": ("loud", "expected one of DEBUG, INFO, WARNING, ERROR, CRITICAL (any case)",

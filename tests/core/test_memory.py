@@ -7,10 +7,11 @@ zeroed and released. Buffers are plain bytearrays: core must not care what they 
 from __future__ import annotations
 
 import gc
+import threading
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from singa._ctensor import CTensor
 from singa._device import Device
@@ -69,6 +70,109 @@ def lazy_alloc():
     Device.EnableLazyAlloc(prev)
 
 
+# ---------------------------------------------------------------------- reservations
+def test_reservation_keeps_what_the_capture_window_touched(pool):
+    before, _ = pool.malloc(1000)  # allocated before the window, freed inside it
+    with pool.reserve() as res:
+        ws, cls = pool.malloc(1000)  # a captured kernel's workspace ...
+        pool.free(ws, cls)
+        again, _ = pool.malloc(1000)  # ... reused by the next captured kernel
+        assert again is ws
+        pool.free(again, cls)
+        pool.free(before, 1024)
+    assert res.nbytes == 2048 and pool.reserved_bytes == 2048
+    assert pool.stats()["reserved_bytes"] == 2048
+    # reserved buffers count as in use, and nothing outside the graph is handed them
+    assert pool.current_bytes == 2048 and pool.cached_bytes == 0
+    other, _ = pool.malloc(1000)
+    assert other is not ws and other is not before
+    pool.free(other, 1024)
+    assert pool.cached_bytes == 1024
+    res.release()
+    assert pool.reserved_bytes == 0 and pool.current_bytes == 0
+    assert pool.cached_bytes == 3 * 1024
+    assert {id(pool.malloc(1000)[0]) for _ in range(3)} == {id(ws), id(before), id(other)}
+    res.release()  # idempotent
+    assert pool.reserved_bytes == 0
+
+
+def test_a_buffer_allocated_in_the_window_returns_to_the_reservation_later(pool):
+    with pool.reserve() as res:
+        kept, cls = pool.malloc(5000)  # e.g. a scratch array a kernel keeps between calls
+    assert res.nbytes == 0 and pool.current_bytes == cls
+    pool.free(kept, cls)  # freed after the capture: the graph still writes it
+    assert res.nbytes == cls and pool.cached_bytes == 0
+    assert pool.malloc(5000)[0] is not kept
+    res.release()
+    assert pool.malloc(5000)[0] is kept
+
+
+def test_other_threads_are_not_part_of_the_capture_window(pool):
+    got = {}
+
+    def other_thread():
+        buf, cls = pool.malloc(1000)
+        pool.free(buf, cls)
+        got["buf"] = buf
+
+    with pool.reserve() as res:
+        t = threading.Thread(target=other_thread)
+        t.start()
+        t.join()
+    assert res.owned == {} and pool.cached_bytes == 1024
+    assert pool.malloc(1000)[0] is got["buf"]
+
+
+def test_one_capture_window_at_a_time(pool):
+    with pool.reserve():
+        with pytest.raises(RuntimeError, match="already open"):
+            with pool.reserve():
+                pass
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["malloc", "malloc", "free", "free", "open", "close",
+                                           "release"]),
+                          st.sampled_from([1000, 5000])), max_size=40))
+def test_no_request_outside_a_window_gets_reserved_memory(ops):
+    """Random mallocs and frees around capture windows: while a reservation lives, nothing
+    requested outside its window is a buffer the window touched; the byte counts add up."""
+    pool = MemPool(RecordingAllocator(), "test")
+    out: list[tuple[bytearray, int]] = []
+    live: list = []  # reservations not released, each with the buffers its window touched
+    window = None
+    for op, n in ops:
+        if op == "open" and window is None:
+            window = pool.reserve()
+            window.__enter__()
+            live.append((window, set()))
+        elif op == "close" and window is not None:
+            window.__exit__(None, None, None)
+            window = None
+        elif op == "release" and live and (window is None or live[0][0] is not window):
+            live.pop(0)[0].release()
+        elif op == "malloc":
+            buf, cls = pool.malloc(n)
+            for res, touched in live:
+                if res is window:
+                    touched.add(id(buf))
+                else:
+                    assert id(buf) not in touched, "a reserved buffer was handed out"
+            out.append((buf, cls))
+        elif op == "free" and out:
+            buf, cls = out.pop(n % len(out))
+            pool.free(buf, cls)
+            for res, touched in live:
+                if res is window:
+                    touched.add(id(buf))
+    assert pool.current_bytes == sum(c for _, c in out) + pool.reserved_bytes
+    if window is not None:
+        window.__exit__(None, None, None)
+    for res, _ in live:
+        res.release()
+    assert pool.reserved_bytes == 0 and pool.current_bytes == sum(c for _, c in out)
+
+
 # ---------------------------------------------------------------------- size classes
 @pytest.mark.parametrize(
     ("n", "cls"),
@@ -113,6 +217,7 @@ def test_malloc_free_reuse_and_statistics(pool):
         "num_allocs": 2,
         "num_hits": 0,
         "num_device_allocs": 2,
+        "reserved_bytes": 0,
     }
     pool.free(a, ca)
     assert pool.current_bytes == 3072 and pool.cached_bytes == 1024

@@ -135,6 +135,16 @@ _declare(
 )
 
 
+_declare(
+    "SINGA_CUDA_GRAPHS", _parse_bool, False,
+    "1: a CUDA GPU's graph-mode replay is captured once as CUDA graphs (after two ordinary "
+    "replays) and launched as one graph per run of kernels, instead of issuing every kernel "
+    "from Python; bitwise the same results. Plans with random ops or host nodes (collectives) "
+    "are not captured; a capture the driver refuses falls back with a warning. 0 (default): "
+    "kernel by kernel. Read when a graph is analysed (docs/cuda.md, 'CUDA graphs').", "bool",
+)
+
+
 def _parse_bn_engine(raw: str) -> str:
     value = raw.strip().lower() or "auto"
     if value not in ("auto", "graph", "shared"):

@@ -12,9 +12,10 @@ everything else here is backend-independent.
 
 from __future__ import annotations
 
+import threading
 from typing import Any, Protocol
 
-__all__ = ["Allocator", "Block", "MemPool", "size_class"]
+__all__ = ["Allocator", "Block", "MemPool", "Reservation", "size_class"]
 
 
 class Allocator(Protocol):
@@ -50,12 +51,78 @@ def size_class(nbytes: int) -> int:
     return (nbytes + step - 1) // step * step
 
 
+class Reservation:
+    """Buffers set aside for work captured once and run again later (a CUDA graph).
+
+    A captured graph keeps the addresses of every buffer its kernels used during the capture,
+    workspaces and temporaries included, and touches them again at every launch. So from
+    :meth:`MemPool.reserve` until :meth:`release`, a buffer the capturing thread got from the
+    pool or gave back to it during the capture window (the ``with`` block) is the
+    reservation's: given back, it goes to the reservation's own free lists, not to the pool's
+    cache, so nothing outside the graph is handed memory the graph writes. Inside the window
+    requests are served from those lists first, so a workspace freed by one captured kernel is
+    reused by the next, in stream order, as the pool would (PyTorch's private graph pools work
+    the same way). A buffer belongs to one reservation at most: one owned by another live
+    reservation goes back to that one even when freed in this window. Reserved buffers count
+    in the pool's ``current_bytes``; ``nbytes`` is what the reservation holds free.
+    """
+
+    def __init__(self, pool: MemPool):
+        self.pool = pool
+        self.thread = threading.get_ident()
+        #: id(buffer) -> buffer of every buffer the reservation owns (in use or free)
+        self.owned: dict[int, Any] = {}
+        self._free: dict[int, list[Any]] = {}
+        self.nbytes = 0
+        self.released = False
+
+    def __enter__(self) -> Reservation:
+        if self.pool._capturing is not None:
+            raise RuntimeError("MemPool.reserve: a capture window is already open on this pool")
+        self.pool._capturing = self
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.pool._capturing = None
+
+    def _take(self, cls: int) -> Any:
+        bucket = self._free.get(cls)
+        if bucket:
+            self.nbytes -= cls
+            return bucket.pop()
+        return None
+
+    def _keep(self, buf: Any, cls: int) -> None:
+        self.owned[id(buf)] = buf
+        self._free.setdefault(cls, []).append(buf)
+        self.nbytes += cls
+
+    def release(self) -> None:
+        """Give the reserved free buffers back to the pool's cache (the graph is gone); a
+        buffer still in use elsewhere goes back when it is freed. Idempotent."""
+        if self.released:
+            return
+        self.released = True
+        pool = self.pool
+        if pool._capturing is self:
+            pool._capturing = None
+        pool._reservations = [r for r in pool._reservations if r is not self]
+        for cls, bucket in self._free.items():
+            for buf in bucket:
+                pool._cache(buf, cls)
+        self._free.clear()
+        self.owned.clear()
+        self.nbytes = 0
+
+
 class MemPool:
     """Caching pool of native buffers with size classes and statistics.
 
-    ``current_bytes`` counts bytes of buffers handed out and not yet returned; ``peak_bytes`` is
-    its maximum since the last :meth:`reset_peak`; ``num_allocs`` counts requests and
-    ``num_hits`` those served from the cache; ``cached_bytes`` is memory held for reuse.
+    ``current_bytes`` counts bytes of buffers handed out and not yet returned (reserved ones
+    included, see :meth:`reserve`); ``peak_bytes`` is its maximum since the last
+    :meth:`reset_peak`; ``num_allocs`` counts requests and ``num_hits`` those served from the
+    cache; ``cached_bytes`` is memory held for reuse; ``reserved_bytes`` what reservations
+    hold free for their graphs.
     """
 
     def __init__(self, allocator: Allocator, name: str = ""):
@@ -68,11 +135,38 @@ class MemPool:
         self.num_allocs = 0
         self.num_hits = 0
         self.num_device_allocs = 0
+        self._capturing: Reservation | None = None
+        self._reservations: list[Reservation] = []
+
+    def reserve(self) -> Reservation:
+        """A :class:`Reservation` whose ``with`` block is the capture window: what the calling
+        thread allocates or frees in it stays reserved for the captured work until
+        ``release()``."""
+        res = Reservation(self)
+        self._reservations.append(res)
+        return res
+
+    @property
+    def reserved_bytes(self) -> int:
+        """Bytes the live reservations hold free for their captured graphs."""
+        return sum(r.nbytes for r in self._reservations)
 
     def malloc(self, nbytes: int) -> tuple[Any, int]:
         """Return ``(buffer, class_bytes)`` for a request of ``nbytes``."""
         cls = size_class(nbytes)
         self.num_allocs += 1
+        res = self._capturing
+        if res is not None and res.thread == threading.get_ident():
+            buf = res._take(cls)
+            if buf is not None:  # counted in current_bytes since the reservation got it
+                self.num_hits += 1
+                return buf, cls
+            buf, cls = self._malloc_shared(cls)
+            res.owned[id(buf)] = buf
+            return buf, cls
+        return self._malloc_shared(cls)
+
+    def _malloc_shared(self, cls: int) -> tuple[Any, int]:
         bucket = self._free.get(cls)
         try:  # pop, not test-then-pop: another thread may take the last cached buffer
             buf = bucket.pop()  # type: ignore[union-attr]  # None: caught below
@@ -88,7 +182,20 @@ class MemPool:
         return buf, cls
 
     def free(self, buf: Any, cls: int) -> None:
-        """Return a buffer of class ``cls`` to the cache."""
+        """Return a buffer of class ``cls`` to the cache (or to the reservation that owns it,
+        or whose capture window the calling thread is in)."""
+        if self._reservations:  # a buffer belongs to one reservation at most
+            for owner in self._reservations:
+                if id(buf) in owner.owned:
+                    owner._keep(buf, cls)
+                    return
+            res = self._capturing
+            if res is not None and res.thread == threading.get_ident():
+                res._keep(buf, cls)
+                return
+        self._cache(buf, cls)
+
+    def _cache(self, buf: Any, cls: int) -> None:
         self.current_bytes -= cls
         self.cached_bytes += cls
         self._free.setdefault(cls, []).append(buf)  # one call: safe against a racing free
@@ -130,6 +237,7 @@ class MemPool:
             "num_allocs": self.num_allocs,
             "num_hits": self.num_hits,
             "num_device_allocs": self.num_device_allocs,
+            "reserved_bytes": self.reserved_bytes,
         }
 
 

@@ -62,6 +62,9 @@ class CudaGPU(Device):
         self.staging = cupy_staging()
         # PyTorch's default: cuDNN may use TF32 for float32 convolutions (SINGA_CUDA_TF32)
         self.float32_precision = "high" if config.get("SINGA_CUDA_TF32") else "highest"
+        from .capture import register
+
+        register(CudaGPU)  # the cuda.graphs stage (SINGA_CUDA_GRAPHS)
 
     # ------------------------------------------------------------------ execution context
     def on_device(self, fn) -> Kernel:
