@@ -274,7 +274,10 @@ def judge_cnn(code, out):
         {"accuracy": acc}
 
 
-def judge_bench(path):
+def judge_bench(path, captured=False):
+    """The bench steps' judge: the benchmark exited 0 and wrote its JSON; with ``captured``,
+    every model's graph also ran as captured CUDA graphs (else the step times the replay it
+    fell back to, and fails naming why)."""
     def judge(code, out):
         try:
             data = json.loads(Path(path).read_text())
@@ -282,7 +285,15 @@ def judge_bench(path):
             return False, f"exit status {code}, no benchmark JSON ({exc})", {}
         lines = [ln for ln in out.splitlines() if ln.strip()]
         rows = [ln for ln in lines if ln.split()[:1] and ln.split()[0] in ("cnn", "resnet18")]
-        return code == 0, " | ".join(" ".join(r.split()) for r in rows) or "no rows", data
+        summary = " | ".join(" ".join(r.split()) for r in rows) or "no rows"
+        ok = code == 0
+        if captured:
+            states = {name: rec.get("cuda_graphs") for name, rec in data.get("models", {}).items()}
+            missed = {k: v for k, v in states.items() if v != ["captured"] * len(v or [None])}
+            if missed or not states:
+                ok = False
+                summary += f" | not captured: {missed or 'no models'}"
+        return ok, summary, data
 
     return judge
 
@@ -329,7 +340,7 @@ def steps(out_dir: Path, workers: int) -> list[Step]:
              ["benchmarks/train_step.py", "--device", "cuda:0", "--models", "cnn", "resnet18",
               "--batch", "cnn=64", "resnet18=128", "--reps", "2", "--json",
               str(graphs_json)],
-             240, env={"SINGA_CUDA_GRAPHS": "1"}, judge=judge_bench(graphs_json)),
+             240, env={"SINGA_CUDA_GRAPHS": "1"}, judge=judge_bench(graphs_json, captured=True)),
     ]
 
 

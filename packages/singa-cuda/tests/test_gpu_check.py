@@ -62,6 +62,29 @@ def test_cnn_judge():
     assert not gpu_check.judge_cnn(0, "Traceback ...")[0]
 
 
+def test_bench_judges(tmp_path):
+    path = tmp_path / "bench.json"
+    out = "model batch ...\ncnn 64 0.009 0.0024 0.0017 5.3 1.4 3.8 g1.2\n"
+
+    def write(states):
+        path.write_text(json.dumps({"models": {
+            name: ({"cuda_graphs": s} if s is not None else {}) for name, s in states.items()}}))
+
+    write({"cnn": None, "resnet18": None})
+    assert gpu_check.judge_bench(path)(0, out)[:2] == (True, "cnn 64 0.009 0.0024 0.0017 5.3 "
+                                                            "1.4 3.8 g1.2")
+    assert not gpu_check.judge_bench(path)(1, out)[0]
+    captured = gpu_check.judge_bench(path, captured=True)
+    assert not captured(0, out)[0]  # the stage never ran: no record of a capture
+    write({"cnn": ["captured", "captured"], "resnet18": ["captured", "captured"]})
+    assert captured(0, out)[0]
+    write({"cnn": ["captured", "captured"], "resnet18": ["captured", "failed"]})
+    ok, summary, _ = captured(0, out)
+    assert not ok and "not captured: {'resnet18': ['captured', 'failed']}" in summary
+    path.unlink()
+    assert not captured(0, out)[0]
+
+
 def test_only_wheels_for_this_python_are_installed(tmp_path):
     names = ["singa_core-0.1.0-py3-none-any.whl",
              "nvidia_cudnn_frontend-1.32.0-cp399-cp399-manylinux_2_28_x86_64.whl"]
