@@ -1,9 +1,12 @@
-"""Eager inference runs a Conv and the Relu/HardSwish after it as one fused kernel.
+"""Eager inference runs a Conv and the Relu/HardSwish after it, and a Sigmoid and the Mul
+after it, as one fused kernel.
 
 ``backend.EAGER_FUSIONS``: while ``singa.autograd.training`` is off and no graph is being
 recorded, a Conv whose only reader is the next node, a Relu or HardSwish, runs as the device's
-``Conv2d+ReLU`` / ``Conv2d+HardSwish`` kernel (``singa.ops.run_fused``). Oracles: onnxruntime,
-and the same eager run with training on (no fusion), which must give the same bits.
+``Conv2d+ReLU`` / ``Conv2d+HardSwish`` kernel (``singa.ops.run_fused``); a Sigmoid whose only
+reader is the next node, a Mul of it and another tensor (SiLU, a squeeze-excitation gate), as
+``Sigmoid+Mul``. Oracles: onnxruntime, and the same eager run with training on (no fusion),
+which must give the same bits.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from onnx import helper as oh
 from onnx import numpy_helper
 from singa import autograd, sonnx
 from singa_onnx import backend
-from singa_onnx.handlers import nn as nn_handlers
+from singa_onnx.handlers import _registry
 
 
 def _model(rng, nsp=2):
@@ -50,15 +53,15 @@ def _model(rng, nsp=2):
 
 @pytest.fixture
 def fused_calls(monkeypatch):
-    """The names of the fused kernels the Conv handler ran (the real run_fused, counted)."""
+    """The names of the fused kernels the eager run ran (the real run_fused, counted)."""
     calls = []
-    real = nn_handlers.run_fused
+    real = _registry.run_fused
 
     def counted(name, ins, attrs):
         calls.append(name)
         return real(name, ins, attrs)
 
-    monkeypatch.setattr(nn_handlers, "run_fused", counted)
+    monkeypatch.setattr(_registry, "run_fused", counted)
     return calls
 
 
@@ -122,6 +125,53 @@ def test_graph_mode_records_the_ops_not_the_eager_fusion(rng, fused_calls, eval_
     np.testing.assert_allclose(y1, ort_run(model, {"x": x})[0], rtol=1e-5, atol=1e-5)
 
 
+def _gates(rng):
+    """x -> Conv (c) -> SiLU: Mul(c, Sigmoid(c)) (m) -> a squeeze-excitation gate:
+    Mul(m, Sigmoid(ReduceMean(m))) (m2) -> Mul(Sigmoid(m2), k) with k a Constant (a host
+    value) (m3) -> Mul(Sigmoid(m3), Sigmoid(m3)) (y). The first two Sigmoid/Mul pairs fuse;
+    the third is a pair but its other operand is on the host, so it runs as two ops; the
+    last Mul reads the Sigmoid twice, not a pair."""
+    w = numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w")
+    k = numpy_helper.from_array(rng.standard_normal((4, 1, 1)).astype(np.float32), "kv")
+    nodes = [oh.make_node("Conv", ["x", "w"], ["c"], kernel_shape=[3, 3], pads=[1] * 4),
+             oh.make_node("Sigmoid", ["c"], ["s1"]),
+             oh.make_node("Mul", ["c", "s1"], ["m"]),
+             oh.make_node("ReduceMean", ["m"], ["g"], axes=[2, 3], keepdims=1),
+             oh.make_node("Sigmoid", ["g"], ["gs"]),
+             oh.make_node("Mul", ["gs", "m"], ["m2"]),  # the gate first: either order fuses
+             oh.make_node("Constant", [], ["k"], value=k),
+             oh.make_node("Sigmoid", ["m2"], ["s3"]),
+             oh.make_node("Mul", ["s3", "k"], ["m3"]),
+             oh.make_node("Sigmoid", ["m3"], ["s4"]),
+             oh.make_node("Mul", ["s4", "s4"], ["y"])]
+    graph = oh.make_graph(nodes, "gates",
+                          [oh.make_tensor_value_info("x", TP.FLOAT, ["n", 3, 6, 6])],
+                          [oh.make_tensor_value_info("y", TP.FLOAT, ["n", 4, 6, 6])], [w])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def test_silu_and_gates_run_as_sigmoid_mul(rng, fused_calls):
+    model = _gates(rng)
+    rep = sonnx.prepare(model, "CPU")
+    # (the Constant node is folded at import: the pair after it is nodes 6 and 7)
+    assert rep._fusions == {1: "Sigmoid+Mul", 4: "Sigmoid+Mul", 6: "Sigmoid+Mul"}
+    x = rng.standard_normal((2, 3, 6, 6)).astype(np.float32)
+    saved = autograd.training
+    try:
+        autograd.training = False
+        fused = rep.run([x])[0]
+        assert fused_calls == ["Sigmoid+Mul", "Sigmoid+Mul"]  # not the one with k on the host
+        autograd.training = True
+        plain = rep.run([x])[0]
+        assert fused_calls == ["Sigmoid+Mul", "Sigmoid+Mul"]
+    finally:
+        autograd.training = saved
+    np.testing.assert_array_equal(fused, plain)
+    np.testing.assert_allclose(fused, ort_run(model, {"x": x})[0], rtol=1e-5, atol=1e-6)
+
+
 def test_the_pairs_an_import_finds():
     class N:
         def __init__(self, op, ins, outs):
@@ -132,3 +182,8 @@ def test_the_pairs_an_import_finds():
              N("Conv", ["d", "w"], ["e"]), N("HardSwish", ["e"], ["f"]),  # e is an output
              N("Conv", ["f", "w"], ["g"]), N("Relu", ["g"], ["h"])]      # fuses
     assert backend._eager_fusions(nodes, ["e", "h"]) == {0: "Conv2d+ReLU", 6: "Conv2d+ReLU"}
+    gates = [N("Sigmoid", ["x"], ["a"]), N("Mul", ["x", "a"], ["b"]),   # SiLU: fuses
+             N("Sigmoid", ["b"], ["c"]), N("Mul", ["c", "c"], ["d"]),   # c read twice
+             N("Sigmoid", ["d"], ["e"]), N("Mul", ["e", "d"], ["f"]),   # e is an output
+             N("Sigmoid", ["f"], ["g"]), N("Relu", ["g"], ["h"])]       # not a listed pair
+    assert backend._eager_fusions(gates, ["e", "h"]) == {0: "Sigmoid+Mul"}

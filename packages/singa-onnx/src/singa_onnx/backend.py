@@ -17,7 +17,7 @@ from singa import device as device_mod
 from singa.errors import DeviceUnavailableError, GraphError, SingaError, SingaONNXError
 
 from . import host_eval, validate
-from .handlers import HANDLERS, Context, onnx_to_np
+from .handlers import HANDLERS, Context, Fused, onnx_to_np
 from .replay import GraphCache, recording_error
 
 __all__ = ["SingaBackend", "SingaRep", "prepare", "run_node", "supports_device"]
@@ -304,9 +304,8 @@ class SingaRep(BackendRep):
             elif _aliases(node, returned):
                 values[node.outputs[0]] = values[node.inputs[0]]
             elif (fuse is not None and i + 1 < len(nodes) and fuse in self.dev.kernels
-                  and node.outputs[0] not in returned):
-                self._run_node(node, values, fuse)
-                values[nodes[i + 1].outputs[0]] = values.pop(node.outputs[0])
+                  and node.outputs[0] not in returned
+                  and self._run_pair(node, nodes[i + 1], values, fuse)):
                 skip = i + 1
             else:
                 self._run_node(node, values)
@@ -334,6 +333,28 @@ class SingaRep(BackendRep):
         if dt is not None and arr.dtype != dt:
             arr = arr.astype(dt)
         return arr
+
+    def _run_pair(self, node, nxt, values, fuse: str) -> bool:
+        """Run ``node`` and ``nxt`` (the only reader of its output) as the fused kernel
+        ``fuse``; False (nothing run) when the operands do not fit it. A pair whose second
+        op reads only the first's output goes through the first's handler (``__fuse__``:
+        the Conv handler); the others (:data:`DIRECT_FUSIONS`) are run here on Tensors of one
+        dtype on this device."""
+        link = node.outputs[0]
+        if (node.op_type, nxt.op_type) not in DIRECT_FUSIONS:
+            self._run_node(node, values, fuse)
+            values[nxt.outputs[0]] = values.pop(link)
+            return True
+        ins = [values[x] for x in node.inputs] + [values[x] for x in nxt.inputs if x != link]
+        first = ins[0]
+        if not all(isinstance(v, tensor.Tensor) and v.device is self.dev
+                   and v.dtype == first.dtype for v in ins):
+            return False  # host constants, mixed dtypes: the handlers convert them
+        try:
+            values[nxt.outputs[0]] = Fused(fuse, {})(*ins)[0]
+        except (SingaError, ValueError):
+            return False  # shapes the ops refuse: their handlers raise the model's error
+        return True
 
     def _run_node(self, node, values, fuse: str | None = None):
         ins = [values[x] if x else None for x in node.inputs]
@@ -403,7 +424,12 @@ def _copies(outs) -> list:
 #: (node, the node after it) -> the fused kernel an eager inference run uses for the two (a
 #: convolution and its activation: one pass over the output instead of two, and one node's
 #: Python less; MobileNetV3-small has 32 such pairs)
-EAGER_FUSIONS = {("Conv", "Relu"): "Conv2d+ReLU", ("Conv", "HardSwish"): "Conv2d+HardSwish"}
+EAGER_FUSIONS = {("Conv", "Relu"): "Conv2d+ReLU", ("Conv", "HardSwish"): "Conv2d+HardSwish",
+                 ("Sigmoid", "Mul"): "Sigmoid+Mul"}
+#: pairs of EAGER_FUSIONS whose second op reads another value too (SiLU, x * sigmoid(x), and
+#: sigmoid gates): run_eager calls the fused kernel itself, inputs in its order (the first
+#: op's, then the second's others); attribute-less ONNX ops whose semantics are singa's ops'
+DIRECT_FUSIONS = frozenset({("Sigmoid", "Mul")})
 
 
 def _eager_fusions(nodes, output_names) -> dict[int, str]:
@@ -419,9 +445,11 @@ def _eager_fusions(nodes, output_names) -> dict[int, str]:
     for i in range(len(nodes) - 1):
         a, b = nodes[i], nodes[i + 1]
         fused = EAGER_FUSIONS.get((a.op_type, b.op_type))
-        if (fused is not None and len(a.outputs) == 1 and b.inputs == a.outputs
-                and len(b.outputs) == 1 and readers.get(a.outputs[0]) == 1
-                and a.outputs[0] not in output_names):
+        if fused is None or len(a.outputs) != 1 or len(b.outputs) != 1:
+            continue
+        reads = (b.inputs == a.outputs if (a.op_type, b.op_type) not in DIRECT_FUSIONS
+                 else len(b.inputs) == 2 and b.inputs.count(a.outputs[0]) == 1)
+        if reads and readers.get(a.outputs[0]) == 1 and a.outputs[0] not in output_names:
             out[i] = fused
     return out
 

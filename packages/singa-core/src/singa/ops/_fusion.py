@@ -149,23 +149,40 @@ def run_fused(name: str, ins: list, attrs: dict = EMPTY) -> list | None:
     """Run fusion ``name`` now, outside a graph, on the device of ``ins`` (CTensors): its
     output, or None when the device registers no kernel under that name (run the two ops then).
 
-    Inputs and attributes follow the fused kernel's calling convention (module docstring). For
-    a pair whose ``second`` is a one-input op without attributes and whose ``first`` is an op
-    of the table (``Conv2d+ReLU``, ``Conv2d+HardSwish``): the output has ``first``'s shape and
-    dtype. The result is bitwise the two ops' (the conformance kit's fused checks); nothing is
-    recorded for a backward pass, so callers use it where no gradient is asked for
-    (inference: singa_onnx's eager runs with ``autograd.training`` off).
+    Inputs and attributes follow the fused kernel's calling convention (module docstring):
+    ``first``'s inputs, then ``second``'s other inputs. ``first`` is an op of the table, and
+    ``second`` a one-input op (``Conv2d+ReLU``, ``Conv2d+HardSwish``: the output has
+    ``first``'s shape and dtype) or an op of fixed arity whose attributes are ``attrs``'
+    ``"second"`` (``Sigmoid+Mul``: its output shape is what ``second`` gives for ``first``'s
+    output and the other inputs, broadcast). The pair's intermediate is not kept. The result is
+    bitwise the two ops' (the conformance kit's fused checks); nothing is recorded for a
+    backward pass, so callers use it where no gradient is asked for (inference: singa_onnx's
+    eager runs with ``autograd.training`` off). A shape the ops refuse raises their error.
     """
     fusion = FUSIONS.get(name)
     first = OPS.get(fusion.first) if fusion is not None else None
     second = OPS.get(fusion.second) if fusion is not None else None
-    if fusion is None or first is None or second is None or second.nin != 1 or fusion.keep:
-        raise ValueError(f"run_fused: {name!r} is not a fusion of an op of the table and a "
-                         "one-input op")
+    if (fusion is None or first is None or second is None or fusion.keep
+            or second.nin < 1 or (second.nin > 1 and first.nin < 1)):
+        raise ValueError(f"run_fused: {name!r} is not a fusion of an op of the table and an "
+                         "op of fixed arity")
     dev = ins[0].dev
     if name not in dev.kernels:
         return None
-    outs = [CTensor._new(s, dev, d) for s, d in first.infer(ins, attrs)]
+    if second.nin == 1:
+        shapes = first.infer(ins, attrs)
+    else:  # second's output for first's output (a placeholder: no memory) and the others
+        k = first.nin
+        if len(ins) != k + second.nin - 1:
+            raise ValueError(f"run_fused: {name!r} takes {k + second.nin - 1} inputs "
+                             f"({first.name}'s {k}, then {second.name}'s other "
+                             f"{second.nin - 1}), got {len(ins)}")
+        (shape, dtype), = first.infer(ins[:k], attrs)
+        link = CTensor._new(shape, dev, dtype)
+        others = list(ins[k:])
+        shapes = second.infer(others[:fusion.link] + [link] + others[fusion.link:],
+                              attrs.get("second", EMPTY))
+    outs = [CTensor._new(s, dev, d) for s, d in shapes]
     return run(fusion, ins, attrs, outs)  # type: ignore[arg-type]  # run reads .name only
 
 

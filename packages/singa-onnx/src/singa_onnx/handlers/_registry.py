@@ -18,8 +18,28 @@ from typing import overload
 import numpy as np
 from singa import autograd, tensor
 from singa.errors import ShapeError, SingaONNXError
+from singa.ops import run_fused
 
-__all__ = ["HANDLERS", "OpHandler", "Context", "register", "onnx_to_np"]
+__all__ = ["HANDLERS", "OpHandler", "Context", "Fused", "register", "onnx_to_np"]
+
+
+class Fused(autograd.Operator):
+    """Two ops as the device's fused kernel ``name`` (``singa.ops.run_fused``: inputs in the
+    fused kernel's order, ``attrs`` its attributes), bitwise the two ops'. Inference only:
+    the eager run uses it while ``autograd.training`` is off (no backward is recorded then;
+    see ``backend.EAGER_FUSIONS``)."""
+
+    def __init__(self, name: str, attrs: dict):
+        super().__init__()
+        self.fused = name
+        self.attrs = attrs
+
+    def forward(self, *xs):
+        return run_fused(self.fused, list(xs), self.attrs)[0]
+
+    def backward(self, dy):
+        raise SingaONNXError(f"{self.fused} of an eager inference run has no backward pass "
+                             "(it is used only while singa.autograd.training is off)")
 
 
 @dataclass(frozen=True)

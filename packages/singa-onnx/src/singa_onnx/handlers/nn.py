@@ -11,10 +11,8 @@ from typing import NamedTuple
 
 import numpy as np
 from singa import autograd, singa_wrap, tensor
-from singa.errors import SingaONNXError
-from singa.ops import run_fused
 
-from ._registry import register
+from ._registry import Fused, register
 
 
 def _spatial_pads(attrs, in_sizes, kernel, strides, dilations):
@@ -114,25 +112,6 @@ def _conv_handle(ctx, attrs, x, w, has_bias):
     return handle
 
 
-class _FusedConv(autograd.Operator):
-    """A convolution and the activation of its output as the device's fused kernel
-    (``singa.ops.run_fused``: ``Conv2d+ReLU``, ``Conv2d+HardSwish``), bitwise the two ops'.
-    Inference only: the eager run uses it while ``autograd.training`` is off (no backward is
-    recorded then)."""
-
-    def __init__(self, handle, fused: str):
-        super().__init__()
-        self.attrs = dict(handle.attrs())
-        self.fused = fused
-
-    def forward(self, x, W, b=None):
-        return run_fused(self.fused, [x, W] if b is None else [x, W, b], self.attrs)[0]
-
-    def backward(self, dy):
-        raise SingaONNXError(f"{self.fused} of an eager inference run has no backward pass "
-                             "(it is used only while singa.autograd.training is off)")
-
-
 @register("Conv", attrs=("kernel_shape", "strides", "pads", "dilations", "group", "auto_pad"),
           check=_check_geometry)
 def conv(ctx, attrs, x, w, b=None):
@@ -148,7 +127,7 @@ def conv(ctx, attrs, x, w, b=None):
     b = None if b is None else ctx.tensor(b, like=x)
     fused = attrs.get("__fuse__")
     if fused is not None:
-        y = _FusedConv(handle, fused)(*((x, w) if b is None else (x, w, b)))[0]
+        y = Fused(fused, dict(handle.attrs()))(*((x, w) if b is None else (x, w, b)))[0]
     else:
         y = autograd.conv2d(handle, x, w, b)
     if one_d:
