@@ -128,9 +128,11 @@ def test_graph_mode_records_the_ops_not_the_eager_fusion(rng, fused_calls, eval_
 def _gates(rng):
     """x -> Conv (c) -> SiLU: Mul(c, Sigmoid(c)) (m) -> a squeeze-excitation gate:
     Mul(m, Sigmoid(ReduceMean(m))) (m2) -> Mul(Sigmoid(m2), k) with k a Constant (a host
-    value) (m3) -> Mul(Sigmoid(m3), Sigmoid(m3)) (y). The first two Sigmoid/Mul pairs fuse;
-    the third is a pair but its other operand is on the host, so it runs as two ops; the
-    last Mul reads the Sigmoid twice, not a pair."""
+    value) (m3) -> Mul(Sigmoid(m3), Sigmoid(m3)) (s5) -> Mul(Sigmoid(s5), g) (y). The first
+    two Sigmoid/Mul pairs fuse; the third is a pair but its other operand is on the host, and
+    the last one's is smaller than the Sigmoid's output (the fused kernels' contract has the
+    other operand as large as the output), so each runs as two ops; the Mul of s5 reads its
+    Sigmoid twice, not a pair."""
     w = numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w")
     k = numpy_helper.from_array(rng.standard_normal((4, 1, 1)).astype(np.float32), "kv")
     nodes = [oh.make_node("Conv", ["x", "w"], ["c"], kernel_shape=[3, 3], pads=[1] * 4),
@@ -143,7 +145,9 @@ def _gates(rng):
              oh.make_node("Sigmoid", ["m2"], ["s3"]),
              oh.make_node("Mul", ["s3", "k"], ["m3"]),
              oh.make_node("Sigmoid", ["m3"], ["s4"]),
-             oh.make_node("Mul", ["s4", "s4"], ["y"])]
+             oh.make_node("Mul", ["s4", "s4"], ["s5"]),
+             oh.make_node("Sigmoid", ["s5"], ["s6"]),
+             oh.make_node("Mul", ["s6", "g"], ["y"])]  # g is smaller than s6: two ops
     graph = oh.make_graph(nodes, "gates",
                           [oh.make_tensor_value_info("x", TP.FLOAT, ["n", 3, 6, 6])],
                           [oh.make_tensor_value_info("y", TP.FLOAT, ["n", 4, 6, 6])], [w])
@@ -156,13 +160,14 @@ def test_silu_and_gates_run_as_sigmoid_mul(rng, fused_calls):
     model = _gates(rng)
     rep = sonnx.prepare(model, "CPU")
     # (the Constant node is folded at import: the pair after it is nodes 6 and 7)
-    assert rep._fusions == {1: "Sigmoid+Mul", 4: "Sigmoid+Mul", 6: "Sigmoid+Mul"}
+    assert rep._fusions == {1: "Sigmoid+Mul", 4: "Sigmoid+Mul", 6: "Sigmoid+Mul",
+                            10: "Sigmoid+Mul"}
     x = rng.standard_normal((2, 3, 6, 6)).astype(np.float32)
     saved = autograd.training
     try:
         autograd.training = False
         fused = rep.run([x])[0]
-        assert fused_calls == ["Sigmoid+Mul", "Sigmoid+Mul"]  # not the one with k on the host
+        assert fused_calls == ["Sigmoid+Mul", "Sigmoid+Mul"]  # not k's (host) nor g's (small)
         autograd.training = True
         plain = rep.run([x])[0]
         assert fused_calls == ["Sigmoid+Mul", "Sigmoid+Mul"]

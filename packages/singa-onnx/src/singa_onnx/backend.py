@@ -345,11 +345,17 @@ class SingaRep(BackendRep):
             self._run_node(node, values, fuse)
             values[nxt.outputs[0]] = values.pop(link)
             return True
+        k = len(node.inputs)
         ins = [values[x] for x in node.inputs] + [values[x] for x in nxt.inputs if x != link]
         first = ins[0]
         if not all(isinstance(v, tensor.Tensor) and v.device is self.dev
                    and v.dtype == first.dtype for v in ins):
             return False  # host constants, mixed dtypes: the handlers convert them
+        # the fused kernels' contract (and the conformance kit's cases): the second op's other
+        # operands are as large as the output, the first op's output broadcasts over them
+        shape = np.broadcast_shapes(*(tuple(v.shape) for v in ins))
+        if any(tuple(v.shape) != shape for v in ins[k:]):
+            return False
         try:
             values[nxt.outputs[0]] = Fused(fuse, {})(*ins)[0]
         except (SingaError, ValueError):
