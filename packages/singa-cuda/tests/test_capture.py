@@ -13,31 +13,44 @@ from singa.graph import Graph
 from singa_cuda import capture
 
 
-class _Net(model.Model):
-    def __init__(self, dropout: bool):
-        super().__init__()
-        self.fc1, self.fc2 = layer.Linear(8), layer.Linear(3)
-        self.drop = layer.Dropout(0.5) if dropout else None
-        self.loss = layer.SoftMaxCrossEntropy()
+def make_net(conv: bool = False, dropout: bool = False):
+    """A small trainable model: [Conv2d, BatchNorm2d, ReLU, MaxPool2d, Flatten,] Linear(32),
+    ReLU, [Dropout,] Linear(5), softmax cross-entropy (``test_capture_gpu.py`` trains it too)."""
 
-    def forward(self, x):
-        h = autograd.relu(self.fc1(x))
-        if self.drop is not None:
-            h = self.drop(h)
-        return self.fc2(h)
+    class Net(model.Model):
+        def __init__(self):
+            super().__init__()
+            if conv:
+                self.conv = layer.Conv2d(8, 3, padding=1)
+                self.bn = layer.BatchNorm2d(8)
+                self.pool = layer.MaxPool2d(2, 2)
+                self.flat = layer.Flatten()
+            self.fc1, self.fc2 = layer.Linear(32), layer.Linear(5)
+            self.drop = layer.Dropout(0.3) if dropout else None
+            self.loss = layer.SoftMaxCrossEntropy()
 
-    def train_one_batch(self, x, y):
-        out = self.forward(x)
-        loss = self.loss(out, y)
-        self.optimizer(loss)
-        return out, loss
+        def forward(self, x):
+            if conv:
+                x = self.flat(self.pool(autograd.relu(self.bn(self.conv(x)))))
+            h = autograd.relu(self.fc1(x))
+            if self.drop is not None:
+                h = self.drop(h)
+            return self.fc2(h)
+
+        def train_one_batch(self, x, y):
+            out = self.forward(x)
+            loss = self.loss(out, y)
+            self.optimizer(loss)
+            return out, loss
+
+    return Net()
 
 
 def _plan(dropout=False):
-    m = _Net(dropout)
+    m = make_net(dropout=dropout)
     m.set_optimizer(opt.SGD(0.1, momentum=0.9))
     x = tensor.from_numpy(np.random.default_rng(0).random((4, 5), np.float32))
-    y = tensor.from_numpy(np.array([0, 1, 2, 0], np.int32))
+    y = tensor.from_numpy(np.array([0, 1, 2, 4], np.int32))
     m.compile([x], is_train=True, use_graph=True)
     m(x, y)
     return m._graph.plan

@@ -9,6 +9,7 @@ import warnings
 
 import numpy as np
 import pytest
+from test_capture import make_net
 
 from singa_cuda import capture
 from singa_cuda._probe import explain, facts
@@ -28,38 +29,6 @@ def gpu():
     return create_cuda_gpu()
 
 
-def _net(conv: bool, dropout: bool = False):
-    from singa import autograd, layer, model
-
-    class Net(model.Model):
-        def __init__(self):
-            super().__init__()
-            if conv:
-                self.conv = layer.Conv2d(8, 3, padding=1)
-                self.bn = layer.BatchNorm2d(8)
-                self.pool = layer.MaxPool2d(2, 2)
-                self.flat = layer.Flatten()
-            self.fc1, self.fc2 = layer.Linear(32), layer.Linear(5)
-            self.drop = layer.Dropout(0.3) if dropout else None
-            self.loss = layer.SoftMaxCrossEntropy()
-
-        def forward(self, x):
-            if conv:
-                x = self.flat(self.pool(autograd.relu(self.bn(self.conv(x)))))
-            h = autograd.relu(self.fc1(x))
-            if self.drop is not None:
-                h = self.drop(h)
-            return self.fc2(h)
-
-        def train_one_batch(self, x, y):
-            out = self.forward(x)
-            loss = self.loss(out, y)
-            self.optimizer(loss)
-            return out, loss
-
-    return Net()
-
-
 def _train(gpu, monkeypatch, graphs: bool, conv: bool, dropout=False, between=None):
     """Train STEPS graph-mode steps on new data each step; the losses, the parameters and
     the plan's ``cuda.graphs`` record."""
@@ -71,7 +40,7 @@ def _train(gpu, monkeypatch, graphs: bool, conv: bool, dropout=False, between=No
     shape = (8, 3, 12, 12) if conv else (8, 20)
     xs = [rng.standard_normal(shape).astype(np.float32) for _ in range(STEPS)]
     ys = [rng.integers(0, 5, 8).astype(np.int32) for _ in range(STEPS)]
-    m = _net(conv, dropout)
+    m = make_net(conv, dropout)
     m.set_optimizer(opt.SGD(0.05, momentum=0.9, weight_decay=1e-4))
     tx = tensor.from_numpy(xs[0], gpu)
     ty = tensor.from_numpy(ys[0], gpu)
