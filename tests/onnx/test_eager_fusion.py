@@ -65,24 +65,30 @@ def fused_calls(monkeypatch):
     return calls
 
 
+def _fused_equals_plain(model, rep, x, fused_calls, want_calls):
+    """An inference run calls exactly ``want_calls``; a run with training on (no fusion) calls
+    none and gives the same bits; both match onnxruntime."""
+    saved = autograd.training
+    try:
+        autograd.training = False
+        fused = rep.run([x])[0]
+        assert fused_calls == want_calls
+        autograd.training = True  # no fusion while training
+        plain = rep.run([x])[0]
+        assert fused_calls == want_calls
+    finally:
+        autograd.training = saved
+    np.testing.assert_array_equal(fused, plain)
+    np.testing.assert_allclose(fused, ort_run(model, {"x": x})[0], rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("nsp", [2, 1], ids=["2d", "1d"])
 def test_fused_eager_run_equals_the_unfused_one_and_onnxruntime(rng, nsp, fused_calls):
     model = _model(rng, nsp)
     rep = sonnx.prepare(model, "CPU")
     assert rep._fusions == {0: "Conv2d+ReLU", 2: "Conv2d+HardSwish"}  # not the shared c3
     x = rng.standard_normal((2, 3, *([7] * nsp))).astype(np.float32)
-    saved = autograd.training
-    try:
-        autograd.training = False
-        fused = rep.run([x])[0]
-        assert fused_calls == ["Conv2d+ReLU", "Conv2d+HardSwish"]
-        autograd.training = True  # no fusion while training
-        plain = rep.run([x])[0]
-        assert fused_calls == ["Conv2d+ReLU", "Conv2d+HardSwish"]
-    finally:
-        autograd.training = saved
-    np.testing.assert_array_equal(fused, plain)
-    np.testing.assert_allclose(fused, ort_run(model, {"x": x})[0], rtol=1e-5, atol=1e-5)
+    _fused_equals_plain(model, rep, x, fused_calls, ["Conv2d+ReLU", "Conv2d+HardSwish"])
 
 
 def test_no_fusion_where_the_convolution_output_is_asked_for(rng, fused_calls, eval_mode):
@@ -163,18 +169,8 @@ def test_silu_and_gates_run_as_sigmoid_mul(rng, fused_calls):
     assert rep._fusions == {1: "Sigmoid+Mul", 4: "Sigmoid+Mul", 6: "Sigmoid+Mul",
                             10: "Sigmoid+Mul"}
     x = rng.standard_normal((2, 3, 6, 6)).astype(np.float32)
-    saved = autograd.training
-    try:
-        autograd.training = False
-        fused = rep.run([x])[0]
-        assert fused_calls == ["Sigmoid+Mul", "Sigmoid+Mul"]  # not k's (host) nor g's (small)
-        autograd.training = True
-        plain = rep.run([x])[0]
-        assert fused_calls == ["Sigmoid+Mul", "Sigmoid+Mul"]
-    finally:
-        autograd.training = saved
-    np.testing.assert_array_equal(fused, plain)
-    np.testing.assert_allclose(fused, ort_run(model, {"x": x})[0], rtol=1e-5, atol=1e-6)
+    # not the pair whose other operand is k (on the host) nor g (smaller than the output)
+    _fused_equals_plain(model, rep, x, fused_calls, ["Sigmoid+Mul", "Sigmoid+Mul"])
 
 
 def test_the_pairs_an_import_finds():
