@@ -124,6 +124,9 @@ class CapturedReplay:
                           stacklevel=4)
             self.replay()
             return
+        except BaseException:  # an interrupt: nothing captured stays reserved
+            res.release()
+            raise
         self.graphs, self.reservation, self.state = graphs, res, "captured"
         self._launch()  # the capture recorded this step's work without running it
 
