@@ -1,6 +1,6 @@
 """Which graph-mode plans the ``cuda.graphs`` stage captures, decided on real plans recorded on
 the CPU (the decision reads only the plan's calls). The capture itself needs a GPU: the
-``test_gpu.py`` tests (captured training bitwise the uncaptured one, memory kept from other
+``test_capture_gpu.py`` tests (captured training bitwise the uncaptured one, memory kept from other
 tensors, plans that stay uncaptured)."""
 
 from __future__ import annotations

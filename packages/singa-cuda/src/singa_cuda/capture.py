@@ -26,7 +26,7 @@ What makes that safe:
   cause once, and the plan replays uncaptured from then on.
 
 Off by default (``SINGA_CUDA_GRAPHS``): whether it holds on a GPU is checked by
-``tools/gpu_check.py`` (the GPU tests of ``tests/test_gpu.py`` and the ``bench-graphs``
+``tools/gpu_check.py`` (the GPU tests of ``tests/test_capture_gpu.py`` and the ``bench-graphs``
 step). ``plan.extras["cuda.graphs"]`` is the plan's :class:`CapturedReplay`: its ``state``
 and ``why`` say what happened.
 """
