@@ -316,6 +316,29 @@ def test_backward_without_retain_graph_frees_what_forward_saved():
     np.testing.assert_array_equal(g2.to_numpy(), [6.0, 12.0])
 
 
+class SavesInContainers(autograd.Operator):
+    """y = x * x, saving x inside a tuple and a list, with a container of plain numbers."""
+
+    def forward(self, x):
+        self.pair = (1.0, x)
+        self.listed = [x]
+        self.sizes = (2, 3)
+        return singa.__mul__(x, x)
+
+    def backward(self, dy):
+        return singa.__mul__(singa.__mul__(dy, self.pair[1]), 2.0)
+
+
+def test_backward_without_retain_graph_frees_tensors_saved_in_containers():
+    autograd.training = True
+    w = param([1.0, 2.0])
+    op = SavesInContainers()
+    y, = op(w)
+    (_, g), = list(autograd.backward(y, const([1.0, 1.0]), retain_graph=False))
+    np.testing.assert_array_equal(g.to_numpy(), [2.0, 4.0])  # d(w^2)/dw
+    assert sorted(op._saved_names) == ["listed", "pair"]
+    assert op.pair is None and op.listed is None and op.sizes == (2, 3)
+
 def test_an_optimizer_step_frees_the_activations_of_its_graph():
     """Oracle: the pool's live bytes after a step, with and without the release (the saved
     activations of a 64x256 ReLU MLP are what differs)."""

@@ -51,6 +51,11 @@ def size_class(nbytes: int) -> int:
     return (nbytes + step - 1) // step * step
 
 
+#: request -> :func:`size_class`, for the requests seen (bounded): every eager op's output
+#: asks for its class, and a training step repeats the same few sizes
+_CLASSES: dict[int, int] = {}
+
+
 class Reservation:
     """Buffers set aside for work captured once and run again later (a CUDA graph).
 
@@ -153,7 +158,11 @@ class MemPool:
 
     def malloc(self, nbytes: int) -> tuple[Any, int]:
         """Return ``(buffer, class_bytes)`` for a request of ``nbytes``."""
-        cls = size_class(nbytes)
+        cls = _CLASSES.get(nbytes)
+        if cls is None:  # a size not seen yet (a program asks for few sizes, again and again)
+            cls = size_class(nbytes)
+            if len(_CLASSES) < 65536:
+                _CLASSES[nbytes] = cls
         self.num_allocs += 1
         res = self._capturing
         if res is not None and res.thread == threading.get_ident():

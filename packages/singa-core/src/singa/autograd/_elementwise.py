@@ -277,9 +277,17 @@ def _common_dtype(xs: tuple) -> tuple:
     """Tensors of mixed dtypes converted to their common dtype (:data:`singa._dtype.PROMOTE`:
     int32 with float32 is float32) by :class:`Cast` ops, so a converted float input gets its
     gradient cast back to its own dtype and an int input (a mask) gets none."""
-    dts = [x.dtype for x in xs if isinstance(x, Tensor)]
-    if all(d == dts[0] for d in dts):
+    first = None
+    for x in xs:  # the common case, one dtype, in one pass (every binary op's hot path)
+        if isinstance(x, Tensor):
+            d = x.data.dtype_code
+            if first is None:
+                first = d
+            elif d != first:
+                break
+    else:
         return xs
+    dts = [x.dtype for x in xs if isinstance(x, Tensor)]
     dt = functools.reduce(lambda a, b: _dtype.PROMOTE[a, b], dts)
     return tuple(Cast(dt)(x)[0] if isinstance(x, Tensor) and x.dtype != dt else x
                  for x in xs)

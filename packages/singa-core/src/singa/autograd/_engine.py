@@ -86,7 +86,8 @@ class Operator:
         return f"{self.name}:{idx}_g"
 
     def _do_forward(self, *xs):
-        # one pass over the inputs (the hot path of every eager op)
+        # the hot path of every eager op: one pass over the inputs, the training switch read
+        # once, and while training off nothing but the records backward and export read
         rg = False
         needs = []
         src = []
@@ -97,32 +98,50 @@ class Operator:
                     f"{type(self).__name__}: inputs must be singa.tensor.Tensor, got "
                     f"{type(x).__name__} (wrap numpy data with tensor.from_numpy)"
                 )
-            xr, xs_grad, c = x.requires_grad, x.stores_grad, x._creator
-            rg = rg or xr
-            # a leaf input that does not store its gradient never receives one: ops may skip it
-            needs.append(xr and (xs_grad or not (c is None or isinstance(c, Dummy))))
-            src.append((c if c is not None else x.creator, id(x), x if xs_grad else None,
-                        xs_grad))
+            c = x._creator
+            if c is None:  # a leaf: its Dummy creator is made once, on first use
+                c = x.creator
+            xr = x.requires_grad
+            xs_grad = x.stores_grad
+            if xr:
+                rg = True
+                # a leaf input that does not store its gradient never receives one: ops may
+                # skip it
+                needs.append(bool(xs_grad or not isinstance(c, Dummy)))
+            else:
+                needs.append(False)
+            src.append((c, id(x), x if xs_grad else None, xs_grad))
             datas.append(x.data)
-        self.requires_grad = bool(rg)
+        self.requires_grad = rg
         self.needs_input_grad = tuple(needs)
         self.src = src
-        training = is_training()
-        if training:  # what backward will check: the inputs' blocks and their versions
-            self._versions = [(weakref.ref(c.block), c.block.version) for c in datas]
         self._released = False
-        before = dict(self.__dict__) if training else None
-        ys = self.forward(*datas)
-        # what forward saved for backward (set or replaced during this call; ops save only
-        # while training, so inference skips the scan): backward may free it
-        self._saved_names = () if before is None else [
-            k for k, v in self.__dict__.items()
-            if before.get(k, _MISSING) is not v and _holds_ctensor(v)]
+        training = _read_training()
+        if not training:
+            self._saved_names = ()
+            ys = self.forward(*datas)
+        else:  # what backward will check: the inputs' blocks and their versions
+            self._versions = [(weakref.ref(c.block), c.block.version) for c in datas]
+            d = self.__dict__
+            before = d.copy()
+            ys = self.forward(*datas)
+            # what forward saved for backward (set or replaced during this call): backward
+            # may free it
+            saved = []
+            for k, v in d.items():
+                if before.get(k, _MISSING) is not v and (
+                        isinstance(v, CTensor)
+                        or isinstance(v, (tuple, list)) and _holds_ctensor(v)):
+                    saved.append(k)
+            self._saved_names = saved
         if not isinstance(ys, tuple):
             ys = (ys,)
         if training:  # an output the op keeps (exp, sigmoid, tanh, sqrt keep y) counts too
             self._out_versions = [(weakref.ref(y.block), y.block.version) for y in ys]
-        rg = self.requires_grad
+        if len(ys) == 1:
+            out = Tensor._wrap(ys[0], rg, False, self)
+            self.y_id2idx = {id(out): 0}
+            return (out,)
         outs = tuple([Tensor._wrap(y, rg, False, self) for y in ys])
         self.y_id2idx = {id(y): i for i, y in enumerate(outs)}
         return outs
@@ -215,8 +234,13 @@ _MISSING = object()
 
 
 def _holds_ctensor(v) -> bool:
-    return isinstance(v, CTensor) or (isinstance(v, (tuple, list))
-                                      and any(isinstance(c, CTensor) for c in v))
+    if isinstance(v, CTensor):
+        return True
+    if isinstance(v, (tuple, list)):
+        for c in v:
+            if isinstance(c, CTensor):
+                return True
+    return False
 
 
 def _release_saved(op) -> None:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 from .. import _dtype
@@ -138,7 +139,7 @@ class KernelCall:
 
     def __call__(self):
         nat = self.dev.native
-        self.fn([nat(x) for x in self.ins], [nat(o) for o in self.outs], self.attrs)
+        self.fn(list(map(nat, self.ins)), list(map(nat, self.outs)), self.attrs)
 
     @property
     def ctensors(self):
@@ -167,7 +168,11 @@ def run(op: OpDef, ins: list, attrs: dict = EMPTY, outs: list | None = None) -> 
         dev = outs[0].dev
     given = outs is not None
     if outs is None:
-        outs = [CTensor._new(s, dev, d) for s, d in op.infer(ins, attrs)]
+        made = op.infer(ins, attrs)
+        if len(made) == 1:  # most ops: no comprehension to set up
+            outs = [CTensor._new(made[0][0], dev, made[0][1])]
+        else:
+            outs = [CTensor._new(s, dev, d) for s, d in made]
     elif ins and outs[0].dev is not dev:
         check_same_device(op.name, ins + outs)
     entry = dev.kernels.get(op.name)
@@ -187,13 +192,16 @@ def run(op: OpDef, ins: list, attrs: dict = EMPTY, outs: list | None = None) -> 
             for o, t in zip(outs, tmp):
                 run(OPS["Copy"], [t], EMPTY, [o])
             return outs
-    reads = [x.block for x in ins]
+    reads = list(map(_BLOCK, ins))
     if given:
         for o in outs:  # a partial write keeps the rest of the block: it reads it too
             if o.size * ITEMSIZE[o.dtype_code] != o.block.nbytes:
                 reads.append(o.block)
-    dev.exec(KernelCall(dev, fn, ins, outs, attrs), reads, [o.block for o in outs], op.name)
+    dev.exec(KernelCall(dev, fn, ins, outs, attrs), reads, list(map(_BLOCK, outs)), op.name)
     return outs
+
+
+_BLOCK = attrgetter("block")
 
 
 def _unsupported_dtype(op, dev, dt, dtypes):
