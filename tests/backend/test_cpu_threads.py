@@ -391,6 +391,35 @@ def test_run_chunks_covers_every_item_once_and_restores_blas(dev, threads):
     assert not threads.in_worker()
 
 
+@pytest.mark.parametrize("outside", [1, 2])
+def test_single_threaded_blas_sets_and_restores_only_a_count_other_than_one(
+        dev, threads, monkeypatch, outside):
+    """Inside, BLAS runs on one thread; after, on as many as before; a process already on
+    one thread pays no call to set it (every BLAS kernel enters a section)."""
+    if not threads._find_blas():
+        pytest.skip("numpy's BLAS thread count cannot be controlled here")
+    get, set_ = threads._blas
+    before = get()
+    calls = []
+
+    def counting(n):
+        calls.append(n)
+        set_(n)
+
+    monkeypatch.setattr(threads, "_blas", (get, counting))
+    set_(outside)
+    try:
+        with threads.single_threaded_blas():
+            inside = get()
+            with threads.single_threaded_blas():  # nested: nothing more to set
+                nested = get()
+        after = get()
+    finally:
+        set_(before)
+    assert inside == nested == 1 and after == outside
+    assert calls == ([] if outside == 1 else [1, outside])
+
+
 def test_run_chunks_reraises_and_restores_blas(dev, threads):
     before = threads._blas[0]() if threads._find_blas() else None
     done = []

@@ -79,7 +79,7 @@ class _Node:
     """One node of the plan: where its handler, attributes and state live."""
 
     __slots__ = ("proto", "name", "op_type", "inputs", "outputs", "attrs", "handler",
-                 "state", "index")
+                 "state", "index", "run_attrs")
 
     def __init__(self, proto, index):
         self.proto = proto
@@ -91,6 +91,8 @@ class _Node:
         self.attrs = _attrs_of(proto)
         self.handler = HANDLERS.get(proto.op_type)
         self.state = {}
+        #: what the handler is called with: the attributes and the number of outputs asked for
+        self.run_attrs = {**self.attrs, "__noutputs__": len([o for o in self.outputs if o])}
 
 
 def _problems(node: _Node) -> list[str]:
@@ -104,8 +106,7 @@ def _problems(node: _Node) -> list[str]:
     bad = [f"{p.op_type} attribute {k!r}" for k in node.attrs if k not in h.attrs]
     if h.check is not None and not bad:
         # checks see what the handler will see at run time, the number of outputs included
-        attrs = {**node.attrs, "__noutputs__": len([o for o in node.outputs if o])}
-        bad += [f"{p.op_type} {why}" for why in h.check(attrs)]
+        bad += [f"{p.op_type} {why}" for why in h.check(dict(node.run_attrs))]
     return bad
 
 
@@ -186,6 +187,7 @@ class SingaRep(BackendRep):
         self.max_elements = max_elements
         self.is_graph = False
         self.scalar_outputs = set()
+        self._contexts: dict = {}  # node index -> its handler Context (see _context)
         self.types = {}
         self.use_graph = False
         self.recording = False  # a graph is being recorded (see singa_onnx.replay)
@@ -193,6 +195,29 @@ class SingaRep(BackendRep):
         self._last_use = self._compute_last_use()
         self._fusions = _eager_fusions(nodes, self.output_names)
         self._host_memo: dict = {}  # id(node) -> (inputs' key, outputs), see HOST_MEMO_BYTES
+
+    @property
+    def types(self) -> dict:
+        """{value name: declared ONNX element type} (set by ``prepare``); handlers see their
+        inputs' types as ``ctx.in_types``."""
+        return self._types
+
+    @types.setter
+    def types(self, value: dict) -> None:
+        self._types = value
+        self._contexts.clear()  # their in_types came from the old table
+
+    def _context(self, node) -> Context:
+        """``node``'s handler context, made on its first run: the device, opset, element limit,
+        the node's name, op, state and input types do not change between runs (handlers read
+        it; the only thing they change is the state dict, which is the node's anyway)."""
+        ctx = self._contexts.get(node.index)
+        if ctx is None:
+            ctx = Context(self.dev, self.opset, node.name, node.op_type, node.state,
+                          self.max_elements)
+            ctx.in_types = [self._types.get(x) for x in node.inputs]
+            self._contexts[node.index] = ctx
+        return ctx
 
     def _compute_last_use(self):
         last = {}
@@ -366,8 +391,12 @@ class SingaRep(BackendRep):
         ins = [values[x] if x else None for x in node.inputs]
         while ins and ins[-1] is None:
             ins.pop()
-        host = all(v is None or isinstance(v, np.ndarray) for v in ins) and \
-            node.op_type not in _RANDOM_OPS
+        host = node.op_type not in _RANDOM_OPS
+        if host:
+            for v in ins:
+                if v is not None and not isinstance(v, np.ndarray):
+                    host = False
+                    break
         if host and node.op_type not in _HOST_RESULT:
             key = _host_key(ins)
             kept = self._host_memo.get(id(node)) if key is not None else None
@@ -379,13 +408,10 @@ class SingaRep(BackendRep):
                                            for o in outs):
                     self._host_memo[id(node)] = (key, _copies(outs))
         else:
-            ctx = Context(self.dev, self.opset, node.name, node.op_type, node.state,
-                          self.max_elements)
-            attrs = dict(node.attrs)
-            attrs["__noutputs__"] = len([o for o in node.outputs if o])
+            ctx = self._context(node)
+            attrs = dict(node.run_attrs)  # the handler's own copy
             if fuse is not None:
                 attrs["__fuse__"] = fuse
-            ctx.in_types = [self.types.get(x) for x in node.inputs]
             try:
                 outs = node.handler.fn(ctx, attrs, *ins)
             except SingaONNXError:
@@ -415,9 +441,10 @@ def _host_key(ins) -> tuple | None:
             key.append(None)
             continue
         size += v.nbytes
-        if size > HOST_MEMO_BYTES or v.dtype.hasobject:
+        dt = v.dtype
+        if size > HOST_MEMO_BYTES or dt.hasobject:
             return None
-        key.append((v.dtype.str, v.shape, v.tobytes()))
+        key.append((dt, v.shape, v.tobytes()))  # dtypes compare by what their bytes mean
     return tuple(key)
 
 
