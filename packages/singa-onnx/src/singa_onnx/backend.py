@@ -187,7 +187,7 @@ class SingaRep(BackendRep):
         self.max_elements = max_elements
         self.is_graph = False
         self.scalar_outputs = set()
-        self._contexts: dict = {}  # node index -> its handler Context (see _context)
+        self._contexts: dict = {}  # node -> its handler Context (see _context)
         self.types = {}
         self.use_graph = False
         self.recording = False  # a graph is being recorded (see singa_onnx.replay)
@@ -211,12 +211,12 @@ class SingaRep(BackendRep):
         """``node``'s handler context, made on its first run: the device, opset, element limit,
         the node's name, op, state and input types do not change between runs (handlers read
         it; the only thing they change is the state dict, which is the node's anyway)."""
-        ctx = self._contexts.get(node.index)
+        ctx = self._contexts.get(node)
         if ctx is None:
             ctx = Context(self.dev, self.opset, node.name, node.op_type, node.state,
                           self.max_elements)
             ctx.in_types = [self._types.get(x) for x in node.inputs]
-            self._contexts[node.index] = ctx
+            self._contexts[node] = ctx
         return ctx
 
     def _compute_last_use(self):
