@@ -371,3 +371,23 @@ def test_an_optimizer_step_frees_the_activations_of_its_graph():
         del loss, l1, l2, sgd
     # the ReLU's 64x256 float32 output (kept by the ReLU and by l2's product) was freed
     assert live[True] - live[False] >= 64 * 256 * 4
+
+
+class NoGradOutput(autograd.Operator):
+    """A user op whose forward turns requires_grad off for its outputs (SINGA's contract:
+    the outputs take the op's requires_grad as it is after forward)."""
+
+    def forward(self, x):
+        self.requires_grad = False
+        return singa.__mul__(x, x)
+
+    def backward(self, dy):
+        raise AssertionError("never called: the output does not require a gradient")
+
+
+def test_outputs_take_the_ops_requires_grad_as_forward_left_it():
+    autograd.training = True
+    w = param([1.0, 2.0])
+    y, = NoGradOutput()(w)
+    assert w.requires_grad and not y.requires_grad
+    np.testing.assert_array_equal(tensor.to_numpy(y), [1.0, 4.0])

@@ -138,6 +138,7 @@ class Operator:
             ys = (ys,)
         if training:  # an output the op keeps (exp, sigmoid, tanh, sqrt keep y) counts too
             self._out_versions = [(weakref.ref(y.block), y.block.version) for y in ys]
+        rg = self.requires_grad  # as SINGA: a forward may have turned it off for its outputs
         if len(ys) == 1:
             out = Tensor._wrap(ys[0], rg, False, self)
             self.y_id2idx = {id(out): 0}
