@@ -131,7 +131,7 @@ class Operator:
             for k, v in d.items():
                 if before.get(k, _MISSING) is not v and (
                         isinstance(v, CTensor)
-                        or isinstance(v, (tuple, list)) and _holds_ctensor(v)):
+                        or isinstance(v, (tuple, list)) and _any_ctensor(v)):
                     saved.append(k)
             self._saved_names = saved
         if not isinstance(ys, tuple):
@@ -234,13 +234,11 @@ class Dummy(Operator):
 _MISSING = object()
 
 
-def _holds_ctensor(v) -> bool:
-    if isinstance(v, CTensor):
-        return True
-    if isinstance(v, (tuple, list)):
-        for c in v:
-            if isinstance(c, CTensor):
-                return True
+def _any_ctensor(seq) -> bool:
+    """Whether the tuple or list ``seq`` holds a CTensor (a forward saved tensors in it)."""
+    for c in seq:
+        if isinstance(c, CTensor):
+            return True
     return False
 
 
