@@ -101,19 +101,19 @@ def layers() -> None:
     g = {"np": np, "x": x, "y": y, "w": w, "z": z, "a": a, "b": b, "m": m, "ag": autograd,
          "ca": a.data, "cb": b.data, "run": _registry.run, "add": add, "madd": _math.add,
          "kern": dev.kernel(add)[0]}
-    rows = [("numpy np.add(x, y, out=z)", "np.add(x, y, out=z)"),
-            ("numpy np.add(x, y)", "np.add(x, y)"),
-            ("the Add kernel on arrays", "kern([x, y], [z], {})"),
-            ("ops.run(Add)", "run(add, [ca, cb])"),
-            ("_math.add", "madd(ca, cb)"),
-            ("Tensor a + b", "a + b")]
+    rows = [("numpy np.add(x, y, out=z)", "np.add(x, y, out=z)", False),
+            ("numpy np.add(x, y)", "np.add(x, y)", False),
+            ("the Add kernel on arrays", "kern([x, y], [z], {})", False),
+            ("ops.run(Add)", "run(add, [ca, cb])", False),
+            ("_math.add", "madd(ca, cb)", False),
+            ("Tensor a + b", "a + b", False)]
     for training in (False, True):
-        rows += [(f"autograd.{f} training={training}", f"ag.{f}({args})")
+        rows += [(f"autograd.{f} training={training}", f"ag.{f}({args})", training)
                  for f, args in (("add", "a, b"), ("relu", "a"), ("matmul", "a, m"))]
     print("Layers of one eager op, 64x128 float32 (best of 7 x 5000 calls)")
     print(f"{'case':<36} {'us/op':>8}")
-    for name, stmt in rows:
-        autograd.training = "training=True" in name
+    for name, stmt, training in rows:
+        autograd.training = training
         print(f"{name:<36} {per_call_us(stmt, g, number=5000):8.2f}")
     autograd.training = False
     try:
