@@ -5,7 +5,9 @@ transform ``Z = A dY A^T`` with cells past dY's extent taken as zero, for F(2x2,
 F(4x4, 3x3). Also the layout every caller relies on: ``[point, channel, tile]`` with the
 tiles of a chunk's images in image-major order, every cell of the output written, and
 nothing of ``y`` outside the chunk's images touched. Both numba compilations run (the
-serial one that batch chunks use, and the parallel one)."""
+serial one that batch chunks use, and the parallel one), and both kernel families of the
+input and output transforms (per channel over the chunk's images, and per image plane, which
+single-image calls take)."""
 
 from __future__ import annotations
 
@@ -46,21 +48,31 @@ def _geometry(m, ho, wo):
     return th, tw, (m + 2) ** 2
 
 
+def _kernel(kind, m, which):
+    """The per-channel (``_TRANSFORMS``) or per-plane (``_PLANES``) input (0) or output (1)
+    transform."""
+    return (winograd._TRANSFORMS if kind == "channels" else winograd._PLANES)[m][which]
+
+
+KINDS = ["channels", "planes"]
+
+
 def _tiles(nb, th, tw):
     """(image, tile row, tile column) of each tile index, image-major."""
     return [(n, ty, tx) for n in range(nb) for ty in range(th) for tx in range(tw)]
 
 
+@pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("m", [2, 4])
 @pytest.mark.parametrize("shape", SHAPES)
-def test_input_transform_is_bt_d_b(compiled, m, shape):
+def test_input_transform_is_bt_d_b(compiled, kind, m, shape):
     nb, c, ho, wo = shape
     th, tw, k = _geometry(m, ho, wo)
     t = m + 2
     rng = np.random.default_rng(1)
     xp = rng.standard_normal((nb, c, m * th + 2, m * tw + 2))
     v = np.full((k, c, nb * th * tw), np.nan)
-    compiled(winograd._TRANSFORMS[m][0])(xp, v, nb, th, tw)
+    compiled(_kernel(kind, m, 0))(xp, v, nb, th, tw)
     bt = BT[m]
     for j, (n, ty, tx) in enumerate(_tiles(nb, th, tw)):
         d = xp[n, :, m * ty:m * ty + t, m * tx:m * tx + t]  # (c, t, t)
@@ -68,10 +80,11 @@ def test_input_transform_is_bt_d_b(compiled, m, shape):
         np.testing.assert_allclose(v[:, :, j], want, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("m", [2, 4])
 @pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("has_bias", [True, False])
-def test_output_transform_is_at_m_a_clipped(compiled, m, shape, has_bias):
+def test_output_transform_is_at_m_a_clipped(compiled, kind, m, shape, has_bias):
     nb, o, ho, wo = shape
     th, tw, k = _geometry(m, ho, wo)
     t = m + 2
@@ -80,7 +93,7 @@ def test_output_transform_is_at_m_a_clipped(compiled, m, shape, has_bias):
     bias = rng.standard_normal(o)
     n0 = 1  # the chunk's first image in y: images outside the chunk stay as they were
     y = np.full((nb + 2, o, ho, wo), np.nan)
-    compiled(winograd._TRANSFORMS[m][1])(mm, y, bias, has_bias, n0, nb, th, tw)
+    compiled(_kernel(kind, m, 1))(mm, y, bias, has_bias, n0, nb, th, tw)
     at = AT[m]
     want = np.zeros((nb, o, th * m, tw * m))
     for j, (n, ty, tx) in enumerate(_tiles(nb, th, tw)):
@@ -109,3 +122,9 @@ def test_grad_output_transform_is_a_dy_at_zero_padded(compiled, m, shape):
         g = padded[n, :, m * ty:m * ty + m, m * tx:m * tx + m]  # (o, m, m)
         want = np.einsum("ai,oij,bj->abo", a, g, a).reshape(k, o)
         np.testing.assert_allclose(z[:, :, j], want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("m", [2, 4])
+def test_single_image_calls_take_the_plane_kernels(m):
+    assert winograd._forward(m, 1) == winograd._PLANES[m]
+    assert winograd._forward(m, 2) == winograd._TRANSFORMS[m][:2]
