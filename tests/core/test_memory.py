@@ -130,6 +130,43 @@ def test_one_capture_window_at_a_time(pool):
                 pass
 
 
+def test_a_buffer_two_windows_touched_stays_reserved_until_both_are_released(pool):
+    """Graph 1 allocates A and keeps it; graph 2's capture frees it (its last use there), so
+    graph 2's replays touch A too. Releasing graph 1 must not hand A out while graph 2 lives
+    (found by the property test below: A went to the pool's cache)."""
+    first = pool.reserve()
+    with first:
+        a, cls = pool.malloc(1000)
+    second = pool.reserve()
+    with second:
+        pool.free(a, cls)
+    assert first.nbytes == cls and second.nbytes == 0  # back to its owner's free list
+    first.release()
+    assert second.nbytes == cls and pool.cached_bytes == 0
+    assert pool.malloc(1000)[0] is not a
+    second.release()
+    assert pool.malloc(1000)[0] is a
+
+
+def test_a_buffer_in_use_when_its_owner_is_released_goes_to_a_window_that_touched_it(pool):
+    """The same with A in use when graph 1 is released (graph 1's window took it again):
+    freed later, outside any window, A goes to graph 2's reservation, not to the cache."""
+    first = pool.reserve()
+    with first:
+        a, cls = pool.malloc(1000)
+    second = pool.reserve()
+    with second:
+        pool.free(a, cls)
+    with first:
+        assert pool.malloc(1000)[0] is a  # from graph 1's own free list
+    first.release()
+    pool.free(a, cls)
+    assert second.nbytes == cls and pool.cached_bytes == 0
+    assert pool.malloc(1000)[0] is not a
+    second.release()
+    assert pool.malloc(1000)[0] is a
+
+
 @settings(max_examples=400, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(["malloc", "malloc", "free", "free", "open", "close",
                                            "release"]),

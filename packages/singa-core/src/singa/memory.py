@@ -67,9 +67,12 @@ class Reservation:
     cache, so nothing outside the graph is handed memory the graph writes. Inside the window
     requests are served from those lists first, so a workspace freed by one captured kernel is
     reused by the next, in stream order, as the pool would (PyTorch's private graph pools work
-    the same way). A buffer belongs to one reservation at most: one owned by another live
-    reservation goes back to that one even when freed in this window. Reserved buffers count
-    in the pool's ``current_bytes``; ``nbytes`` is what the reservation holds free.
+    the same way). A buffer another live reservation owns goes back to that one's free lists
+    even when freed in this window, and this reservation claims it too (its graph touched it):
+    when the owner is released, a free buffer that a live reservation claims goes to that
+    one instead of the pool's cache, so memory stays reserved until every reservation whose
+    window touched it is released. Reserved buffers count in the pool's ``current_bytes``;
+    ``nbytes`` is what the reservation holds free.
     """
 
     def __init__(self, pool: MemPool):
@@ -103,18 +106,23 @@ class Reservation:
         self.nbytes += cls
 
     def release(self) -> None:
-        """Give the reserved free buffers back to the pool's cache (the graph is gone); a
-        buffer still in use elsewhere goes back when it is freed. Idempotent."""
+        """Give the reserved free buffers back to the pool's cache (the graph is gone), or to
+        a live reservation that claims them too; a buffer still in use elsewhere goes back
+        when it is freed. Idempotent."""
         if self.released:
             return
         self.released = True
         pool = self.pool
         if pool._capturing is self:
             pool._capturing = None
-        pool._reservations = [r for r in pool._reservations if r is not self]
+        pool._reservations = others = [r for r in pool._reservations if r is not self]
         for cls, bucket in self._free.items():
             for buf in bucket:
-                pool._cache(buf, cls)
+                heir = next((r for r in others if id(buf) in r.owned), None)
+                if heir is None:
+                    pool._cache(buf, cls)
+                else:  # another live graph touched it: still reserved, now by that one
+                    heir._keep(buf, cls)
         self._free.clear()
         self.owned.clear()
         self.nbytes = 0
@@ -193,13 +201,17 @@ class MemPool:
     def free(self, buf: Any, cls: int) -> None:
         """Return a buffer of class ``cls`` to the cache (or to the reservation that owns it,
         or whose capture window the calling thread is in)."""
-        if self._reservations:  # a buffer belongs to one reservation at most
+        if self._reservations:
+            res = self._capturing
+            if res is not None and res.thread != threading.get_ident():
+                res = None  # another thread's free is not part of the capture window
             for owner in self._reservations:
                 if id(buf) in owner.owned:
                     owner._keep(buf, cls)
+                    if res is not None and res is not owner:  # this window touched it too
+                        res.owned[id(buf)] = buf
                     return
-            res = self._capturing
-            if res is not None and res.thread == threading.get_ident():
+            if res is not None:
                 res._keep(buf, cls)
                 return
         self._cache(buf, cls)
